@@ -1,0 +1,50 @@
+"""hf_scratch: the classic Transformer family written from scratch as Hugging Face models.
+
+Importing the package registers every configuration and head with the matching transformers Auto class, so
+``AutoModelForMaskedLM.from_config(ScratchBertConfig(...))``, ``from_pretrained(directory)`` and ``pipeline(...)``
+work. Each configuration carries the full ``auto_map`` of its family (``default_auto_map``): that map is also the
+single list this module registers from, and every class in it is marked for ``register_for_auto_class`` so that
+``save_pretrained`` copies the modeling code beside the weights (``trust_remote_code=True`` then loads it where
+hf_scratch is not installed).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import transformers
+
+from .configuration_common import ScratchConfig
+
+__version__ = "0.1.0"
+
+
+def _register_family(config_class: type[ScratchConfig]) -> None:
+    """Register a family's config and every head named in its ``default_auto_map``."""
+    transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+    config_class.register_for_auto_class()
+    for auto_class_name, reference in config_class.default_auto_map.items():
+        if auto_class_name == "AutoConfig":
+            continue
+        module_name, class_name = reference.split(".")
+        model_class = getattr(importlib.import_module(f".{module_name}", __name__), class_name)
+        getattr(transformers, auto_class_name).register(config_class, model_class, exist_ok=True)
+        if model_class._auto_class is None:
+            model_class.register_for_auto_class(auto_class_name)
+
+
+# ---- families: public names, then registration (one block per family) ---------------------------------------
+
+# BERT
+
+# GPT
+
+# encoder-decoder Transformer
+
+# Transformer-XL
+
+# Longformer
+
+# RNN seq2seq baselines
+
+# ---- pipelines transformers v5 no longer ships ---------------------------------------------------------------

@@ -1,0 +1,286 @@
+"""The attention core every family shares.
+
+Scaled dot-product attention (Vaswani et al. 2017, eq. 1 in the paper, eq. 3-4 in seed 000):
+
+    Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + M) V
+
+where M is 0 where a query may attend a key and a very large negative number where it may not. Masks are kept
+as boolean "may attend" relations (True = may attend) and combined with logic — key padding ∧ causal ∧ … — and
+only the eager kernel turns them into the additive M, with ``torch.finfo(dtype).min`` (never -1e9 or -inf, which
+overflow in half precision or give NaN). A query row that may attend nothing returns zeros, never NaN.
+
+Two kernels, chosen by ``config._attn_implementation``:
+- ``"eager"``: the equation above written out, and the only one that can return the attention weights;
+- ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with the same boolean mask.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
+
+
+def check_attn_implementation(name: Optional[str]) -> str:
+    """Return a supported attention implementation name or raise a ValueError that lists the choices."""
+    if name is None:
+        return "sdpa"
+    if name not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(
+            f"Unknown attention implementation {name!r}: hf_scratch models support {ATTENTION_IMPLEMENTATIONS}. "
+            "Pass attn_implementation='eager' or 'sdpa'."
+        )
+    return name
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Mask algebra: boolean "may attend" relations, broadcastable to (batch, heads, query_length, key_length)
+# --------------------------------------------------------------------------------------------------------------
+
+
+def check_attention_mask(
+    attention_mask: Optional[torch.Tensor], batch_size: int, length: int, name: str = "attention_mask"
+) -> Optional[torch.Tensor]:
+    """Validate a (batch, length) 0/1 mask as users pass it and return it as bool (True = real token)."""
+    if attention_mask is None:
+        return None
+    if not isinstance(attention_mask, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor of shape (batch, length), got {type(attention_mask).__name__}.")
+    if attention_mask.dim() != 2 or tuple(attention_mask.shape) != (batch_size, length):
+        raise ValueError(
+            f"{name} has shape {tuple(attention_mask.shape)} but the inputs need ({batch_size}, {length}): "
+            "pass one 0/1 value per input token (1 = attend, 0 = padding)."
+        )
+    if attention_mask.dtype == torch.bool:
+        return attention_mask
+    if attention_mask.is_floating_point() or attention_mask.dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
+        if ((attention_mask != 0) & (attention_mask != 1)).any():
+            raise ValueError(
+                f"{name} must contain only 0 and 1 (1 = attend, 0 = padding); got other values. "
+                "Pass the tokenizer's attention_mask, not an additive bias."
+            )
+        return attention_mask != 0
+    raise ValueError(f"{name} has dtype {attention_mask.dtype}; use bool or an integer/float 0/1 tensor.")
+
+
+def padding_mask(key_is_real: torch.Tensor) -> torch.Tensor:
+    """(batch, key_length) bool → (batch, 1, 1, key_length): every query may attend the real keys."""
+    return key_is_real[:, None, None, :]
+
+
+def causal_mask(query_length: int, key_length: int, device: torch.device) -> torch.Tensor:
+    """(1, 1, query_length, key_length) bool: query i (the last ``query_length`` of ``key_length`` positions)
+    may attend key j iff j ≤ i — the decoder's "subsequent" mask (seed 001), offset by any cached keys."""
+    offset = key_length - query_length
+    query_positions = torch.arange(query_length, device=device)[:, None] + offset
+    key_positions = torch.arange(key_length, device=device)[None, :]
+    return (key_positions <= query_positions)[None, None]
+
+
+def combine_masks(*masks: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """Logical AND of the masks that are given (None means "no restriction")."""
+    combined = None
+    for mask in masks:
+        if mask is None:
+            continue
+        combined = mask if combined is None else combined & mask
+    return combined
+
+
+def mask_to_bias(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Turn a boolean "may attend" mask into the additive M of the attention equation (0 or finfo.min)."""
+    bias = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    return bias.masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+@dataclass
+class AttentionMask:
+    """The parts of a "may attend" relation, kept apart until a kernel needs them.
+
+    ``key_padding``: (batch, key_length) bool, True for real tokens (None: no padding).
+    ``causal``: whether query i may only attend keys ≤ i (aligned at the end when keys include a cache).
+    """
+
+    key_padding: Optional[torch.Tensor] = None
+    causal: bool = False
+
+    def to_bool(self, query_length: int, key_length: int, device: torch.device) -> Optional[torch.Tensor]:
+        """The combined relation, broadcastable to (batch, heads, query_length, key_length), or None."""
+        causal = causal_mask(query_length, key_length, device) if self.causal and query_length > 1 else None
+        padding = padding_mask(self.key_padding) if self.key_padding is not None else None
+        return combine_masks(padding, causal)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Kernels
+# --------------------------------------------------------------------------------------------------------------
+
+
+def eager_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    allowed: Optional[torch.Tensor],
+    dropout: float = 0.0,
+    scale: Optional[float] = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q Kᵀ/√d + M) V, written out; returns (output, weights). Inputs are (batch, heads, length, head_dim)."""
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scale
+    if allowed is not None:
+        scores = scores + mask_to_bias(allowed, scores.dtype)
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    if allowed is not None:
+        # A row that may attend nothing has a uniform softmax over masked keys: make it exactly zero instead.
+        weights = weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+    weights_dropped = F.dropout(weights, p=dropout) if dropout > 0.0 else weights
+    return torch.matmul(weights_dropped, value), weights
+
+
+def sdpa_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    allowed: Optional[torch.Tensor],
+    dropout: float = 0.0,
+    scale: Optional[float] = None,
+    is_causal: bool = False,
+) -> torch.Tensor:
+    """The fused kernel; a fully masked row gives zeros (torch ≥ 2.5 kernels return 0 for such rows)."""
+    return F.scaled_dot_product_attention(
+        query, key, value, attn_mask=allowed, dropout_p=dropout, is_causal=is_causal, scale=scale
+    )
+
+
+def attend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: Optional[AttentionMask] = None,
+    *,
+    implementation: str = "sdpa",
+    dropout: float = 0.0,
+    scale: Optional[float] = None,
+    output_attentions: bool = False,
+) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """Run attention with the chosen kernel; returns (output, weights or None).
+
+    Asking for the weights always runs the eager kernel (SDPA cannot return them).
+    """
+    query_length, key_length = query.shape[-2], key.shape[-2]
+    if output_attentions or implementation == "eager":
+        allowed = mask.to_bool(query_length, key_length, query.device) if mask is not None else None
+        output, weights = eager_attention(query, key, value, allowed, dropout=dropout, scale=scale)
+        return output, (weights if output_attentions else None)
+    if mask is not None and mask.key_padding is None and mask.causal and query_length == key_length:
+        # Pure causal self-attention: let the kernel use its own (faster) triangular mask.
+        return sdpa_attention(query, key, value, None, dropout=dropout, scale=scale, is_causal=True), None
+    allowed = mask.to_bool(query_length, key_length, query.device) if mask is not None else None
+    return sdpa_attention(query, key, value, allowed, dropout=dropout, scale=scale), None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Multi-head attention (Vaswani et al. eq. 4-5): MultiHead(Q, K, V) = Concat(head_1 … head_h) Wᴼ
+# --------------------------------------------------------------------------------------------------------------
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(batch, length, hidden) → (batch, heads, length, head_dim)."""
+    batch, length, hidden = x.shape
+    return x.view(batch, length, num_heads, hidden // num_heads).transpose(1, 2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(batch, heads, length, head_dim) → (batch, length, hidden)."""
+    batch, heads, length, head_dim = x.shape
+    return x.transpose(1, 2).reshape(batch, length, heads * head_dim)
+
+
+class MultiHeadAttention(nn.Module):
+    """head_i = Attention(Q W_iQ, K W_iK, V W_iV); output = Concat(head_1 … head_h) Wᴼ.
+
+    Self-attention projects Q, K and V with one fused matrix (``qkv_proj``, one GEMM instead of three); cross-attention
+    (``is_cross_attention=True``) projects Q from the decoder and K, V from the encoder output (``kv_proj``).
+    ``layer_idx`` locates this layer in a transformers ``Cache`` (``DynamicCache`` for decoders,
+    ``EncoderDecoderCache`` for encoder-decoders, whose cross-attention part is computed once and reused).
+    The kernel is read from ``config._attn_implementation`` at call time.
+    """
+
+    def __init__(
+        self,
+        config,
+        hidden_size: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        is_cross_attention: bool = False,
+        layer_idx: Optional[int] = None,
+    ):
+        super().__init__()
+        if hidden_size % num_heads != 0:
+            raise ValueError(
+                f"hidden size {hidden_size} is not divisible by the number of attention heads {num_heads}: "
+                "choose a number of heads that divides the hidden size."
+            )
+        self.config = config
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.is_cross_attention = is_cross_attention
+        self.layer_idx = layer_idx
+        if is_cross_attention:
+            self.q_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
+            self.kv_proj = nn.Linear(hidden_size, 2 * hidden_size, bias=bias)
+        else:
+            self.qkv_proj = nn.Linear(hidden_size, 3 * hidden_size, bias=bias)
+        self.out_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
+
+    def _project(self, hidden_states, key_value_states, past_key_values):
+        """Q, K, V as (batch, heads, length, head_dim), reading and updating the cache."""
+        cache = past_key_values
+        if cache is not None and hasattr(cache, "self_attention_cache"):  # an EncoderDecoderCache
+            cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
+
+        if not self.is_cross_attention:
+            query, key, value = self.qkv_proj(hidden_states).chunk(3, dim=-1)
+            query, key, value = (split_heads(t, self.num_heads) for t in (query, key, value))
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+            return query, key, value
+
+        query = split_heads(self.q_proj(hidden_states), self.num_heads)
+        reuse = cache is not None and past_key_values.is_updated.get(self.layer_idx, False)
+        if reuse:  # the encoder output does not change while decoding: its K, V were cached at the first step
+            layer = cache.layers[self.layer_idx]
+            return query, layer.keys, layer.values
+        key, value = self.kv_proj(key_value_states).chunk(2, dim=-1)
+        key, value = split_heads(key, self.num_heads), split_heads(value, self.num_heads)
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
+            past_key_values.is_updated[self.layer_idx] = True
+        return query, key, value
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        mask: Optional[AttentionMask] = None,
+        key_value_states: Optional[torch.Tensor] = None,
+        past_key_values=None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        query, key, value = self._project(hidden_states, key_value_states, past_key_values)
+        output, weights = attend(
+            query,
+            key,
+            value,
+            mask,
+            implementation=self.config._attn_implementation,
+            dropout=self.dropout if self.training else 0.0,
+            output_attentions=output_attentions,
+        )
+        return self.out_proj(merge_heads(output)), weights

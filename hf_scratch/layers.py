@@ -1,0 +1,159 @@
+"""Building blocks shared by the families: input checks, the position-wise feed-forward network, the residual +
+LayerNorm wrapper (post-LN and pre-LN), and the task heads and losses several families use."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers.activations import ACT2FN
+
+
+def get_activation(name: str) -> nn.Module:
+    """The activation called ``name`` in transformers (``"gelu"``, ``"gelu_new"``, ``"relu"``, ``"swish"``…)."""
+    if name not in ACT2FN:
+        raise ValueError(f"Unknown activation {name!r} (hidden_act): choose one of {sorted(ACT2FN.keys())}.")
+    return ACT2FN[name]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Input checks: bad input gets a ValueError before any kernel runs
+# --------------------------------------------------------------------------------------------------------------
+
+
+def check_input_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input_ids") -> None:
+    """Ids must index the embedding table: 0 ≤ id < vocab_size."""
+    if input_ids.dim() != 2:
+        raise ValueError(f"{name} must have shape (batch, length), got {tuple(input_ids.shape)}.")
+    if input_ids.dtype.is_floating_point:
+        raise ValueError(f"{name} must hold integer token ids, got dtype {input_ids.dtype}.")
+    if input_ids.numel() == 0:
+        raise ValueError(f"{name} is empty: pass at least one token.")
+    largest, smallest = int(input_ids.max()), int(input_ids.min())
+    if largest >= vocab_size or smallest < 0:
+        bad = largest if largest >= vocab_size else smallest
+        raise ValueError(
+            f"{name} contains id {bad}, outside the vocabulary of {vocab_size} tokens (vocab_size): use the "
+            "tokenizer that belongs to this model, or resize the embeddings (model.resize_token_embeddings)."
+        )
+
+
+def check_one_input(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor]) -> None:
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Blocks
+# --------------------------------------------------------------------------------------------------------------
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network (seed 000 eq. 7): FFN(x) = act(x W₁ + b₁) W₂ + b₂."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, activation: str, activation_dropout: float = 0.0):
+        super().__init__()
+        self.fc_in = nn.Linear(hidden_size, intermediate_size)
+        self.activation = get_activation(activation)
+        self.activation_dropout = nn.Dropout(activation_dropout)
+        self.fc_out = nn.Linear(intermediate_size, hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.fc_out(self.activation_dropout(self.activation(self.fc_in(hidden_states))))
+
+
+class ResidualNorm(nn.Module):
+    """The residual connection around a sub-layer, with its LayerNorm placed after or before (seed 000 eq. 5-6).
+
+    post-LN (the paper, BERT, GPT-1):  y = LayerNorm(x + Dropout(Sublayer(x)))
+    pre-LN  (GPT-2, many later models): y = x + Dropout(Sublayer(LayerNorm(x)))
+
+    Use as ``out = res.after(x, sublayer(res.before(x)))``.
+    """
+
+    def __init__(self, hidden_size: int, eps: float, dropout: float, pre_norm: bool = False):
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.norm = nn.LayerNorm(hidden_size, eps=eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x) if self.pre_norm else x
+
+    def after(self, residual: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
+        out = residual + self.dropout(sublayer_output)
+        return out if self.pre_norm else self.norm(out)
+
+
+class MaskedLMHead(nn.Module):
+    """BERT's (and RoBERTa/Longformer's) MLM head: vocab logits = W_e · LayerNorm(act(W h + b)) + b_vocab.
+
+    ``decoder.weight`` is tied to the word embeddings by the model's ``_tied_weights_keys``.
+    """
+
+    def __init__(self, hidden_size: int, vocab_size: int, activation: str, eps: float):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.activation = get_activation(activation)
+        self.norm = nn.LayerNorm(hidden_size, eps=eps)
+        self.decoder = nn.Linear(hidden_size, vocab_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.norm(self.activation(self.dense(hidden_states))))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Losses shared by the task heads (transformers' conventions: -100 labels are ignored)
+# --------------------------------------------------------------------------------------------------------------
+
+
+def token_cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: Optional[int] = None, label_smoothing: float = 0.0
+) -> torch.Tensor:
+    """Mean cross-entropy over labels ≠ -100; with ``num_items_in_batch`` (gradient accumulation, from Trainer)
+    the sum is divided by that count instead, so accumulated steps add up to the full-batch loss."""
+    logits = logits.reshape(-1, logits.shape[-1]).float()
+    labels = labels.reshape(-1).to(logits.device)
+    if num_items_in_batch is None:
+        return F.cross_entropy(logits, labels, ignore_index=-100, label_smoothing=label_smoothing)
+    total = F.cross_entropy(logits, labels, ignore_index=-100, reduction="sum", label_smoothing=label_smoothing)
+    if isinstance(num_items_in_batch, torch.Tensor):
+        num_items_in_batch = num_items_in_batch.to(total.device)
+    return total / num_items_in_batch
+
+
+def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:
+    """Regression (MSE), single-label (cross-entropy) or multi-label (BCE) by ``config.problem_type``, inferred from
+    ``num_labels`` and the label dtype when unset — the rule transformers' heads follow."""
+    num_labels = logits.shape[-1]
+    if config.problem_type is None:
+        if num_labels == 1:
+            config.problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            config.problem_type = "single_label_classification"
+        else:
+            config.problem_type = "multi_label_classification"
+    if config.problem_type == "regression":
+        return F.mse_loss(logits.squeeze(-1).float(), labels.squeeze(-1).float()) if num_labels == 1 else F.mse_loss(logits.float(), labels.float())
+    if config.problem_type == "single_label_classification":
+        return F.cross_entropy(logits.view(-1, num_labels).float(), labels.view(-1))
+    if config.problem_type == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+    raise ValueError(
+        f"Unknown problem_type {config.problem_type!r}: use 'regression', 'single_label_classification' or "
+        "'multi_label_classification'."
+    )
+
+
+def span_loss(
+    start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor, end_positions: torch.Tensor
+) -> torch.Tensor:
+    """Extractive QA: mean of the start and end cross-entropies; positions outside the sequence are ignored."""
+    length = start_logits.shape[1]
+    start = start_positions.reshape(-1).clamp(0, length)
+    end = end_positions.reshape(-1).clamp(0, length)
+    start_loss = F.cross_entropy(start_logits.float(), start, ignore_index=length)
+    end_loss = F.cross_entropy(end_logits.float(), end, ignore_index=length)
+    return (start_loss + end_loss) / 2

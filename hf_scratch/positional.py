@@ -1,0 +1,91 @@
+"""Position information: sinusoidal (Vaswani et al. 2017, §3.5), learned absolute (BERT, GPT), and the sinusoidal
+relative encodings of Transformer-XL.
+
+The paper's encoding, for position ``pos`` and pair index ``i`` (seed 000, eq. 1):
+
+    PE(pos, 2i)   = sin(pos / 10000^(2i / d_model))
+    PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model))
+
+so even columns hold sines and odd columns cosines of the same frequency, with wavelengths from 2π to 10000·2π.
+(The seed's sample code zeroes position 0 and uses 2i/d per *column*; we follow the paper.) Marian and
+Transformer-XL lay the same values out split, [sin(all i) | cos(all i)]: ``layout="split"``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+SINUSOIDAL_LAYOUTS = ("interleaved", "split")
+
+
+def check_sinusoidal_layout(layout: str) -> str:
+    if layout not in SINUSOIDAL_LAYOUTS:
+        raise ValueError(
+            f"Unknown sinusoidal layout {layout!r}: use 'interleaved' (the paper's sin/cos per column pair) or "
+            "'split' ([sin… | cos…], as Marian and Transformer-XL store it)."
+        )
+    return layout
+
+
+def sinusoid_frequencies(dim: int, base: float = 10000.0) -> torch.Tensor:
+    """1 / base^(2i/d) for i = 0 … ⌈d/2⌉-1."""
+    return 1.0 / base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+
+
+def sinusoidal_table(num_positions: int, dim: int, layout: str = "interleaved", base: float = 10000.0) -> torch.Tensor:
+    """The (num_positions, dim) table of PE(pos, ·) in float32."""
+    check_sinusoidal_layout(layout)
+    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * sinusoid_frequencies(dim, base)[None, :]
+    sin, cos = torch.sin(angles), torch.cos(angles)[:, : dim // 2]
+    table = torch.zeros(num_positions, dim, dtype=torch.float64)
+    if layout == "interleaved":
+        table[:, 0::2] = sin
+        table[:, 1::2] = cos
+    else:
+        table[:, : sin.shape[1]] = sin
+        table[:, sin.shape[1] :] = cos
+    return table.float()
+
+
+def check_positions(position_ids: torch.Tensor, num_positions: int) -> None:
+    """Positions past the table cannot be encoded: say so instead of indexing out of range."""
+    if position_ids.numel() and int(position_ids.max()) >= num_positions:
+        raise ValueError(
+            f"The input needs position {int(position_ids.max())} but the model has only {num_positions} positions "
+            f"(max_position_embeddings={num_positions}): shorten or truncate the input (tokenizer(..., truncation=True,"
+            " max_length=...)) or use a model configured with more positions."
+        )
+    if position_ids.numel() and int(position_ids.min()) < 0:
+        raise ValueError("position_ids must be ≥ 0.")
+
+
+class SinusoidalPositionalEmbedding(nn.Module):
+    """Fixed PE table, looked up by position id. Not saved in checkpoints: it is rebuilt from the config."""
+
+    def __init__(self, num_positions: int, dim: int, layout: str = "interleaved"):
+        super().__init__()
+        self.num_positions = num_positions
+        self.register_buffer("table", sinusoidal_table(num_positions, dim, layout), persistent=False)
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        check_positions(position_ids, self.num_positions)
+        return self.table[position_ids]
+
+
+class LearnedPositionalEmbedding(nn.Embedding):
+    """A trained vector per absolute position (BERT, GPT)."""
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        check_positions(position_ids, self.num_embeddings)
+        return super().forward(position_ids)
+
+
+def relative_sinusoidal_embedding(distances: torch.Tensor, dim: int) -> torch.Tensor:
+    """Transformer-XL's R_{i-j}: the split sinusoidal encoding of (possibly clamped) relative distances.
+
+    ``distances`` is a 1-D float tensor (e.g. klen-1 … 0); returns (len(distances), dim).
+    """
+    inv_freq = sinusoid_frequencies(dim).to(device=distances.device, dtype=torch.float32)
+    angles = distances[:, None].float() * inv_freq[None, :]
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
