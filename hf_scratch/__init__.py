@@ -36,6 +36,20 @@ def _register_family(config_class: type[ScratchConfig]) -> None:
 # ---- families: public names, then registration (one block per family) ---------------------------------------
 
 # BERT
+from .configuration_bert import ScratchBertConfig
+from .modeling_bert import (
+    ScratchBertForMaskedLM,
+    ScratchBertForMultipleChoice,
+    ScratchBertForNextSentencePrediction,
+    ScratchBertForPreTraining,
+    ScratchBertForQuestionAnswering,
+    ScratchBertForSequenceClassification,
+    ScratchBertForTokenClassification,
+    ScratchBertModel,
+    ScratchBertPreTrainedModel,
+)
+
+_register_family(ScratchBertConfig)
 
 # GPT
 
@@ -48,3 +62,4 @@ def _register_family(config_class: type[ScratchConfig]) -> None:
 # RNN seq2seq baselines
 
 # ---- pipelines transformers v5 no longer ships ---------------------------------------------------------------
+from .pipelines import ScratchQuestionAnsweringPipeline  # noqa: E402  (registers "scratch-question-answering")

@@ -207,13 +207,21 @@ def _without_prefix(state: dict, prefix: str) -> dict:
     return {k[len(prefix) + 1 :] if k.startswith(prefix + ".") else k: v for k, v in state.items()}
 
 
+def _tied_targets(model) -> set[str]:
+    """State-dict keys that are tied to (the same tensor as) another key: they are never converted separately."""
+    return set(getattr(model, "all_tied_weights_keys", None) or {}) | set(getattr(model, "_tied_weights_keys", None) or {})
+
+
+def _untied_state(model) -> dict[str, torch.Tensor]:
+    tied = _tied_targets(model)
+    return {k: v for k, v in model.state_dict().items() if k not in tied}
+
+
 def _load_exactly(model, state: dict[str, torch.Tensor]) -> None:
-    """Load ``state`` into ``model``; everything must fit, except keys tied to another weight or rebuilt buffers."""
+    """Load ``state`` into ``model``; everything must fit, except keys tied to another weight."""
     expected = model.state_dict()
     unexpected = sorted(set(state) - set(expected))
-    tied = set(getattr(model, "all_tied_weights_keys", {}) or {}) | set(
-        (getattr(model, "_tied_weights_keys", None) or {})
-    )
+    tied = _tied_targets(model)
     missing = sorted(k for k in set(expected) - set(state) if k not in tied)
     if unexpected or missing:
         raise ValueError(
@@ -238,15 +246,15 @@ def _build_ours(conversion: Conversion, reference_config: dict, reference_class:
     state = conversion.weight_map(config).to_ours(reference_state)
     if _is_base_model(model):
         state = _without_prefix(state, model.base_model_prefix)
-    dtype = next(iter(reference_state.values())).dtype if reference_state else torch.float32
-    _load_exactly(model, {k: v.to(dtype) for k, v in state.items()})
+    dtype = next((v.dtype for v in reference_state.values() if v.is_floating_point()), torch.float32)
+    _load_exactly(model, {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()})
     return model.to(dtype)
 
 
 def from_transformers(model):
     """A transformers model → the hf_scratch model with the same head, config and weights (same train/eval mode)."""
     conversion = _conversion_for_reference(model.config.model_type)
-    reference_state = model.state_dict()
+    reference_state = _untied_state(model)
     if _is_base_model(model):
         reference_state = _with_prefix(reference_state, conversion.reference_prefix)
     ours = _build_ours(conversion, model.config.to_dict(), type(model).__name__, reference_state)
@@ -265,14 +273,14 @@ def to_transformers(model):
         conversion.reference_model_type, **conversion.config_to_reference(model.config)
     )
     reference = reference_class(reference_config)
-    state = model.state_dict()
+    state = _untied_state(model)
     if _is_base_model(model):
         state = _with_prefix(state, model.base_model_prefix)
     reference_state = conversion.weight_map(model.config).to_reference(state)
     if _is_base_model(reference):
         reference_state = _without_prefix(reference_state, conversion.reference_prefix)
     dtype = next(model.parameters()).dtype
-    _load_exactly(reference, {k: v.to(dtype) for k, v in reference_state.items()})
+    _load_exactly(reference, {k: v.to(dtype) if v.is_floating_point() else v for k, v in reference_state.items()})
     if getattr(model, "generation_config", None) is not None and getattr(reference, "generation_config", None) is not None:
         reference.generation_config = model.generation_config
     return reference.to(dtype).train(model.training)
@@ -357,6 +365,85 @@ def convert_directory(source, output) -> Path:
 # ==============================================================================================================
 
 # ---- BERT (bert → scratch-bert) ------------------------------------------------------------------------------
+
+# Fields whose names and meanings are the same in transformers' BertConfig and ours.
+_BERT_SHARED_FIELDS = (
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+    "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+    "initializer_range", "layer_norm_eps", "classifier_dropout", "pad_token_id", "tie_word_embeddings",
+)
+# Fields every reference config may carry that change behaviour of a head.
+_TASK_FIELDS = ("id2label", "label2id", "problem_type", "bos_token_id", "eos_token_id")
+
+
+def _copy_fields(source: dict, names: Sequence[str]) -> dict:
+    return {name: source[name] for name in names if name in source and source[name] is not None}
+
+
+def _bert_config_to_ours(reference: dict):
+    from .configuration_bert import ScratchBertConfig
+
+    if reference.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError("Only BERT with absolute position embeddings can be converted (position_embedding_type).")
+    return ScratchBertConfig(**_copy_fields(reference, _BERT_SHARED_FIELDS + _TASK_FIELDS))
+
+
+def _bert_config_to_reference(config) -> dict:
+    return _copy_fields(config.to_dict(), _BERT_SHARED_FIELDS + _TASK_FIELDS)
+
+
+def _bert_weight_map(config) -> WeightMap:
+    layer, ref = "model.layers.{i}", "bert.encoder.layer.{i}"
+    rules = [
+        rule("model.embeddings.word.weight", "bert.embeddings.word_embeddings.weight"),
+        rule("model.embeddings.position.weight", "bert.embeddings.position_embeddings.weight"),
+        rule("model.embeddings.token_type.weight", "bert.embeddings.token_type_embeddings.weight"),
+        *weight_and_bias("model.embeddings.norm", "bert.embeddings.LayerNorm"),
+        *weight_and_bias(f"{layer}.attention.qkv_proj", f"{ref}.attention.self.query", f"{ref}.attention.self.key",
+                         f"{ref}.attention.self.value"),
+        *weight_and_bias(f"{layer}.attention.out_proj", f"{ref}.attention.output.dense"),
+        *weight_and_bias(f"{layer}.attention_residual.norm", f"{ref}.attention.output.LayerNorm"),
+        *weight_and_bias(f"{layer}.feed_forward.fc_in", f"{ref}.intermediate.dense"),
+        *weight_and_bias(f"{layer}.feed_forward.fc_out", f"{ref}.output.dense"),
+        *weight_and_bias(f"{layer}.feed_forward_residual.norm", f"{ref}.output.LayerNorm"),
+        *weight_and_bias("model.pooler.dense", "bert.pooler.dense"),
+        # heads
+        *weight_and_bias("mlm_head.dense", "cls.predictions.transform.dense"),
+        *weight_and_bias("mlm_head.norm", "cls.predictions.transform.LayerNorm"),
+        rule("mlm_head.decoder.bias", "cls.predictions.bias"),
+        *weight_and_bias("nsp_head", "cls.seq_relationship"),
+        *weight_and_bias("classifier", "classifier"),
+        *weight_and_bias("qa_outputs", "qa_outputs"),
+    ]
+    # The decoder bias is stored once (cls.predictions.bias); its alias and, when tied, the decoder weight are not.
+    ignore = ["bert.embeddings.position_ids", "bert.embeddings.token_type_ids", "cls.predictions.decoder.bias"]
+    if config.tie_word_embeddings:
+        ignore.append("cls.predictions.decoder.weight")
+    else:
+        rules.append(rule("mlm_head.decoder.weight", "cls.predictions.decoder.weight"))
+    return WeightMap(rules, ignore_reference=ignore)
+
+
+register_conversion(
+    Conversion(
+        reference_model_type="bert",
+        reference_prefix="bert",
+        heads={
+            "BertModel": "ScratchBertModel",
+            "BertForPreTraining": "ScratchBertForPreTraining",
+            "BertForMaskedLM": "ScratchBertForMaskedLM",
+            "BertForNextSentencePrediction": "ScratchBertForNextSentencePrediction",
+            "BertForSequenceClassification": "ScratchBertForSequenceClassification",
+            "BertForTokenClassification": "ScratchBertForTokenClassification",
+            "BertForQuestionAnswering": "ScratchBertForQuestionAnswering",
+            "BertForMultipleChoice": "ScratchBertForMultipleChoice",
+        },
+        config_to_ours=_bert_config_to_ours,
+        config_to_reference=_bert_config_to_reference,
+        weight_map=_bert_weight_map,
+    ),
+    scratch_model_type="scratch-bert",
+)
 
 # ---- GPT (gpt2, openai-gpt → scratch-gpt) --------------------------------------------------------------------
 

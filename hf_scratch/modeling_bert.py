@@ -1,0 +1,466 @@
+"""BERT (Devlin et al. 2018), from scratch, read top-down in the order of the paper (seed 002):
+
+1. input representation: token + segment + learned position embeddings, LayerNorm, dropout (paper Fig. 2);
+2. a stack of post-LN Transformer encoder layers (seed 000): multi-head self-attention with the padding mask,
+   position-wise feed-forward with GELU, each wrapped as LayerNorm(x + Dropout(Sublayer(x)));
+3. the pooler: tanh(W h_[CLS] + b), the sentence representation used by NSP and classification;
+4. pre-training heads: masked LM (tied to the word embeddings) and next-sentence prediction;
+5. fine-tuning heads: sequence classification, token classification, extractive QA, multiple choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    NextSentencePredictorOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.utils import ModelOutput
+
+from .attention import AttentionMask, MultiHeadAttention, check_attention_mask, check_attn_implementation
+from .configuration_bert import ScratchBertConfig
+from .layers import (
+    FeedForward,
+    MaskedLMHead,
+    ResidualNorm,
+    check_input_ids,
+    check_one_input,
+    sequence_classification_loss,
+    span_loss,
+    token_cross_entropy,
+)
+from .positional import LearnedPositionalEmbedding
+
+
+class ScratchBertEmbeddings(nn.Module):
+    """E = LayerNorm(E_token + E_segment + E_position), then dropout (BERT Fig. 2)."""
+
+    def __init__(self, config: ScratchBertConfig):
+        super().__init__()
+        self.vocab_size, self.type_vocab_size = config.vocab_size, config.type_vocab_size
+        self.word = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
+        if inputs_embeds is None:
+            check_input_ids(input_ids, self.vocab_size)
+            inputs_embeds = self.word(input_ids)
+        batch, length = inputs_embeds.shape[:2]
+        if position_ids is None:
+            position_ids = torch.arange(length, device=inputs_embeds.device)[None, :]
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
+        else:
+            check_input_ids(token_type_ids, self.type_vocab_size, name="token_type_ids")
+        embeddings = inputs_embeds + self.token_type(token_type_ids) + self.position(position_ids)
+        return self.dropout(self.norm(embeddings))
+
+
+class ScratchBertLayer(GradientCheckpointingLayer):
+    """One encoder layer: h = LN(x + MultiHead(x, x, x)), out = LN(h + FFN(h)) (seed 000 eq. 3-7)."""
+
+    def __init__(self, config: ScratchBertConfig, layer_idx: int):
+        super().__init__()
+        self.attention = MultiHeadAttention(
+            config, config.hidden_size, config.num_attention_heads, config.attention_probs_dropout_prob,
+            layer_idx=layer_idx,
+        )
+        self.attention_residual = ResidualNorm(config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob)
+        self.feed_forward = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act)
+        self.feed_forward_residual = ResidualNorm(config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob)
+
+    def forward(self, hidden_states, mask: Optional[AttentionMask] = None, output_attentions: bool = False):
+        attended, weights = self.attention(self.attention_residual.before(hidden_states), mask, output_attentions=output_attentions)
+        hidden_states = self.attention_residual.after(hidden_states, attended)
+        transformed = self.feed_forward(self.feed_forward_residual.before(hidden_states))
+        return self.feed_forward_residual.after(hidden_states, transformed), weights
+
+
+class ScratchBertPooler(nn.Module):
+    """pooled = tanh(W h_[CLS] + b): the sequence summary read by NSP and the classification heads."""
+
+    def __init__(self, config: ScratchBertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden_states[:, 0]))
+
+
+class ScratchBertPreTrainedModel(PreTrainedModel):
+    config_class = ScratchBertConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    _no_split_modules = ["ScratchBertLayer", "ScratchBertEmbeddings"]
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+
+    def __init__(self, config: ScratchBertConfig, *inputs, **kwargs):
+        super().__init__(config, *inputs, **kwargs)
+        check_attn_implementation(config._attn_implementation)
+
+
+class ScratchBertModel(ScratchBertPreTrainedModel):
+    """The BERT encoder: embeddings → L encoder layers → (optional) pooler."""
+
+    def __init__(self, config: ScratchBertConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = ScratchBertEmbeddings(config)
+        self.layers = nn.ModuleList(ScratchBertLayer(config, i) for i in range(config.num_hidden_layers))
+        self.pooler = ScratchBertPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word = value
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        position_ids: Optional[torch.Tensor] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPooling:
+        check_one_input(input_ids, inputs_embeds)
+        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        key_is_real = check_attention_mask(attention_mask, batch, length)
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+
+        hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        # An all-ones mask restricts nothing: drop it so SDPA runs unmasked.
+        padded = key_is_real is not None and not bool(key_is_real.all())
+        mask = AttentionMask(key_padding=key_is_real if padded else None)
+
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        for layer in self.layers:
+            hidden_states, weights = layer(hidden_states, mask, output_attentions)
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            if output_attentions:
+                all_attentions += (weights,)
+
+        pooled = self.pooler(hidden_states) if self.pooler is not None else None
+        return BaseModelOutputWithPooling(
+            last_hidden_state=hidden_states,
+            pooler_output=pooled,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+        )
+
+
+# ---- pre-training heads --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ScratchBertForPreTrainingOutput(ModelOutput):
+    """loss = masked-LM cross-entropy (over labels ≠ -100) + next-sentence cross-entropy."""
+
+    loss: Optional[torch.Tensor] = None
+    prediction_logits: Optional[torch.Tensor] = None
+    seq_relationship_logits: Optional[torch.Tensor] = None
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+    attentions: Optional[tuple[torch.Tensor, ...]] = None
+
+
+class ScratchBertForPreTraining(ScratchBertPreTrainedModel):
+    """Masked LM + next-sentence prediction, the two pre-training tasks of BERT §3.1."""
+
+    _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
+
+    def __init__(self, config: ScratchBertConfig):
+        super().__init__(config)
+        self.model = ScratchBertModel(config)
+        self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, config.hidden_act, config.layer_norm_eps)
+        self.nsp_head = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.mlm_head.decoder
+
+    def set_output_embeddings(self, value):
+        self.mlm_head.decoder = value
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        next_sentence_label=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ) -> ScratchBertForPreTrainingOutput:
+        outputs = self.model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states
+        )
+        prediction_logits = self.mlm_head(outputs.last_hidden_state)
+        seq_relationship_logits = self.nsp_head(outputs.pooler_output)
+        loss = None
+        if labels is not None and next_sentence_label is not None:
+            mlm_loss = token_cross_entropy(prediction_logits, labels, kwargs.get("num_items_in_batch"))
+            nsp_loss = token_cross_entropy(seq_relationship_logits, next_sentence_label)
+            loss = mlm_loss + nsp_loss
+        return ScratchBertForPreTrainingOutput(
+            loss=loss,
+            prediction_logits=prediction_logits,
+            seq_relationship_logits=seq_relationship_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+class ScratchBertForMaskedLM(ScratchBertPreTrainedModel):
+    """Predict the original token at masked positions (BERT §3.1, Task #1)."""
+
+    _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
+
+    def __init__(self, config: ScratchBertConfig):
+        super().__init__(config)
+        self.model = ScratchBertModel(config, add_pooling_layer=False)
+        self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, config.hidden_act, config.layer_norm_eps)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.mlm_head.decoder
+
+    def set_output_embeddings(self, value):
+        self.mlm_head.decoder = value
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ) -> MaskedLMOutput:
+        outputs = self.model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states
+        )
+        logits = self.mlm_head(outputs.last_hidden_state)
+        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+
+
+class ScratchBertForNextSentencePrediction(ScratchBertPreTrainedModel):
+    """Is sentence B the sentence that follows A? (BERT §3.1, Task #2; label 0 = IsNext, 1 = NotNext)."""
+
+    def __init__(self, config: ScratchBertConfig):
+        super().__init__(config)
+        self.model = ScratchBertModel(config)
+        self.nsp_head = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ) -> NextSentencePredictorOutput:
+        outputs = self.model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states
+        )
+        logits = self.nsp_head(outputs.pooler_output)
+        loss = token_cross_entropy(logits, labels) if labels is not None else None
+        return NextSentencePredictorOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+
+
+# ---- fine-tuning heads (BERT §4) -----------------------------------------------------------------------------
+
+
+class ScratchBertForSequenceClassification(ScratchBertPreTrainedModel):
+    """logits = W · Dropout(pooled) — regression, single- or multi-label by ``config.problem_type``."""
+
+    def __init__(self, config: ScratchBertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = ScratchBertModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ) -> SequenceClassifierOutput:
+        outputs = self.model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+
+
+class ScratchBertForTokenClassification(ScratchBertPreTrainedModel):
+    """A label per token (e.g. NER): logits_t = W · Dropout(h_t)."""
+
+    def __init__(self, config: ScratchBertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = ScratchBertModel(config, add_pooling_layer=False)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ) -> TokenClassifierOutput:
+        outputs = self.model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+
+
+class ScratchBertForQuestionAnswering(ScratchBertPreTrainedModel):
+    """Extractive QA (BERT §4.2): a start and an end score per token, (start, end) = W · h_t."""
+
+    def __init__(self, config: ScratchBertConfig):
+        super().__init__(config)
+        self.model = ScratchBertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        start_positions=None,
+        end_positions=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ) -> QuestionAnsweringModelOutput:
+        outputs = self.model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = span_loss(start_logits, end_logits, start_positions, end_positions)
+        return QuestionAnsweringModelOutput(
+            loss=loss,
+            start_logits=start_logits.contiguous(),
+            end_logits=end_logits.contiguous(),
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+class ScratchBertForMultipleChoice(ScratchBertPreTrainedModel):
+    """Inputs (batch, choices, length); each choice's pooled vector gets a score; softmax over choices (SWAG)."""
+
+    def __init__(self, config: ScratchBertConfig):
+        super().__init__(config)
+        self.model = ScratchBertModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ) -> MultipleChoiceModelOutput:
+        reference = input_ids if input_ids is not None else inputs_embeds
+        if reference is None or reference.dim() < 3:
+            raise ValueError("Multiple choice inputs must be shaped (batch, num_choices, length).")
+        num_choices = reference.shape[1]
+
+        def flat(x):
+            return None if x is None else x.reshape(-1, *x.shape[2:])
+
+        outputs = self.model(
+            flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids), flat(inputs_embeds),
+            output_attentions, output_hidden_states,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
+        loss = token_cross_entropy(logits, labels) if labels is not None else None
+        return MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+
+
+__all__ = [
+    "ScratchBertPreTrainedModel",
+    "ScratchBertModel",
+    "ScratchBertForPreTraining",
+    "ScratchBertForMaskedLM",
+    "ScratchBertForNextSentencePrediction",
+    "ScratchBertForSequenceClassification",
+    "ScratchBertForTokenClassification",
+    "ScratchBertForQuestionAnswering",
+    "ScratchBertForMultipleChoice",
+]

