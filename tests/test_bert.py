@@ -326,3 +326,57 @@ def test_pipelines(wordpiece, tmp_path):
     answer = qa(question="who laughs?", context="the players shall laugh when the king is welcome")
     assert set(answer) >= {"answer", "score", "start", "end"}
     assert answer["answer"] == "the players shall laugh when the king is welcome"[answer["start"]:answer["end"]]
+
+
+# ---- pre-training data and the Trainer -----------------------------------------------------------------------
+
+
+def test_nsp_examples_and_mlm_collator(wordpiece, fixtures_dir):
+    from hf_scratch.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
+
+    documents = split_documents((fixtures_dir / "shakespeare.txt").read_text())
+    assert len(documents) == 6
+    examples = make_nsp_examples(documents, wordpiece, max_length=64, seed=0)
+    assert len(examples) > 20
+    labels = [e["next_sentence_label"] for e in examples]
+    assert 0.3 < sum(labels) / len(labels) < 0.7  # about half NotNext
+    for example in examples:
+        ids, segments = example["input_ids"], example["token_type_ids"]
+        assert len(ids) == len(segments) <= 64
+        assert ids[0] == wordpiece.cls_token_id and ids[-1] == wordpiece.sep_token_id
+        first_sep = ids.index(wordpiece.sep_token_id)
+        assert set(segments[: first_sep + 1]) == {0} and set(segments[first_sep + 1 :]) == {1}
+
+    collator = DataCollatorForBertPreTraining(wordpiece, mlm_probability=0.15, seed=0)
+    batch = collator(examples[:16])
+    assert set(batch) >= {"input_ids", "token_type_ids", "attention_mask", "labels", "next_sentence_label"}
+    selected = batch["labels"] != -100
+    real = batch["attention_mask"].bool()
+    rate = selected.sum() / real.sum()
+    assert 0.05 < rate < 0.3
+    assert not (selected & ~real).any()
+    masked = batch["input_ids"] == wordpiece.mask_token_id
+    assert (masked <= selected).all() and masked.sum() >= 0.5 * selected.sum()
+
+
+def test_trainer_pretraining_loss_falls(wordpiece, fixtures_dir, tmp_path):
+    from transformers import Trainer, TrainingArguments
+
+    from hf_scratch.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
+
+    documents = split_documents((fixtures_dir / "shakespeare.txt").read_text())
+    examples = make_nsp_examples(documents, wordpiece, max_length=32, seed=0)
+    config = tiny_config(vocab_size=len(wordpiece), max_position_embeddings=32, hidden_size=48, num_attention_heads=4,
+                         intermediate_size=96, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = ScratchBertForPreTraining(config)
+    args = TrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=16, max_steps=60, learning_rate=3e-3,
+        logging_steps=5, save_strategy="no", report_to=[], seed=0, use_cpu=True, warmup_steps=5, lr_scheduler_type="constant_with_warmup",
+    )
+    trainer = Trainer(model=model, args=args, train_dataset=examples,
+                      data_collator=DataCollatorForBertPreTraining(wordpiece, mlm_probability=0.15, seed=0))
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) >= 10
+    first, last = sum(losses[:2]) / 2, sum(losses[-2:]) / 2
+    assert last < first - 0.5, (first, last)

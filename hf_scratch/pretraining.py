@@ -1,0 +1,102 @@
+"""BERT pre-training data (Devlin et al. 2018 §3.1, seed 002): next-sentence pairs from document-level text and
+masked-LM masking.
+
+1. ``make_nsp_examples`` walks each document's sentences and builds ``[CLS] A [SEP] B [SEP]`` pairs with segment
+   ids: half the time B is the text that really follows A (label 0, IsNext), half the time B comes from another
+   document (label 1, NotNext). A pair longer than ``max_length`` is trimmed one token at a time from the longer
+   side, as in the reference ``create_pretraining_data.py``.
+2. ``DataCollatorForBertPreTraining`` pads a batch and applies MLM masking with transformers' own
+   ``DataCollatorForLanguageModeling``: 15 % of the (non-special) tokens are selected; of those 80 % become
+   [MASK], 10 % a random token, 10 % stay unchanged; labels are -100 everywhere else.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from transformers import DataCollatorForLanguageModeling
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_documents(text: str, separator: str = "=====") -> list[str]:
+    """Documents separated by a line holding only ``separator`` (or, without any, by blank-line runs of 2+)."""
+    if re.search(rf"^{re.escape(separator)}\s*$", text, flags=re.M):
+        parts = re.split(rf"^{re.escape(separator)}\s*$", text, flags=re.M)
+    else:
+        parts = re.split(r"\n\s*\n\s*\n", text)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def split_sentences(document: str) -> list[str]:
+    """A light sentence splitter: breaks after . ! ? and joins wrapped lines."""
+    flat = " ".join(document.split())
+    return [s for s in _SENTENCE_END.split(flat) if s]
+
+
+def _trim_pair(first: list[int], second: list[int], max_tokens: int, rng: random.Random) -> None:
+    while len(first) + len(second) > max_tokens:
+        longer = first if len(first) > len(second) else second
+        longer.pop(0 if rng.random() < 0.5 else -1)
+
+
+def make_nsp_examples(
+    documents: Sequence[str], tokenizer, max_length: int = 128, seed: int = 0, short_seq_prob: float = 0.1
+) -> list[dict]:
+    """Sentence-pair examples with ``input_ids``, ``token_type_ids`` and ``next_sentence_label``."""
+    if len(documents) < 2:
+        raise ValueError("Next-sentence prediction needs at least two documents (random B comes from another one).")
+    if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
+        raise ValueError("The tokenizer needs [CLS] and [SEP] tokens for BERT pre-training pairs.")
+    rng = random.Random(seed)
+    tokenized = [
+        [ids for ids in tokenizer([s for s in split_sentences(doc)], add_special_tokens=False)["input_ids"] if ids]
+        if split_sentences(doc) else []
+        for doc in documents
+    ]
+    max_tokens = max_length - 3  # [CLS] A [SEP] B [SEP]
+    examples = []
+    for doc_index, sentences in enumerate(tokenized):
+        target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+        chunk: list[list[int]] = []
+        for sentence_index, sentence in enumerate(sentences):
+            chunk.append(sentence)
+            if sentence_index < len(sentences) - 1 and sum(map(len, chunk)) < target:
+                continue
+            if len(chunk) >= 2 or sentence_index == len(sentences) - 1:
+                split = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+                first = [t for s in chunk[:split] for t in s]
+                if len(chunk) == 1 or rng.random() < 0.5:
+                    label = 1
+                    others = [i for i in range(len(tokenized)) if i != doc_index and tokenized[i]]
+                    other = tokenized[rng.choice(others)]
+                    start = rng.randrange(len(other))
+                    second = [t for s in other[start:] for t in s][: max(1, target - len(first))]
+                else:
+                    label = 0
+                    second = [t for s in chunk[split:] for t in s]
+                _trim_pair(first, second, max_tokens, rng)
+                if first and second:
+                    encoded = [tokenizer.cls_token_id, *first, tokenizer.sep_token_id, *second, tokenizer.sep_token_id]
+                    token_type_ids = [0] * (len(first) + 2) + [1] * (len(second) + 1)
+                    examples.append(
+                        {"input_ids": encoded, "token_type_ids": token_type_ids, "next_sentence_label": label}
+                    )
+                chunk = []
+                target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+    return examples
+
+
+@dataclass
+class DataCollatorForBertPreTraining(DataCollatorForLanguageModeling):
+    """Pads, masks for MLM (80 % [MASK] / 10 % random / 10 % unchanged of 15 %), and carries the NSP labels."""
+
+    def torch_call(self, examples):
+        labels = torch.tensor([example["next_sentence_label"] for example in examples], dtype=torch.long)
+        batch = super().torch_call([{k: v for k, v in e.items() if k != "next_sentence_label"} for e in examples])
+        batch["next_sentence_label"] = labels
+        return batch
