@@ -181,6 +181,11 @@ def test_eager_equals_sdpa():
     weights = a.attentions[0]
     assert torch.allclose(weights.sum(-1), torch.ones_like(weights.sum(-1)), atol=1e-5)
     assert (weights[2, :, :, 4:] == 0).all()
+    # switching after construction works too: the kernel is read from the config at call time
+    sdpa.set_attn_implementation("eager")
+    with torch.no_grad():
+        switched = sdpa(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, output_attentions=True)
+    assert switched.attentions is not None and torch.allclose(switched.attentions[0], weights, atol=1e-6)
 
 
 def test_save_load_roundtrip_through_auto_classes(tmp_path):
