@@ -535,3 +535,14 @@ def tokenize_text_blocks(raw, tokenizer, text_column: str, data_args: DataArgume
         if len(dataset) == 0:
             raise ValueError(f"The {split} text is shorter than one block of {block_size} tokens: lower --max_seq_length or add text.")
     return grouped
+
+
+def label_list(raw, label_column: str) -> list:
+    """The sorted labels seen in the training data (strings or integers)."""
+    labels = sorted(set(raw["train"][label_column]))
+    if len(labels) < 2:
+        raise ValueError(f"Column {label_column!r} has {len(labels)} distinct label(s) in the training data; classification needs at least 2.")
+    unseen = set(raw["validation"][label_column]) - set(labels)
+    if unseen:
+        raise ValueError(f"Validation labels {sorted(unseen)[:5]} never occur in the training data.")
+    return labels

@@ -1,0 +1,111 @@
+"""Sequence classification (BERT, GPT, Longformer) with the 🤗 Trainer, in the style of transformers'
+run_classification.py.
+
+    python training/run_classification.py --model_type scratch-bert --max_steps 200 --output_dir out/cls
+    python training/run_classification.py --model_type scratch-gpt --text_column premise --text_pair_column hypothesis \
+        --train_file nli_train.jsonl --validation_file nli_dev.jsonl
+
+Rows hold a text (and optionally a second text) and a label (string or integer). BERT/Longformer read
+``[CLS] a [SEP] (b [SEP])``; GPT uses GPT-1's input transformations (``hf_scratch.gpt_input_transforms``):
+``[<s>; a; ⟨e⟩]`` or ``[<s>; a; $; b; ⟨e⟩]`` with the head on the extract token (``--symmetric_pair`` feeds both
+orders of a pair and sums them, GPT-1's similarity setting). Without data arguments it learns which play
+(Hamlet, Macbeth, Romeo and Juliet) a speech comes from (``training/data/plays``). Reports accuracy and macro-F1.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
+
+from training.common import (
+    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, label_list, load_metric,
+    load_raw_datasets, parse_arguments, require_columns, train_evaluate_save,
+)
+
+SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer")
+
+
+@dataclass
+class ClassificationArguments:
+    text_column: str = field(default="text", metadata={"help": "Column holding the (first) text."})
+    text_pair_column: Optional[str] = field(default=None, metadata={"help": "Column holding the second text of a pair."})
+    label_column: str = field(default="label", metadata={"help": "Column holding the label (string or integer)."})
+    symmetric_pair: bool = field(default=False, metadata={"help": "GPT: feed both orders of a pair and sum (similarity)."})
+
+
+class GPTClassificationCollator:
+    """Frames each example with GPT-1's input transformation at batch time (right-padded) and adds the labels."""
+
+    def __init__(self, task_inputs, text_column: str, text_pair_column: Optional[str], symmetric: bool):
+        self.task_inputs, self.text_column, self.text_pair_column, self.symmetric = task_inputs, text_column, text_pair_column, symmetric
+
+    def __call__(self, features: list[dict]) -> dict:
+        import torch
+
+        first = [f[self.text_column] for f in features]
+        if self.text_pair_column is None:
+            batch = self.task_inputs.classification(first)
+        else:
+            second = [f[self.text_pair_column] for f in features]
+            batch = (self.task_inputs.similarity if self.symmetric else self.task_inputs.entailment)(first, second)
+        batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
+        return batch
+
+
+def main(args=None, callbacks=None) -> dict:
+    model_args, data_args, cls_args, training_args = parse_arguments("run_classification", (ClassificationArguments,), args)
+    check_model_type(model_args, SUPPORTED)
+    raw = load_raw_datasets(data_args, "plays")
+    text_columns = [cls_args.text_column] + ([cls_args.text_pair_column] if cls_args.text_pair_column else [])
+    require_columns(raw, text_columns + [cls_args.label_column], "classification")
+    labels = label_list(raw, cls_args.label_column)
+    label_to_id = {label: i for i, label in enumerate(labels)}
+    raw = raw.map(lambda row: {"labels": label_to_id[row[cls_args.label_column]]})
+    is_gpt = (model_args.model_type or "").endswith("gpt") or "gpt" in str(model_args.model_name_or_path or "")
+    tokenizer = get_tokenizer(model_args, lambda: (t for c in text_columns for t in raw["train"][c]), needs_padding=True)
+    head = dict(num_labels=len(labels), id2label=dict(enumerate(map(str, labels))), label2id={str(l): i for l, i in label_to_id.items()})
+    if is_gpt:
+        from hf_scratch.gpt_input_transforms import GPTTaskInputs
+
+        task_inputs = GPTTaskInputs(tokenizer, max_length=data_args.max_seq_length)  # adds ⟨s⟩ $ ⟨e⟩ to the vocabulary
+        model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)
+        model.resize_token_embeddings(len(tokenizer))
+        training_args.remove_unused_columns = False
+        data = raw.select_columns(text_columns + ["labels"])
+        collator = GPTClassificationCollator(task_inputs, cls_args.text_column, cls_args.text_pair_column, cls_args.symmetric_pair)
+    else:
+        model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)
+        data = raw.map(
+            lambda batch: tokenizer(*(batch[c] for c in text_columns), truncation=True, max_length=data_args.max_seq_length),
+            batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"], desc="tokenizing",
+        )
+        collator = DataCollatorWithPadding(tokenizer)
+    training_args.label_names = ["labels"]  # GPT's classifier also accepts lm_labels (auxiliary LM loss)
+    metric = load_metric("accuracy_f1")
+
+    def compute_metrics(eval_prediction):
+        return metric.compute(predictions=np.argmax(eval_prediction.predictions, -1), references=eval_prediction.label_ids)
+
+    trainer = Trainer(
+        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
+        processing_class=tokenizer, data_collator=collator, compute_metrics=compute_metrics, callbacks=callbacks,
+    )
+    card = CardInfo(
+        task="sequence classification", pipeline_tag="text-classification",
+        dataset=describe_data(data_args, "plays"), metric_names=["accuracy", "f1"],
+        usage='```python\nfrom transformers import pipeline\nclassify = pipeline("text-classification", model=model, tokenizer=tokenizer)\n'
+              'print(classify("Out, damned spot! out, I say!"))\n```',
+    )
+    return train_evaluate_save(trainer, model_args, data_args, training_args, card)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Causal language modelling (GPT; Transformer-XL with its memory) with the 🤗 Trainer, in the style of
+transformers' run_clm.py.
+
+    python training/run_clm.py --model_type scratch-gpt --model_size tiny --max_steps 200 --output_dir out/clm
+    python training/run_clm.py --model_type scratch-gpt --tokenizer_type char --max_seq_length 256   # nanoGPT setting
+    python training/run_clm.py --model_type scratch-transfo-xl --max_seq_length 64                  # with memory
+
+Text is tokenized (byte-level BPE by default, one token per character with ``--tokenizer_type char``),
+concatenated and cut into blocks of ``--max_seq_length`` tokens; labels are the inputs (the model shifts them).
+Transformer-XL trains through ``hf_scratch.training_transfo_xl``: batches stream the corpus in order so that row i
+of batch k+1 continues row i of batch k, and the memory is carried between steps and saved in every checkpoint.
+Without data arguments it trains on the embedded Shakespeare excerpt in ``training/data/shakespeare``. Reports
+perplexity.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from transformers import AutoModelForCausalLM, Trainer, default_data_collator
+
+from training.common import (
+    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_raw_datasets, parse_arguments,
+    require_columns, tokenize_text_blocks, train_evaluate_save,
+)
+
+SUPPORTED = ("scratch-gpt", "scratch-transfo-xl")
+
+
+@dataclass
+class CLMArguments:
+    text_column: str = field(default="text", metadata={"help": "Column holding the text."})
+
+
+def main(args=None, callbacks=None) -> dict:
+    model_args, data_args, clm_args, training_args = parse_arguments("run_clm", (CLMArguments,), args)
+    check_model_type(model_args, SUPPORTED)
+    raw = load_raw_datasets(data_args, "shakespeare", limit=False)
+    require_columns(raw, [clm_args.text_column], "causal language modelling")
+    tokenizer = get_tokenizer(model_args, lambda: raw["train"][clm_args.text_column])
+    model = create_model(model_args, AutoModelForCausalLM, tokenizer)
+    data = tokenize_text_blocks(raw, tokenizer, clm_args.text_column, data_args, line_by_line=False,
+                                training_args=training_args, special_tokens=False)
+    data = data.map(lambda batch: {"labels": batch["input_ids"]}, batched=True, desc="labels")
+    trainer_class, extra = Trainer, {}
+    if model.config.model_type == "scratch-transfo-xl":
+        from hf_scratch.training_transfo_xl import memory_trainer_kwargs
+
+        trainer_class, extra = memory_trainer_kwargs(training_args)
+    trainer = trainer_class(
+        model=model,
+        args=training_args,
+        train_dataset=data["train"],
+        eval_dataset=data["validation"],
+        processing_class=tokenizer,
+        data_collator=default_data_collator,
+        callbacks=callbacks,
+        **extra,
+    )
+    card = CardInfo(
+        task="causal language modelling",
+        pipeline_tag="text-generation",
+        dataset=describe_data(data_args, "shakespeare"),
+        metric_names=["perplexity"],
+        usage='```python\nfrom transformers import pipeline\ngenerate = pipeline("text-generation", model=model, tokenizer=tokenizer)\n'
+              'print(generate("To be, or not to be", max_new_tokens=40)[0]["generated_text"])\n```',
+    )
+    return train_evaluate_save(trainer, model_args, data_args, training_args, card)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""BERT pre-training — masked LM + next-sentence prediction (Devlin et al. 2018 §3.1) — with the 🤗 Trainer.
+
+    python training/run_pretraining.py --model_type scratch-bert --model_size tiny --max_steps 200 --output_dir out/pt
+    python training/run_pretraining.py --model_type scratch-bert --train_file corpus.txt
+
+Data is document-level text: in a txt file documents are separated by a line ``=====`` (or by two blank lines);
+in csv/json data each row of ``--text_column`` is a document. Sentence pairs come from
+``hf_scratch.pretraining.make_nsp_examples`` (half IsNext, half a random sentence from another document) and are
+masked by ``DataCollatorForBertPreTraining``. Without data arguments it trains on the embedded play excerpts in
+``training/data/documents``. Reports masked-token and next-sentence accuracy (eval_loss is MLM + NSP).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import datasets
+import numpy as np
+from transformers import AutoModelForPreTraining, Trainer
+
+from hf_scratch.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
+from training.common import (
+    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, limit_samples, load_raw_datasets,
+    parse_arguments, require_columns, train_evaluate_save,
+)
+
+SUPPORTED = ("scratch-bert",)
+
+
+@dataclass
+class PretrainingArguments:
+    text_column: str = field(default="text", metadata={"help": "Column holding the documents."})
+    mlm_probability: float = field(default=0.15, metadata={"help": "Fraction of tokens to mask."})
+    short_seq_prob: float = field(default=0.1, metadata={"help": "Probability of a shorter target length (as in BERT)."})
+
+
+def documents_of(dataset, text_column: str, from_txt: bool) -> list[str]:
+    texts = dataset[text_column]
+    return [doc for text in texts for doc in split_documents(text)] if from_txt else [t for t in texts if t and t.strip()]
+
+
+def predicted_ids(logits, labels):
+    """Keep only the argmax of both heads (the full MLM logits would fill memory during evaluation)."""
+    return logits[0].argmax(-1), logits[1].argmax(-1)
+
+
+def pretraining_accuracy(eval_prediction) -> dict:
+    """Masked-token accuracy over the masked positions and next-sentence accuracy."""
+    (mlm_predictions, nsp_predictions), (mlm_labels, nsp_labels) = eval_prediction.predictions, eval_prediction.label_ids
+    masked = mlm_labels != -100
+    return {
+        "mlm_accuracy": float(np.mean(mlm_predictions[masked] == mlm_labels[masked])) if masked.any() else 0.0,
+        "nsp_accuracy": float(np.mean(nsp_predictions == nsp_labels)),
+    }
+
+
+def main(args=None, callbacks=None) -> dict:
+    model_args, data_args, pt_args, training_args = parse_arguments("run_pretraining", (PretrainingArguments,), args)
+    check_model_type(model_args, SUPPORTED)
+    raw = load_raw_datasets(data_args, "documents", text_sample_by="document", limit=False)
+    require_columns(raw, [pt_args.text_column], "pre-training")
+    from_txt = raw["train"].info.builder_name == "text" if raw["train"].info else False
+    documents = {split: documents_of(raw[split], pt_args.text_column, from_txt) for split in raw}
+    tokenizer = get_tokenizer(model_args, lambda: documents["train"])
+    model = create_model(model_args, AutoModelForPreTraining, tokenizer)
+    data = datasets.DatasetDict({
+        split: datasets.Dataset.from_list(
+            make_nsp_examples(docs, tokenizer, data_args.max_seq_length, seed=training_args.seed, short_seq_prob=pt_args.short_seq_prob)
+        )
+        for split, docs in documents.items()
+    })
+    data = limit_samples(data, data_args)
+    training_args.label_names = ["labels", "next_sentence_label"]
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=data["train"],
+        eval_dataset=data["validation"],
+        processing_class=tokenizer,
+        data_collator=DataCollatorForBertPreTraining(tokenizer, mlm_probability=pt_args.mlm_probability),
+        compute_metrics=pretraining_accuracy,
+        preprocess_logits_for_metrics=predicted_ids,
+        callbacks=callbacks,
+    )
+    card = CardInfo(
+        task="pre-training (masked LM + next-sentence prediction)",
+        pipeline_tag="fill-mask",
+        dataset=describe_data(data_args, "documents"),
+        metric_names=["mlm_accuracy", "nsp_accuracy"],
+        usage=f'```python\nfrom transformers import AutoModelForMaskedLM, pipeline\nmlm = AutoModelForMaskedLM.from_pretrained("...", trust_remote_code=True)\n'
+              f'print(pipeline("fill-mask", model=mlm, tokenizer=tokenizer)("to be or not to {tokenizer.mask_token}"))\n```',
+    )
+    return train_evaluate_save(trainer, model_args, data_args, training_args, card)
+
+
+if __name__ == "__main__":
+    main()
