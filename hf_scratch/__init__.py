@@ -52,6 +52,17 @@ from .modeling_bert import (
 _register_family(ScratchBertConfig)
 
 # GPT
+from .configuration_gpt import ScratchGPTConfig
+from .gpt_input_transforms import GPTTaskInputs, language_modeling_labels
+from .modeling_gpt import (
+    ScratchGPTDoubleHeadsModel,
+    ScratchGPTForSequenceClassification,
+    ScratchGPTLMHeadModel,
+    ScratchGPTModel,
+    ScratchGPTPreTrainedModel,
+)
+
+_register_family(ScratchGPTConfig)
 
 # encoder-decoder Transformer
 

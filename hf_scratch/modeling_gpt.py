@@ -1,0 +1,499 @@
+"""GPT (Radford et al. 2018) and, by ``layer_norm_placement="pre"``, GPT-2 (Radford et al. 2019), from scratch, read
+top-down in the order of the GPT-1 paper (seed 004 §3):
+
+1. input: h_0 = U W_e + W_p — token embeddings plus learned position embeddings (§3.1, eq. 2), then dropout;
+2. a stack of Transformer decoder blocks without cross-attention: masked (causal) multi-head self-attention and a
+   position-wise feed-forward network with GELU, each with a residual connection and LayerNorm — after the
+   sub-layer (GPT-1, post-LN) or before it with a final LayerNorm (GPT-2, pre-LN);
+3. unsupervised pre-training: P(u) = softmax(h_n W_eᵀ), the LM head tied to the token embeddings, trained with
+   L1 = Σ log P(u_i | u_{i-k} … u_{i-1}) (§3.1, eq. 1); ``generate`` through transformers' ``DynamicCache``;
+4. supervised fine-tuning: P(y | x) = softmax(h_l^m W_y) on the final state of the last (extract) token (§3.2,
+   eq. 3-4), with the auxiliary objective L3 = L2 + λ·L1 (eq. 5, λ = ``config.lm_loss_weight``); the task input
+   transformations of §3.3 (classification, entailment, similarity, multiple choice) are built by
+   ``gpt_input_transforms``: similarity feeds both orderings, whose final states are summed (3-D inputs to
+   ``ScratchGPTForSequenceClassification``), multiple choice scores each choice and normalises with a softmax
+   over the choices (``ScratchGPTDoubleHeadsModel``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+from transformers import DynamicCache, GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPast,
+    CausalLMOutputWithPast,
+    SequenceClassifierOutputWithPast,
+)
+from transformers.utils import ModelOutput
+
+from .attention import AttentionMask, MultiHeadAttention, check_attention_mask, check_attn_implementation
+from .configuration_gpt import ScratchGPTConfig
+from .layers import (
+    FeedForward,
+    ResidualNorm,
+    check_input_ids,
+    check_one_input,
+    get_activation,
+    sequence_classification_loss,
+    token_cross_entropy,
+)
+from .positional import LearnedPositionalEmbedding
+
+# --------------------------------------------------------------------------------------------------------------
+# 1. Input representation
+# --------------------------------------------------------------------------------------------------------------
+
+
+def positions_from_attention_mask(key_is_real: torch.Tensor, query_length: int) -> torch.Tensor:
+    """Position of each of the last ``query_length`` tokens, counting only real tokens before it.
+
+    ``key_is_real`` covers the cached tokens and the new ones, (batch, past + query_length). A left-padded row
+    [pad, pad, a, b] gets positions [0, 0, 0, 1]: its first real token sits at position 0, as it would unpadded.
+    Padding positions are set to 0 (their outputs are never read).
+    """
+    positions = key_is_real.long().cumsum(-1) - 1
+    positions = positions.masked_fill(~key_is_real, 0)
+    return positions[:, -query_length:]
+
+
+class ScratchGPTEmbeddings(nn.Module):
+    """h_0 = U W_e + W_p (GPT-1 eq. 2), then dropout. ``token_type_ids``, when given, are looked up in the token
+    table W_e as well and added (what the reference implementations do, e.g. for dialogue segments)."""
+
+    def __init__(self, config: ScratchGPTConfig):
+        super().__init__()
+        self.vocab_size = config.vocab_size
+        self.word = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.position = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
+        self.dropout = nn.Dropout(config.embedding_dropout_prob)
+
+    def forward(self, input_ids, position_ids, token_type_ids=None, inputs_embeds=None) -> torch.Tensor:
+        if inputs_embeds is None:
+            inputs_embeds = self.word(input_ids)
+        embeddings = inputs_embeds + self.position(position_ids)
+        if token_type_ids is not None:
+            check_input_ids(token_type_ids, self.vocab_size, name="token_type_ids")
+            embeddings = embeddings + self.word(token_type_ids)
+        return self.dropout(embeddings)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 2. The decoder block: masked self-attention and feed-forward, each with residual + LayerNorm
+# --------------------------------------------------------------------------------------------------------------
+
+
+class ScratchGPTBlock(GradientCheckpointingLayer):
+    """GPT-1 (post-LN):  h = LN(x + MaskedMultiHead(x)),       out = LN(h + FFN(h))
+    GPT-2 (pre-LN):   h = x + MaskedMultiHead(LN(x)),       out = h + FFN(LN(h))
+
+    The causal mask lets position i attend positions ≤ i only (seed 004 §3: predicting B from A must not see
+    B, C, D); the cached keys of earlier steps are read from and appended to ``past_key_values``.
+    """
+
+    def __init__(self, config: ScratchGPTConfig, layer_idx: int):
+        super().__init__()
+        hidden, eps, dropout = config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob
+        self.attention = MultiHeadAttention(
+            config, hidden, config.num_attention_heads, config.attention_probs_dropout_prob, layer_idx=layer_idx
+        )
+        self.attention_residual = ResidualNorm(hidden, eps, dropout, pre_norm=config.pre_norm)
+        self.feed_forward = FeedForward(hidden, config.intermediate_size, config.hidden_act)
+        self.feed_forward_residual = ResidualNorm(hidden, eps, dropout, pre_norm=config.pre_norm)
+
+    def forward(self, hidden_states, mask: AttentionMask, past_key_values=None, output_attentions: bool = False):
+        attended, weights = self.attention(
+            self.attention_residual.before(hidden_states),
+            mask,
+            past_key_values=past_key_values,
+            output_attentions=output_attentions,
+        )
+        hidden_states = self.attention_residual.after(hidden_states, attended)
+        transformed = self.feed_forward(self.feed_forward_residual.before(hidden_states))
+        return self.feed_forward_residual.after(hidden_states, transformed), weights
+
+
+class ScratchGPTPreTrainedModel(PreTrainedModel):
+    config_class = ScratchGPTConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    _no_split_modules = ["ScratchGPTBlock"]
+    _skip_keys_device_placement = ["past_key_values"]
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+
+    def __init__(self, config: ScratchGPTConfig, *inputs, **kwargs):
+        super().__init__(config, *inputs, **kwargs)
+        check_attn_implementation(config._attn_implementation)
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """N(0, initializer_range) everywhere (GPT-1 §4.1); the projections that write into the residual stream
+        are scaled down by 1/√(2·layers), as GPT-2 does (§2.3), so the residual sum keeps its scale with depth."""
+        super()._init_weights(module)
+        if isinstance(module, ScratchGPTBlock):
+            std = self.config.initializer_range / math.sqrt(2 * self.config.num_hidden_layers)
+            init.normal_(module.attention.out_proj.weight, mean=0.0, std=std)
+            init.normal_(module.feed_forward.fc_out.weight, mean=0.0, std=std)
+
+
+class ScratchGPTModel(ScratchGPTPreTrainedModel):
+    """The GPT decoder: embeddings → L masked self-attention blocks → (GPT-2 only) final LayerNorm."""
+
+    def __init__(self, config: ScratchGPTConfig):
+        super().__init__(config)
+        self.embeddings = ScratchGPTEmbeddings(config)
+        self.layers = nn.ModuleList(ScratchGPTBlock(config, i) for i in range(config.num_hidden_layers))
+        self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word = value
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        past_key_values=None,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        position_ids: Optional[torch.Tensor] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        use_cache: Optional[bool] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPast:
+        check_one_input(input_ids, inputs_embeds)
+        if input_ids is not None:
+            check_input_ids(input_ids, self.config.vocab_size)
+        elif inputs_embeds.dim() != 3:
+            raise ValueError(f"inputs_embeds must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}.")
+        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        if self.is_activation_checkpointing and self.training:
+            use_cache = False
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache(config=self.config)
+        elif not use_cache:
+            past_key_values = None
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+
+        # The mask covers the cached tokens and the new ones; an all-ones mask restricts nothing beyond causality.
+        key_is_real = check_attention_mask(attention_mask, batch, past_length + length)
+        if position_ids is None:
+            if key_is_real is not None:
+                position_ids = positions_from_attention_mask(key_is_real, length)
+            else:
+                position_ids = torch.arange(past_length, past_length + length, device=self.device)[None, :]
+        padded = key_is_real is not None and not bool(key_is_real.all())
+        mask = AttentionMask(key_padding=key_is_real if padded else None, causal=True)
+
+        hidden_states = self.embeddings(input_ids, position_ids, token_type_ids, inputs_embeds)
+        all_hidden_states = () if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            hidden_states, weights = layer(
+                hidden_states, mask, past_key_values=past_key_values, output_attentions=output_attentions
+            )
+            if output_attentions:
+                all_attentions += (weights,)
+        if self.final_norm is not None:
+            hidden_states = self.final_norm(hidden_states)
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+
+        return BaseModelOutputWithPast(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+        )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 3. Unsupervised pre-training: the language-modelling head
+# --------------------------------------------------------------------------------------------------------------
+
+
+def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
+    """L1 as a mean negative log-likelihood: the logits at position i predict the label at i + 1 (labels are the
+    inputs, shifted inside), -100 labels are ignored. Works for any leading shape (batch[, choices], length)."""
+    return token_cross_entropy(logits[..., :-1, :], labels[..., 1:].to(logits.device), num_items_in_batch)
+
+
+class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):
+    """P(u) = softmax(h_n W_eᵀ) (GPT-1 eq. 2), the output projection tied to the token embeddings."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.embeddings.word.weight"}
+
+    def __init__(self, config: ScratchGPTConfig):
+        super().__init__(config)
+        self.model = ScratchGPTModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        past_key_values=None,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        position_ids: Optional[torch.Tensor] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        labels: Optional[torch.Tensor] = None,
+        use_cache: Optional[bool] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        logits_to_keep: int = 0,
+        **kwargs,
+    ) -> CausalLMOutputWithPast:
+        outputs = self.model(
+            input_ids, past_key_values, attention_mask, token_type_ids, position_ids, inputs_embeds, use_cache,
+            output_attentions, output_hidden_states,
+        )
+        hidden_states = outputs.last_hidden_state
+        if logits_to_keep:  # generation needs only the last position's distribution
+            hidden_states = hidden_states[:, -logits_to_keep:]
+        logits = self.lm_head(hidden_states)
+        loss = causal_lm_loss(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        return CausalLMOutputWithPast(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 4. Supervised fine-tuning: task heads on the final state of the extract token, with the auxiliary LM loss
+# --------------------------------------------------------------------------------------------------------------
+
+
+def auxiliary_objective(task_loss, lm_loss, lm_loss_weight: float):
+    """L3(C) = L2(C) + λ·L1(C) (GPT-1 eq. 5); with only one kind of labels, that loss alone."""
+    if task_loss is None or lm_loss is None:
+        return task_loss if lm_loss is None else lm_loss
+    return task_loss + lm_loss_weight * lm_loss
+
+
+def last_real_token_index(attention_mask, input_ids, pad_token_id, length: int, batch: int, device) -> torch.Tensor:
+    """Index of each row's last non-padding token — the extract token h_l^m that classification reads. From the
+    attention mask when given (left or right padding), else from ``pad_token_id``, else the last position."""
+    positions = torch.arange(length, device=device)
+    if attention_mask is not None:
+        return (positions * (attention_mask != 0).long()).argmax(-1)
+    if input_ids is not None and pad_token_id is not None:
+        return (positions * (input_ids != pad_token_id).long()).argmax(-1)
+    if batch > 1:
+        raise ValueError(
+            "Cannot find the last real token of each row: pass the attention_mask (or set config.pad_token_id) "
+            "when classifying a batch of more than one sequence."
+        )
+    return torch.full((batch,), length - 1, dtype=torch.long, device=device)
+
+
+def flatten_choices(x: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """(batch, choices, length[, hidden]) → (batch·choices, length[, hidden]): each choice is its own sequence."""
+    return None if x is None else x.reshape(-1, *x.shape[2:])
+
+
+class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
+    """P(y | x) = softmax(h_l^m W_y) on the final state of the last real token (GPT-1 eq. 3).
+
+    Inputs shaped (batch, length) are one sequence per example (classification, entailment). Inputs shaped
+    (batch, orderings, length) are several orderings of one example — GPT-1's similarity transformation feeds
+    "a $ b" and "b $ a" — whose final states are summed element-wise before W_y (§3.3), so the prediction does not
+    depend on the order of the two texts. ``lm_labels`` (same shape as the input, -100 ignored) adds the
+    auxiliary language-modelling loss λ·L1 through the tied token embeddings (eq. 5).
+    """
+
+    def __init__(self, config: ScratchGPTConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = ScratchGPTModel(config)
+        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        position_ids: Optional[torch.Tensor] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        labels: Optional[torch.Tensor] = None,
+        lm_labels: Optional[torch.Tensor] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        **kwargs,
+    ) -> SequenceClassifierOutputWithPast:
+        check_one_input(input_ids, inputs_embeds)
+        several_orderings = input_ids.dim() == 3 if input_ids is not None else inputs_embeds.dim() == 4
+        leading = (input_ids if input_ids is not None else inputs_embeds).shape[: 2 if several_orderings else 1]
+        flat = flatten_choices if several_orderings else (lambda x: x)
+        input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = (
+            flat(x) for x in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        )
+        outputs = self.model(
+            input_ids, None, attention_mask, token_type_ids, position_ids, inputs_embeds, False,
+            output_attentions, output_hidden_states,
+        )
+        hidden_states = outputs.last_hidden_state
+        batch, length = hidden_states.shape[:2]
+        extract = last_real_token_index(
+            attention_mask, input_ids, self.config.pad_token_id, length, batch, hidden_states.device
+        )
+        final_states = hidden_states[torch.arange(batch, device=hidden_states.device), extract]
+        if several_orderings:  # h = Σ_orderings h_l^m
+            final_states = final_states.view(*leading, -1).sum(dim=1)
+        logits = self.score(final_states)
+
+        task_loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
+        lm_loss = None
+        if lm_labels is not None:
+            lm_logits = nn.functional.linear(hidden_states, self.model.get_input_embeddings().weight)
+            lm_loss = causal_lm_loss(lm_logits, flat(lm_labels))
+        return SequenceClassifierOutputWithPast(
+            loss=auxiliary_objective(task_loss, lm_loss, self.config.lm_loss_weight),
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+class ScratchGPTMultipleChoiceHead(nn.Module):
+    """score_k = act(W · Dropout(h_l^m of choice k) + b): one number per choice, read at its extract token."""
+
+    def __init__(self, config: ScratchGPTConfig):
+        super().__init__()
+        self.dropout = nn.Dropout(config.multiple_choice_dropout)
+        self.summary = nn.Linear(config.hidden_size, 1)
+        activation = config.multiple_choice_activation
+        self.activation = get_activation(activation) if activation else nn.Identity()
+
+    def forward(self, hidden_states: torch.Tensor, mc_token_ids: torch.Tensor) -> torch.Tensor:
+        """hidden_states (batch, choices, length, hidden), mc_token_ids (batch, choices) → scores (batch, choices)."""
+        index = mc_token_ids[..., None, None].expand(*mc_token_ids.shape, 1, hidden_states.shape[-1])
+        extract_states = hidden_states.gather(-2, index).squeeze(-2)
+        return self.activation(self.summary(self.dropout(extract_states))).squeeze(-1)
+
+
+@dataclass
+class ScratchGPTDoubleHeadsModelOutput(ModelOutput):
+    """loss = mc_loss + λ·lm_loss (GPT-1 eq. 5) with whichever parts have labels; both parts are also returned."""
+
+    loss: Optional[torch.Tensor] = None
+    lm_loss: Optional[torch.Tensor] = None
+    mc_loss: Optional[torch.Tensor] = None
+    logits: Optional[torch.Tensor] = None
+    mc_logits: Optional[torch.Tensor] = None
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+    attentions: Optional[tuple[torch.Tensor, ...]] = None
+
+
+class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
+    """GPT-1's multiple-choice fine-tuning (§3.3): each choice [start; context; question; $; answer_k; extract] is
+    processed independently, scored at its extract token (``mc_token_ids``), and the scores are normalised with a
+    softmax over the choices; the LM head (tied) gives the auxiliary objective. Inputs are (batch, choices, length).
+    """
+
+    _tied_weights_keys = {"lm_head.weight": "model.embeddings.word.weight"}
+
+    def __init__(self, config: ScratchGPTConfig):
+        super().__init__(config)
+        self.model = ScratchGPTModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.multiple_choice_head = ScratchGPTMultipleChoiceHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        position_ids: Optional[torch.Tensor] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        mc_token_ids: Optional[torch.Tensor] = None,
+        labels: Optional[torch.Tensor] = None,
+        mc_labels: Optional[torch.Tensor] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        **kwargs,
+    ) -> ScratchGPTDoubleHeadsModelOutput:
+        check_one_input(input_ids, inputs_embeds)
+        reference = input_ids if input_ids is not None else inputs_embeds
+        if reference.dim() != (3 if input_ids is not None else 4):
+            raise ValueError(
+                f"Multiple-choice inputs must be shaped (batch, num_choices, length), got {tuple(reference.shape)}: "
+                "put each example's choices along dimension 1 (gpt_input_transforms.multiple_choice_inputs does)."
+            )
+        batch, num_choices, length = reference.shape[:3]
+        if mc_token_ids is None:
+            mc_token_ids = torch.full((batch, num_choices), length - 1, dtype=torch.long, device=reference.device)
+        elif tuple(mc_token_ids.shape) != (batch, num_choices):
+            raise ValueError(
+                f"mc_token_ids has shape {tuple(mc_token_ids.shape)} but the inputs need ({batch}, {num_choices}): "
+                "give the position of the extract token of every choice."
+            )
+        elif bool(((mc_token_ids < 0) | (mc_token_ids >= length)).any()):
+            raise ValueError(f"mc_token_ids must be positions in [0, {length - 1}], the extract token of each choice.")
+
+        outputs = self.model(
+            flatten_choices(input_ids), None, flatten_choices(attention_mask), flatten_choices(token_type_ids),
+            flatten_choices(position_ids), flatten_choices(inputs_embeds), False, output_attentions,
+            output_hidden_states,
+        )
+        hidden_states = outputs.last_hidden_state.view(batch, num_choices, length, -1)
+        lm_logits = self.lm_head(hidden_states)
+        mc_logits = self.multiple_choice_head(hidden_states, mc_token_ids)
+
+        mc_loss = token_cross_entropy(mc_logits, mc_labels) if mc_labels is not None else None
+        lm_loss = causal_lm_loss(lm_logits, labels) if labels is not None else None
+        return ScratchGPTDoubleHeadsModelOutput(
+            loss=auxiliary_objective(mc_loss, lm_loss, self.config.lm_loss_weight),
+            lm_loss=lm_loss,
+            mc_loss=mc_loss,
+            logits=lm_logits,
+            mc_logits=mc_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+__all__ = [
+    "ScratchGPTPreTrainedModel",
+    "ScratchGPTModel",
+    "ScratchGPTLMHeadModel",
+    "ScratchGPTForSequenceClassification",
+    "ScratchGPTDoubleHeadsModel",
+]

@@ -1,0 +1,416 @@
+"""GPT-1 / GPT-2: parity with transformers' GPT2* and OpenAIGPT* classes on converted weights, checkpoint
+directories, exact cached generation, properties (causal no-leak, left padding, eager ≡ SDPA, save → load), the
+HF contract (Auto classes, remote code, pipelines) and bad input."""
+
+import json
+
+import pytest
+import torch
+import transformers
+from hypothesis import given
+from hypothesis import strategies as st
+from safetensors.torch import save_file
+from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMultipleChoice, AutoModelForSequenceClassification
+
+import hf_scratch
+from hf_scratch import (
+    ScratchGPTConfig,
+    ScratchGPTDoubleHeadsModel,
+    ScratchGPTForSequenceClassification,
+    ScratchGPTLMHeadModel,
+    ScratchGPTModel,
+)
+from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_transformers
+
+VOCAB = 97
+TINY = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=48)
+REFERENCE_TINY = dict(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48, pad_token_id=0)
+FAMILIES = {"gpt2": ("GPT2", transformers.GPT2Config), "openai-gpt": ("OpenAIGPT", transformers.OpenAIGPTConfig)}
+
+
+def tiny_config(placement="pre", **overrides) -> ScratchGPTConfig:
+    return ScratchGPTConfig(**{**TINY, "layer_norm_placement": placement, "pad_token_id": 0, **overrides})
+
+
+def reference_model(family: str, head: str, **overrides):
+    prefix, config_class = FAMILIES[family]
+    config = config_class(**{**REFERENCE_TINY, "bos_token_id": 1, "eos_token_id": 2, **overrides})
+    torch.manual_seed(0)
+    return getattr(transformers, prefix + head)(config).eval()
+
+
+def right_padded_batch(batch=3, length=10):
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(3, VOCAB, (batch, length), generator=generator)
+    attention_mask = torch.ones(batch, length, dtype=torch.long)
+    attention_mask[1, 7:] = 0
+    attention_mask[2, 4:] = 0
+    return input_ids.masked_fill(attention_mask == 0, 0), attention_mask
+
+
+def left_pad(rows: list[list[int]], pad: int = 0):
+    length = max(len(r) for r in rows)
+    input_ids = torch.tensor([[pad] * (length - len(r)) + r for r in rows])
+    attention_mask = torch.tensor([[0] * (length - len(r)) + [1] * len(r) for r in rows])
+    return input_ids, attention_mask
+
+
+def max_diff_at(a: torch.Tensor, b: torch.Tensor, real: torch.Tensor) -> float:
+    return (a - b)[real.bool()].abs().max().item()
+
+
+# ---- parity with transformers on converted weights -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_lm_and_base_parity_padded_batch_and_round_trip(family, attn_implementation):
+    input_ids, attention_mask = right_padded_batch()
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    for head, field in (("Model", "last_hidden_state"), ("LMHeadModel", "logits")):
+        # OpenAIGPT has only the eager kernel; GPT-2 runs the same kernel as ours
+        reference = reference_model(family, head, **({"attn_implementation": attn_implementation} if family == "gpt2" else {}))
+        ours = from_transformers(reference).eval()
+        ours.set_attn_implementation(attn_implementation)
+        assert ours.config._attn_implementation == attn_implementation
+        assert type(ours) is (ScratchGPTModel if head == "Model" else ScratchGPTLMHeadModel)
+        assert ours.config.layer_norm_placement == ("pre" if family == "gpt2" else "post")
+        extra = {"labels": labels} if head == "LMHeadModel" else {}
+        with torch.no_grad():
+            expected = reference(input_ids=input_ids, attention_mask=attention_mask, **extra)
+            actual = ours(input_ids=input_ids, attention_mask=attention_mask, **extra)
+        assert max_diff_at(expected[field], actual[field], attention_mask) <= 1e-4
+        if extra:
+            assert abs(expected.loss.item() - actual.loss.item()) <= 1e-5
+
+        back = to_transformers(ours)
+        assert type(back) is type(reference)
+        assert back.config.model_type == family
+        reference_state, back_state = reference.state_dict(), back.state_dict()
+        assert set(reference_state) == set(back_state)
+        assert all(torch.equal(reference_state[k], back_state[k]) for k in reference_state)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_double_heads_parity_lm_and_multiple_choice_logits(family):
+    reference = reference_model(family, "DoubleHeadsModel")
+    ours = from_transformers(reference).eval()
+    assert isinstance(ours, ScratchGPTDoubleHeadsModel)
+    ids, mask = right_padded_batch(batch=4, length=9)
+    input_ids, attention_mask = ids.view(2, 2, 9), mask.view(2, 2, 9)
+    mc_token_ids = attention_mask.sum(-1) - 1  # each choice's last real token
+    labels, mc_labels = input_ids.masked_fill(attention_mask == 0, -100), torch.tensor([1, 0])
+    # OpenAIGPTDoubleHeadsModel does not flatten a 3-D mask itself: hand it the flat one it can broadcast
+    reference_mask = attention_mask.view(-1, 9) if family == "openai-gpt" else attention_mask
+    with torch.no_grad():
+        expected = reference(input_ids=input_ids, attention_mask=reference_mask, mc_token_ids=mc_token_ids,
+                             labels=labels, mc_labels=mc_labels)
+        actual = ours(input_ids=input_ids, attention_mask=attention_mask, mc_token_ids=mc_token_ids,
+                      labels=labels, mc_labels=mc_labels)
+    assert actual.logits.shape == (2, 2, 9, VOCAB) and actual.mc_logits.shape == (2, 2)
+    assert max_diff_at(expected.logits, actual.logits, attention_mask) <= 1e-4
+    assert (expected.mc_logits - actual.mc_logits).abs().max() <= 1e-4
+    # the reference's `loss` is the LM loss alone; ours keeps both parts and combines them as GPT-1 eq. 5
+    assert abs(expected.loss.item() - actual.lm_loss.item()) <= 1e-5
+    assert abs(expected.mc_loss.item() - actual.mc_loss.item()) <= 1e-5
+    assert torch.allclose(actual.loss, actual.mc_loss + ours.config.lm_loss_weight * actual.lm_loss)
+
+    back = to_transformers(ours)
+    assert type(back) is type(reference)
+    assert all(torch.equal(back.state_dict()[k], v) for k, v in reference.state_dict().items())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_sequence_classification_parity_reads_last_real_token(family):
+    reference = reference_model(family, "ForSequenceClassification", num_labels=3)
+    ours = from_transformers(reference).eval()
+    assert isinstance(ours, ScratchGPTForSequenceClassification)
+    input_ids, attention_mask = right_padded_batch()
+    labels = torch.tensor([0, 2, 1])
+    with torch.no_grad():
+        expected = reference(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        actual = ours(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        without_mask = ours(input_ids=input_ids)  # falls back on pad_token_id like the reference
+    assert (expected.logits - actual.logits).abs().max() <= 1e-4
+    assert (expected.logits - without_mask.logits).abs().max() <= 1e-4
+    assert abs(expected.loss.item() - actual.loss.item()) <= 1e-5
+    back = to_transformers(ours)
+    assert all(torch.equal(back.state_dict()[k], v) for k, v in reference.state_dict().items())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_left_padded_parity_positions_from_attention_mask(family):
+    """Left padding: our positions come from the mask; the reference gets the same positions explicitly."""
+    reference = reference_model(family, "LMHeadModel")
+    ours = from_transformers(reference).eval()
+    input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9, 10], [11, 12, 13], [14]])
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        expected = reference(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
+        actual = ours(input_ids=input_ids, attention_mask=attention_mask).logits
+    assert max_diff_at(expected, actual, attention_mask) <= 1e-4
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_greedy_generate_matches_transformers(family):
+    reference = reference_model(family, "LMHeadModel")
+    ours = from_transformers(reference).eval()
+    input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9], [11, 12, 13]])
+    settings = dict(max_new_tokens=12, do_sample=False, pad_token_id=0, eos_token_id=None)
+    with torch.no_grad():
+        expected = reference.generate(input_ids=input_ids, attention_mask=attention_mask, **settings)
+        actual = ours.generate(input_ids=input_ids, attention_mask=attention_mask, **settings)
+    assert torch.equal(expected, actual)
+    assert len(set(actual[0, 5:].tolist())) > 1  # a real continuation, not one token repeated
+
+
+# ---- real checkpoint directories -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_load_reference_checkpoint_directory(family, tmp_path):
+    reference = reference_model(family, "LMHeadModel")
+    reference.save_pretrained(tmp_path / "saved")
+    ours = load_reference_checkpoint(tmp_path / "saved")
+    assert isinstance(ours, ScratchGPTLMHeadModel)
+    assert ours.lm_head.weight is ours.model.embeddings.word.weight
+    input_ids, attention_mask = right_padded_batch()
+    with torch.no_grad():
+        expected = reference(input_ids=input_ids, attention_mask=attention_mask).logits
+        actual = ours(input_ids=input_ids, attention_mask=attention_mask).logits
+    assert max_diff_at(expected, actual, attention_mask) <= 1e-4
+
+
+def test_hub_style_gpt2_checkpoint_without_prefix_and_with_mask_buffers(tmp_path):
+    """The gpt2 checkpoints on the hub store `h.0.attn.c_attn.weight` (no `transformer.`) plus old mask buffers."""
+    reference = reference_model("gpt2", "LMHeadModel")
+    state = {k.removeprefix("transformer."): v.contiguous() for k, v in reference.state_dict().items() if k != "lm_head.weight"}
+    for i in range(2):
+        state[f"h.{i}.attn.bias"] = torch.tril(torch.ones(1, 1, 48, 48))
+        state[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    (tmp_path / "hub").mkdir()
+    save_file(state, str(tmp_path / "hub" / "model.safetensors"))
+    config = reference.config.to_dict()
+    config["architectures"] = ["GPT2LMHeadModel"]
+    (tmp_path / "hub" / "config.json").write_text(json.dumps(config))
+    ours = load_reference_checkpoint(tmp_path / "hub")
+    input_ids, _ = right_padded_batch()
+    with torch.no_grad():
+        assert (reference(input_ids=input_ids).logits - ours(input_ids=input_ids).logits).abs().max() <= 1e-4
+
+
+def test_convert_command_line_and_auto_loading(tmp_path):
+    reference = reference_model("openai-gpt", "ForSequenceClassification", num_labels=2)
+    reference.save_pretrained(tmp_path / "reference")
+    hf_scratch.convert.main([str(tmp_path / "reference"), str(tmp_path / "ours")])
+    saved = json.loads((tmp_path / "ours" / "config.json").read_text())
+    assert saved["model_type"] == "scratch-gpt" and saved["layer_norm_placement"] == "post"
+    assert saved["auto_map"] == ScratchGPTConfig.default_auto_map
+    ours = AutoModelForSequenceClassification.from_pretrained(tmp_path / "ours").eval()
+    input_ids, attention_mask = right_padded_batch()
+    with torch.no_grad():
+        expected = reference(input_ids=input_ids, attention_mask=attention_mask).logits
+        assert (expected - ours(input_ids=input_ids, attention_mask=attention_mask).logits).abs().max() <= 1e-4
+
+
+# ---- generation and properties -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("placement", ["pre", "post"])
+def test_cached_generation_equals_uncached_greedy_and_beam(placement):
+    torch.manual_seed(0)
+    model = ScratchGPTLMHeadModel(tiny_config(placement)).eval()
+    input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9], [11, 12, 13]])
+    for settings in (dict(do_sample=False), dict(do_sample=False, num_beams=3, num_return_sequences=2)):
+        common = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10, pad_token_id=0,
+                      eos_token_id=None, **settings)
+        with torch.no_grad():
+            cached = model.generate(**common, use_cache=True)
+            uncached = model.generate(**common, use_cache=False)
+        assert torch.equal(cached, uncached), settings
+
+
+def test_cache_step_logits_equal_full_forward():
+    model = ScratchGPTLMHeadModel(tiny_config()).eval()
+    input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]])
+    with torch.no_grad():
+        full = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        prefix = model(input_ids=input_ids[:, :4], attention_mask=attention_mask[:, :4], use_cache=True)
+        cache = prefix.past_key_values
+        assert cache.get_seq_length() == 4
+        steps = [prefix.logits]
+        for t in range(4, 7):
+            out = model(input_ids=input_ids[:, t : t + 1], attention_mask=attention_mask[:, : t + 1], past_key_values=cache)
+            steps.append(out.logits)
+    assert max_diff_at(full, torch.cat(steps, dim=1), attention_mask) <= 1e-5
+
+
+def test_sampling_runs_and_is_reproducible():
+    model = ScratchGPTLMHeadModel(tiny_config()).eval()
+    input_ids = torch.tensor([[5, 6, 7]])
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        runs.append(model.generate(input_ids=input_ids, do_sample=True, top_k=20, max_new_tokens=8, pad_token_id=0))
+    assert runs[0].shape == (1, 11) and torch.equal(runs[0], runs[1])
+
+
+@given(t=st.integers(min_value=0, max_value=8), seed=st.integers(min_value=0, max_value=10_000))
+def test_causal_no_leak(t, seed):
+    model = _no_leak_model()
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(3, VOCAB, (2, 10), generator=generator)
+    changed = input_ids.clone()
+    changed[:, t + 1 :] = torch.randint(3, VOCAB, changed[:, t + 1 :].shape, generator=generator)
+    with torch.no_grad():
+        a, b = model(input_ids=input_ids).logits, model(input_ids=changed).logits
+    assert (a[:, : t + 1] - b[:, : t + 1]).abs().max() <= 1e-5
+    if t < 8:  # the test can fail: later positions do see the change
+        assert (a[:, t + 1 :] - b[:, t + 1 :]).abs().max() > 1e-4
+
+
+_NO_LEAK = {}
+
+
+def _no_leak_model():
+    if "model" not in _NO_LEAK:
+        torch.manual_seed(0)
+        _NO_LEAK["model"] = ScratchGPTLMHeadModel(tiny_config("post")).eval()
+    return _NO_LEAK["model"]
+
+
+@pytest.mark.parametrize("placement", ["pre", "post"])
+def test_left_padding_invariance(placement):
+    model = ScratchGPTLMHeadModel(tiny_config(placement)).eval()
+    alone = torch.tensor([[21, 22, 23, 24]])
+    input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9, 10, 11], [21, 22, 23, 24]])
+    with torch.no_grad():
+        expected = model(input_ids=alone).logits[0]
+        actual = model(input_ids=input_ids, attention_mask=attention_mask).logits[1, 3:]
+        generated_alone = model.generate(input_ids=alone, max_new_tokens=6, do_sample=False, pad_token_id=0)
+        generated_batch = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6,
+                                         do_sample=False, pad_token_id=0)
+    assert (expected - actual).abs().max() <= 1e-5
+    assert torch.equal(generated_alone[0], generated_batch[1, 3:])
+
+
+def test_eager_equals_sdpa_with_padding_and_cache():
+    torch.manual_seed(0)
+    eager = ScratchGPTLMHeadModel._from_config(tiny_config(), attn_implementation="eager").eval()
+    sdpa = ScratchGPTLMHeadModel._from_config(tiny_config(), attn_implementation="sdpa").eval()
+    sdpa.load_state_dict(eager.state_dict())
+    input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9], [11, 12]])
+    with torch.no_grad():
+        a = eager(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
+        b = sdpa(input_ids=input_ids, attention_mask=attention_mask)
+        generated = [m.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, do_sample=False,
+                                pad_token_id=0) for m in (eager, sdpa)]
+    assert max_diff_at(a.logits, b.logits, attention_mask) <= 1e-5
+    assert torch.equal(generated[0], generated[1])
+    weights = a.attentions[0]  # (batch, heads, query, key): causal and no weight on padding
+    assert torch.allclose(weights[0].sum(-1), torch.ones_like(weights[0].sum(-1)), atol=1e-5)
+    assert (weights[0].triu(diagonal=1) == 0).all()
+    assert (weights[1, :, 3:, :3] == 0).all() and (weights[1, :, :3] == 0).all()  # padded keys; padded queries → 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fully_padded_rows_give_no_nan(dtype):
+    model = ScratchGPTModel(tiny_config()).to(dtype).eval()
+    input_ids, attention_mask = right_padded_batch()
+    attention_mask[0] = 0
+    with torch.no_grad():
+        assert torch.isfinite(model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state).all()
+
+
+def test_save_load_roundtrip_through_auto_classes(tmp_path):
+    model = ScratchGPTLMHeadModel(tiny_config("post")).eval()
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["auto_map"] == ScratchGPTConfig.default_auto_map
+    for module_file in ["modeling_gpt.py", "configuration_gpt.py", "configuration_common.py", "attention.py", "layers.py", "positional.py"]:
+        assert (tmp_path / module_file).exists(), module_file
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert type(reloaded) is ScratchGPTLMHeadModel and reloaded.config.layer_norm_placement == "post"
+    assert reloaded.lm_head.weight is reloaded.model.embeddings.word.weight
+    input_ids, attention_mask = right_padded_batch()
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=input_ids, attention_mask=attention_mask).logits,
+                           reloaded(input_ids=input_ids, attention_mask=attention_mask).logits)
+    assert type(AutoModel.from_pretrained(tmp_path)) is ScratchGPTModel
+    assert type(AutoModelForMultipleChoice.from_pretrained(tmp_path)) is ScratchGPTDoubleHeadsModel
+
+
+def test_gradient_checkpointing_gives_same_gradients():
+    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, embedding_dropout_prob=0.0)
+    plain = ScratchGPTLMHeadModel(config).train()
+    checkpointed = ScratchGPTLMHeadModel(config).train()
+    checkpointed.load_state_dict(plain.state_dict())
+    checkpointed.gradient_checkpointing_enable()
+    input_ids, attention_mask = right_padded_batch()
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    for model in (plain, checkpointed):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+    for (name, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
+
+
+def test_lm_loss_honours_num_items_in_batch():
+    model = ScratchGPTLMHeadModel(tiny_config()).eval()
+    input_ids, attention_mask = right_padded_batch()
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    count = int((labels[:, 1:] != -100).sum())
+    with torch.no_grad():
+        mean = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        summed = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, num_items_in_batch=2 * count).loss
+    assert torch.allclose(summed, mean / 2, atol=1e-6)
+
+
+# ---- bad input -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (dict(hidden_size=30), "num_attention_heads"),
+        (dict(layer_norm_placement="middle"), "layer_norm_placement"),
+        (dict(lm_loss_weight=-1.0), "lm_loss_weight"),
+        (dict(embedding_dropout_prob=1.5), "embedding_dropout_prob"),
+    ],
+)
+def test_config_rejects_impossible_values(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**overrides)
+
+
+@pytest.mark.parametrize(
+    "make_inputs,message",
+    [
+        (lambda: dict(input_ids=torch.randint(3, VOCAB, (1, 49))), "max_position_embeddings"),
+        (lambda: dict(input_ids=torch.tensor([[1, 2, VOCAB]])), "vocab"),
+        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.ones(1, 4)), "attention_mask"),
+        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.full((1, 3), 2)), "0 and 1"),
+        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), inputs_embeds=torch.zeros(1, 3, 32)), "exactly one"),
+    ],
+)
+def test_bad_inputs_raise_value_error(make_inputs, message):
+    model = ScratchGPTLMHeadModel(tiny_config()).eval()
+    with pytest.raises(ValueError, match=message):
+        model(**make_inputs())
+
+
+def test_task_heads_reject_bad_shapes():
+    double = ScratchGPTDoubleHeadsModel(tiny_config()).eval()
+    with pytest.raises(ValueError, match="num_choices"):
+        double(input_ids=torch.tensor([[1, 2, 3]]))
+    with pytest.raises(ValueError, match="mc_token_ids"):
+        double(input_ids=torch.tensor([[[1, 2, 3], [4, 5, 6]]]), mc_token_ids=torch.tensor([[0, 3]]))
+    classifier = ScratchGPTForSequenceClassification(tiny_config(pad_token_id=None, num_labels=2)).eval()
+    with pytest.raises(ValueError, match="attention_mask"):
+        classifier(input_ids=torch.tensor([[1, 2, 3], [4, 5, 6]]))
+
+
+def test_conversion_rejects_what_it_cannot_represent():
+    with pytest.raises(ValueError, match="scale_attn_by_inverse_layer_idx"):
+        from_transformers(reference_model("gpt2", "Model", scale_attn_by_inverse_layer_idx=True))
+    with pytest.raises(ValueError, match="intermediate_size"):
+        to_transformers(ScratchGPTModel(tiny_config("post", intermediate_size=40)))
