@@ -1,0 +1,282 @@
+"""Pictures: the positional-encoding heatmap (seed 000's figure), the attention weights of one head for a sentence,
+the mask patterns of every family (built from the mask algebra in ``attention.py``), and training curves from a
+run's logs (``trainer_state.json`` or TensorBoard event files).
+
+matplotlib is an optional extra (``pip install hf_scratch[plots]``) imported only when a picture is drawn.
+
+    python -m hf_scratch.viz OUT_DIR [--run RUN_DIR] [--model MODEL_DIR --sentence "..."]
+
+renders ``positional_encoding.png``, ``attention.png``, ``masks.png`` and, given a run directory,
+``training_curves.png`` into OUT_DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+
+from .attention import AttentionMask, causal_mask, combine_masks, padding_mask
+from .positional import sinusoidal_table
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError("hf_scratch.viz needs matplotlib: pip install 'hf_scratch[plots]'.") from error
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    _pyplot().close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Positional encodings
+# --------------------------------------------------------------------------------------------------------------
+
+
+def plot_positional_encoding(path, num_positions: int = 100, dim: int = 128, layout: str = "interleaved") -> Path:
+    """Heatmap of PE(pos, i) — positions down, dimensions across (the seed's figure)."""
+    plt = _pyplot()
+    table = sinusoidal_table(num_positions, dim, layout)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    image = ax.pcolormesh(table.numpy(), cmap="RdBu", vmin=-1, vmax=1)
+    ax.invert_yaxis()
+    ax.set_xlabel("encoding dimension i")
+    ax.set_ylabel("position")
+    ax.set_title(f"Sinusoidal positional encoding ({layout}, d_model={dim})")
+    fig.colorbar(image, ax=ax)
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Attention weights
+# --------------------------------------------------------------------------------------------------------------
+
+
+def attention_weights(model, inputs: dict, layer: int = -1) -> torch.Tensor:
+    """The attention weights of one layer, (batch, heads, query, key), from ``output_attentions=True``."""
+    model.eval()
+    with torch.no_grad():
+        outputs = model(**inputs, output_attentions=True)
+    if not outputs.attentions:
+        raise ValueError(f"{type(model).__name__} returned no attention weights for output_attentions=True.")
+    return outputs.attentions[layer]
+
+
+def plot_attention(path, weights: torch.Tensor, tokens: Sequence[str], title: str = "") -> Path:
+    """Heatmap of a (query, key) weight matrix, labelled with the tokens."""
+    plt = _pyplot()
+    weights = weights.detach().float().cpu()
+    size = max(4.0, 0.35 * len(tokens) + 2)
+    fig, ax = plt.subplots(figsize=(size, size))
+    image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0)
+    ax.set_xticks(range(len(tokens)), tokens, rotation=90)
+    ax.set_yticks(range(len(tokens)), tokens)
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    ax.set_title(title or "attention weights")
+    fig.colorbar(image, ax=ax, fraction=0.046)
+    return _save(fig, path)
+
+
+def _demo_bert(sentence: str):
+    """A tiny randomly initialised BERT over the sentence's own words: shows the mechanics, not a trained model."""
+    from .configuration_bert import ScratchBertConfig
+    from .modeling_bert import ScratchBertModel
+
+    words = ["[CLS]"] + sentence.split() + ["[SEP]"]
+    vocabulary = {word: index for index, word in enumerate(dict.fromkeys(["[PAD]"] + words))}
+    torch.manual_seed(0)
+    config = ScratchBertConfig(vocab_size=len(vocabulary), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=64, max_position_embeddings=max(64, len(words)))
+    model = ScratchBertModel(config)  # output_attentions=True runs the eager kernel
+    inputs = {"input_ids": torch.tensor([[vocabulary[w] for w in words]])}
+    return model, inputs, words
+
+
+def plot_attention_for_sentence(path, sentence: str, model_dir: Optional[str] = None, layer: int = -1, head: int = 0) -> Path:
+    """Attention of one head for ``sentence``: a saved model with its tokenizer, or a tiny random BERT."""
+    if model_dir is None:
+        model, inputs, tokens = _demo_bert(sentence)
+        origin = "random tiny BERT"
+    else:
+        from transformers import AutoModel, AutoTokenizer
+
+        from .convert import load_reference_checkpoint
+
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model_type = json.loads((Path(model_dir) / "config.json").read_text()).get("model_type", "")
+        # an hf_scratch checkpoint loads as is; a reference one (bert, gpt2, …) is converted to ours first
+        model = AutoModel.from_pretrained(model_dir) if model_type.startswith("scratch-") else load_reference_checkpoint(model_dir)
+        inputs = dict(tokenizer(sentence, return_tensors="pt"))
+        if "token_type_ids" not in inspect.signature(model.forward).parameters:
+            inputs.pop("token_type_ids", None)
+        tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0])
+        origin = "/".join(Path(model_dir).resolve().parts[-2:])
+    weights = attention_weights(model, inputs, layer)
+    return plot_attention(path, weights[0, head], tokens, title=f"{origin}: layer {layer}, head {head}")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Mask patterns, from the mask algebra of attention.py
+# --------------------------------------------------------------------------------------------------------------
+
+
+def mask_patterns(length: int = 16, memory: int = 8) -> dict[str, torch.Tensor]:
+    """(query, key) "may attend" relations for each family's mask, as attention.py builds them."""
+    is_real = torch.ones(1, length, dtype=torch.bool)
+    is_real[:, length - 4 :] = False  # the last four tokens are padding
+    patterns = {
+        "padding (BERT)": AttentionMask(key_padding=is_real).to_bool(length, length, torch.device("cpu")),
+        "causal (GPT, decoder)": AttentionMask(causal=True).to_bool(length, length, torch.device("cpu")),
+        "causal + padding": combine_masks(causal_mask(length, length, torch.device("cpu")), padding_mask(is_real)),
+        f"Transformer-XL: {memory} memory + causal": causal_mask(length, memory + length, torch.device("cpu")),
+    }
+    patterns.update(_longformer_patterns(length))
+    return {name: relation.expand(1, 1, length, relation.shape[-1])[0, 0] for name, relation in patterns.items()}
+
+
+def _longformer_patterns(length: int, one_sided_window: int = 3) -> dict[str, torch.Tensor]:
+    """Window, dilated window and window + global, from attention.py's Longformer relations (when present)."""
+    from . import attention
+
+    if not hasattr(attention, "longformer_mask"):
+        return {}
+    is_real = torch.ones(1, length, dtype=torch.bool)
+    is_global = torch.zeros(1, length, dtype=torch.bool)
+    is_global[:, 0] = True
+    no_global = torch.zeros_like(is_global)
+    window = 2 * one_sided_window
+    return {
+        f"Longformer window {window}": attention.longformer_mask(is_real, no_global, one_sided_window, (1,)),
+        f"window {window}, dilation 2": attention.longformer_mask(is_real, no_global, one_sided_window, (2,)),
+        f"window {window} + global token 0": attention.longformer_mask(is_real, is_global, one_sided_window, (1,)),
+    }
+
+
+def plot_masks(path, length: int = 16, memory: int = 8) -> Path:
+    """A grid of the mask patterns (dark = may attend)."""
+    plt = _pyplot()
+    patterns = mask_patterns(length, memory)
+    columns = min(4, len(patterns))
+    rows = -(-len(patterns) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 3.3 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for ax, (name, relation) in zip(axes.flat, patterns.items()):
+        ax.axis("on")
+        ax.imshow(relation.float().numpy(), cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("key", fontsize=8)
+        ax.set_ylabel("query", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Training curves
+# --------------------------------------------------------------------------------------------------------------
+
+
+def read_training_logs(run_dir) -> dict[str, list[tuple[float, float]]]:
+    """{metric: [(step, value), …]} from a run's ``trainer_state.json`` (newest checkpoint's, or the run's own), or
+    else from its TensorBoard event files."""
+    run_dir = Path(run_dir)
+    states = sorted(run_dir.glob("**/trainer_state.json"), key=lambda p: p.stat().st_mtime)
+    curves: dict[str, list[tuple[float, float]]] = {}
+    if states:
+        for entry in json.loads(states[-1].read_text()).get("log_history", []):
+            step = entry.get("step")
+            for name, value in entry.items():
+                if name in ("loss", "eval_loss", "learning_rate", "grad_norm") and step is not None:
+                    curves.setdefault(name, []).append((float(step), float(value)))
+        return curves
+    events = sorted(run_dir.glob("**/events.out.tfevents.*"))
+    if events:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        for event_file in events:
+            accumulator = EventAccumulator(str(event_file))
+            accumulator.Reload()
+            for tag in accumulator.Tags().get("scalars", []):
+                curves.setdefault(tag, []).extend((float(e.step), float(e.value)) for e in accumulator.Scalars(tag))
+        return curves
+    raise ValueError(f"No trainer_state.json or TensorBoard event file under {run_dir}: pass a Trainer output_dir.")
+
+
+def plot_training_curves(path, run_dir) -> Path:
+    """Loss curves (training and evaluation) and, beside them, the learning-rate schedule."""
+    plt = _pyplot()
+    curves = read_training_logs(run_dir)
+    loss_names = [name for name in curves if "loss" in name]
+    rate_names = [name for name in curves if "learning_rate" in name]
+    if not loss_names:
+        raise ValueError(f"The logs under {run_dir} have no loss values: set logging_steps in TrainingArguments.")
+    fig, axes = plt.subplots(1, 2 if rate_names else 1, figsize=(10 if rate_names else 5.5, 3.8), squeeze=False)
+    for name in loss_names:
+        steps, values = zip(*sorted(curves[name]))
+        axes[0, 0].plot(steps, values, marker="." if len(steps) < 50 else None, label=name)
+    axes[0, 0].set_xlabel("step")
+    axes[0, 0].set_ylabel("loss")
+    axes[0, 0].legend()
+    axes[0, 0].grid(alpha=0.3)
+    for name in rate_names:
+        steps, values = zip(*sorted(curves[name]))
+        axes[0, 1].plot(steps, values, label=name)
+        axes[0, 1].set_xlabel("step")
+        axes[0, 1].set_ylabel("learning rate")
+        axes[0, 1].grid(alpha=0.3)
+    fig.suptitle(Path(run_dir).name)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------------------------
+
+
+def render_all(out_dir, run_dir=None, model_dir=None, sentence: str = "the cat sat on the mat because it was tired",
+               layer: int = -1, head: int = 0) -> list[Path]:
+    """Render every picture into ``out_dir``; training curves only when a run directory is given."""
+    out_dir = Path(out_dir)
+    paths = [
+        plot_positional_encoding(out_dir / "positional_encoding.png"),
+        plot_attention_for_sentence(out_dir / "attention.png", sentence, model_dir, layer, head),
+        plot_masks(out_dir / "masks.png"),
+    ]
+    if run_dir is not None:
+        paths.append(plot_training_curves(out_dir / "training_curves.png", run_dir))
+    return paths
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m hf_scratch.viz", description="Render hf_scratch's pictures to PNG.")
+    parser.add_argument("out_dir")
+    parser.add_argument("--run", help="a Trainer output_dir (trainer_state.json or TensorBoard logs) for training curves")
+    parser.add_argument("--model", help="a saved model directory with its tokenizer for the attention picture")
+    parser.add_argument("--sentence", default="the cat sat on the mat because it was tired")
+    parser.add_argument("--layer", type=int, default=-1, help="layer of the attention picture (default: the last)")
+    parser.add_argument("--head", type=int, default=0, help="head of the attention picture")
+    args = parser.parse_args(argv)
+    for path in render_all(args.out_dir, args.run, args.model, args.sentence, args.layer, args.head):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
