@@ -69,6 +69,18 @@ _register_family(ScratchGPTConfig)
 # Transformer-XL
 
 # Longformer
+from .configuration_longformer import ScratchLongformerConfig
+from .modeling_longformer import (
+    ScratchLongformerForMaskedLM,
+    ScratchLongformerForMultipleChoice,
+    ScratchLongformerForQuestionAnswering,
+    ScratchLongformerForSequenceClassification,
+    ScratchLongformerForTokenClassification,
+    ScratchLongformerModel,
+    ScratchLongformerPreTrainedModel,
+)
+
+_register_family(ScratchLongformerConfig)
 
 # RNN seq2seq baselines
 

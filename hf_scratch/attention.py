@@ -284,3 +284,36 @@ class MultiHeadAttention(nn.Module):
             output_attentions=output_attentions,
         )
         return self.out_proj(merge_heads(output)), weights
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sparse patterns (Longformer, Beltagy et al. 2020 §3.1; seed 004 §2): sliding window, dilation, global tokens.
+# These are the dense relations, for tests and pictures: the Longformer kernel computes the same relation banded,
+# without ever building an n×n mask.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def sliding_window_mask(length: int, one_sided_window: int, dilation: int = 1, device=None) -> torch.Tensor:
+    """(length, length) bool: query i may attend key j iff j = i + k·d for an integer |k| ≤ w, i.e.
+    |i - j| ≤ w·d and d divides i - j (w = ``one_sided_window``, half the ``attention_window``; d = ``dilation``,
+    1 = the plain sliding window)."""
+    if one_sided_window < 0 or dilation < 1:
+        raise ValueError(f"one_sided_window must be ≥ 0 and dilation ≥ 1, got {one_sided_window} and {dilation}.")
+    offsets = torch.arange(length, device=device)[None, :] - torch.arange(length, device=device)[:, None]
+    return (offsets.abs() <= one_sided_window * dilation) & (offsets % dilation == 0)
+
+
+def longformer_mask(
+    key_is_real: torch.Tensor, is_global: torch.Tensor, one_sided_window: int, dilations: tuple[int, ...]
+) -> torch.Tensor:
+    """(batch, heads, length, length) bool: the Longformer relation
+
+        may_attend(i, j) = [(window ∧ dilation)(i, j) ∨ global(i) ∨ global(j)] ∧ real(i) ∧ real(j)
+
+    with one dilation per head. Padding wins over global: a padded position marked global stays masked, and a
+    padded query row may attend nothing (its output is zero)."""
+    length = key_is_real.shape[-1]
+    is_global = is_global & key_is_real
+    window = torch.stack([sliding_window_mask(length, one_sided_window, d, key_is_real.device) for d in dilations])
+    pattern = window[None] | is_global[:, None, :, None] | is_global[:, None, None, :]
+    return pattern & key_is_real[:, None, :, None] & key_is_real[:, None, None, :]

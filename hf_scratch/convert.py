@@ -614,6 +614,81 @@ for _reference_type, _placement, _prefix, _embeddings in (
 
 # ---- Longformer (longformer → scratch-longformer) ------------------------------------------------------------
 
+_LONGFORMER_SHARED_FIELDS = _BERT_SHARED_FIELDS + ("attention_window", "sep_token_id")
+_LONGFORMER_SHARED_FIELDS = tuple(f for f in _LONGFORMER_SHARED_FIELDS if f != "classifier_dropout")
+
+
+def _longformer_config_to_ours(reference: dict):
+    from .configuration_longformer import ScratchLongformerConfig
+
+    return ScratchLongformerConfig(**_copy_fields(reference, _LONGFORMER_SHARED_FIELDS + _TASK_FIELDS))
+
+
+def _longformer_config_to_reference(config) -> dict:
+    dilations = {d for layer in range(config.num_hidden_layers) for d in config.dilations_for_layer(layer)}
+    if dilations != {1}:
+        raise ValueError(
+            f"This model uses dilated attention (attention_dilation={config.attention_dilation}), which transformers' "
+            "Longformer does not have: only models with attention_dilation=1 convert to transformers."
+        )
+    return _copy_fields(config.to_dict(), _LONGFORMER_SHARED_FIELDS + _TASK_FIELDS)
+
+
+def _longformer_weight_map(config) -> WeightMap:
+    layer, ref = "model.layers.{i}", "longformer.encoder.layer.{i}"
+    attention = f"{ref}.attention.self"
+    rules = [
+        rule("model.embeddings.word.weight", "longformer.embeddings.word_embeddings.weight"),
+        rule("model.embeddings.position.weight", "longformer.embeddings.position_embeddings.weight"),
+        rule("model.embeddings.token_type.weight", "longformer.embeddings.token_type_embeddings.weight"),
+        *weight_and_bias("model.embeddings.norm", "longformer.embeddings.LayerNorm"),
+        *weight_and_bias(f"{layer}.attention.qkv_proj", f"{attention}.query", f"{attention}.key", f"{attention}.value"),
+        *weight_and_bias(f"{layer}.attention.query_global", f"{attention}.query_global"),
+        *weight_and_bias(f"{layer}.attention.key_global", f"{attention}.key_global"),
+        *weight_and_bias(f"{layer}.attention.value_global", f"{attention}.value_global"),
+        *weight_and_bias(f"{layer}.attention.out_proj", f"{ref}.attention.output.dense"),
+        *weight_and_bias(f"{layer}.attention_residual.norm", f"{ref}.attention.output.LayerNorm"),
+        *weight_and_bias(f"{layer}.feed_forward.fc_in", f"{ref}.intermediate.dense"),
+        *weight_and_bias(f"{layer}.feed_forward.fc_out", f"{ref}.output.dense"),
+        *weight_and_bias(f"{layer}.feed_forward_residual.norm", f"{ref}.output.LayerNorm"),
+        *weight_and_bias("model.pooler.dense", "longformer.pooler.dense"),
+        # heads
+        *weight_and_bias("mlm_head.dense", "lm_head.dense"),
+        *weight_and_bias("mlm_head.norm", "lm_head.layer_norm"),
+        rule("mlm_head.decoder.bias", "lm_head.bias"),
+        *weight_and_bias("classifier.dense", "classifier.dense"),
+        *weight_and_bias("classifier.out_proj", "classifier.out_proj"),
+        *weight_and_bias("classifier", "classifier"),
+        *weight_and_bias("qa_outputs", "qa_outputs"),
+    ]
+    # lm_head.decoder.bias is tied to lm_head.bias (stored once); old checkpoints may still carry it.
+    ignore = ["longformer.embeddings.position_ids", "lm_head.decoder.bias"]
+    if config.tie_word_embeddings:
+        ignore.append("lm_head.decoder.weight")
+    else:
+        rules.append(rule("mlm_head.decoder.weight", "lm_head.decoder.weight"))
+    return WeightMap(rules, ignore_reference=ignore)
+
+
+register_conversion(
+    Conversion(
+        reference_model_type="longformer",
+        reference_prefix="longformer",
+        heads={
+            "LongformerModel": "ScratchLongformerModel",
+            "LongformerForMaskedLM": "ScratchLongformerForMaskedLM",
+            "LongformerForSequenceClassification": "ScratchLongformerForSequenceClassification",
+            "LongformerForTokenClassification": "ScratchLongformerForTokenClassification",
+            "LongformerForQuestionAnswering": "ScratchLongformerForQuestionAnswering",
+            "LongformerForMultipleChoice": "ScratchLongformerForMultipleChoice",
+        },
+        config_to_ours=_longformer_config_to_ours,
+        config_to_reference=_longformer_config_to_reference,
+        weight_map=_longformer_weight_map,
+    ),
+    scratch_model_type="scratch-longformer",
+)
+
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(

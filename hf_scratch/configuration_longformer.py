@@ -1,0 +1,116 @@
+"""Configuration of Longformer (Beltagy et al. 2020; seed 004 §2). Defaults follow transformers' LongformerConfig
+(so configs convert both ways without surprises); ``attention_window`` and ``attention_dilation`` describe the
+sparse attention pattern of each layer."""
+
+from __future__ import annotations
+
+from .configuration_common import ScratchConfig
+
+
+class ScratchLongformerConfig(ScratchConfig):
+    r"""
+    ``attention_window``: the full window w of each layer (an even int, or one per layer): token i attends the w/2
+    tokens on each side of it.
+    ``attention_dilation``: gaps between the attended tokens: an int for every head of every layer, one int per
+    layer, or one list of per-head ints per layer. With dilation d a head attends i + k·d for |k| ≤ w/2, so its
+    receptive field grows d-fold at the same cost. 1 everywhere is transformers' Longformer.
+
+    Example:
+    ```python
+    >>> from hf_scratch import ScratchLongformerConfig, ScratchLongformerForMaskedLM
+    >>> config = ScratchLongformerConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+    ...                                  intermediate_size=128, attention_window=[8, 16],
+    ...                                  attention_dilation=[[1, 1, 2, 4], 1], max_position_embeddings=1026)
+    >>> model = ScratchLongformerForMaskedLM(config)
+    ```"""
+
+    model_type = "scratch-longformer"
+    default_auto_map = {
+        "AutoConfig": "configuration_longformer.ScratchLongformerConfig",
+        "AutoModel": "modeling_longformer.ScratchLongformerModel",
+        "AutoModelForMaskedLM": "modeling_longformer.ScratchLongformerForMaskedLM",
+        "AutoModelForSequenceClassification": "modeling_longformer.ScratchLongformerForSequenceClassification",
+        "AutoModelForTokenClassification": "modeling_longformer.ScratchLongformerForTokenClassification",
+        "AutoModelForQuestionAnswering": "modeling_longformer.ScratchLongformerForQuestionAnswering",
+        "AutoModelForMultipleChoice": "modeling_longformer.ScratchLongformerForMultipleChoice",
+    }
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    attention_window: int | list[int] = 512
+    attention_dilation: int | list[int | list[int]] = 1
+    pad_token_id: int | None = 1
+    bos_token_id: int | None = 0
+    eos_token_id: int | None = 2
+    sep_token_id: int | None = 2
+    tie_word_embeddings: bool = True
+
+    def check(self) -> None:
+        self.require_positive(
+            "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+            "max_position_embeddings", "type_vocab_size",
+        )
+        self.require_divisible("hidden_size", "num_attention_heads")
+        self.require_probability("hidden_dropout_prob", "attention_probs_dropout_prob")
+        if not isinstance(self.pad_token_id, int) or isinstance(self.pad_token_id, bool):
+            raise ValueError(
+                f"ScratchLongformerConfig.pad_token_id must be an int (positions start at pad_token_id + 1), got "
+                f"{self.pad_token_id!r}: set it to the tokenizer's pad token id."
+            )
+        for layer in range(self.num_hidden_layers):
+            self.window_for_layer(layer)
+            self.dilations_for_layer(layer)
+
+    def window_for_layer(self, layer: int) -> int:
+        """The full attention window w of ``layer`` (even, > 0)."""
+        windows = self.attention_window
+        if isinstance(windows, (list, tuple)):
+            if len(windows) != self.num_hidden_layers:
+                raise ValueError(
+                    f"ScratchLongformerConfig.attention_window has {len(windows)} values for {self.num_hidden_layers} "
+                    "layers (num_hidden_layers): give one window per layer, or a single int for all."
+                )
+            window = windows[layer]
+        else:
+            window = windows
+        if not isinstance(window, int) or isinstance(window, bool) or window <= 0 or window % 2:
+            raise ValueError(
+                f"ScratchLongformerConfig.attention_window must be a positive even int (w/2 tokens on each side), "
+                f"got {window!r} for layer {layer}: use e.g. {max(2, (int(window) // 2) * 2) if isinstance(window, (int, float)) else 512}."
+            )
+        return window
+
+    def dilations_for_layer(self, layer: int) -> tuple[int, ...]:
+        """One dilation per head of ``layer`` (1 = no gaps)."""
+        dilation = self.attention_dilation
+        if isinstance(dilation, (list, tuple)):
+            if len(dilation) != self.num_hidden_layers:
+                raise ValueError(
+                    f"ScratchLongformerConfig.attention_dilation has {len(dilation)} entries for "
+                    f"{self.num_hidden_layers} layers (num_hidden_layers): give one entry per layer, or a single int."
+                )
+            dilation = dilation[layer]
+        heads = self.num_attention_heads
+        per_head = list(dilation) if isinstance(dilation, (list, tuple)) else [dilation] * heads
+        if len(per_head) != heads:
+            raise ValueError(
+                f"ScratchLongformerConfig.attention_dilation for layer {layer} has {len(per_head)} per-head values "
+                f"but the layer has {heads} heads (num_attention_heads): give one value per head, or a single int."
+            )
+        for value in per_head:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(
+                    f"ScratchLongformerConfig.attention_dilation values must be ints ≥ 1 (1 = no gaps), got {value!r} "
+                    f"in layer {layer}."
+                )
+        return tuple(per_head)

@@ -1,0 +1,716 @@
+"""Longformer (Beltagy et al. 2020), from scratch, read top-down in the order of the paper (seed 004 §2):
+
+1. input representation: RoBERTa's embeddings — token + learned position (ids start at pad_token_id + 1, padding
+   keeps pad_token_id) + segment, LayerNorm, dropout;
+2. the attention pattern (§3.1), computed banded in time and memory linear in the length — never an n×n matrix:
+   - sliding window: token i attends the w/2 tokens on each side (w = ``attention_window`` of the layer);
+   - dilated sliding window: head h attends i + k·d_h for |k| ≤ w/2 (``attention_dilation``, per layer and head);
+   - global attention on the tokens of ``global_attention_mask``: they attend every token and every token attends
+     them, through their own projections ``query_global`` / ``key_global`` / ``value_global`` (§3.1 "Linear
+     Projections for Global Attention"); padding wins over global;
+3. a stack of post-LN encoder layers (attention, then the position-wise feed-forward network);
+4. heads: masked LM (RoBERTa's head, tied to the word embeddings), sequence classification (global attention on
+   the first token by default), token classification, extractive QA (global attention on the question by default),
+   multiple choice.
+
+The kernel, for one head group of dilation d: the sequence is split into its d residue classes (i mod d), each a
+plain sliding-window problem of length n/d; that is cut into blocks of w/2 queries, each attending the 3·w/2 keys
+of its own and the two neighbouring blocks (a fixed band mask keeps |i - j| ≤ w/2) plus the global keys. Dilation
+thus costs what no dilation costs. Both kernels — ``"eager"`` (softmax written out; returns the weights) and
+``"sdpa"`` (``scaled_dot_product_attention`` on the blocks) — go through ``hf_scratch.attention``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+
+from .attention import check_attention_mask, check_attn_implementation, eager_attention, sdpa_attention
+from .configuration_longformer import ScratchLongformerConfig
+from .layers import (
+    FeedForward,
+    MaskedLMHead,
+    ResidualNorm,
+    check_input_ids,
+    check_one_input,
+    sequence_classification_loss,
+    span_loss,
+    token_cross_entropy,
+)
+from .positional import LearnedPositionalEmbedding
+
+# ---- 1. input representation ---------------------------------------------------------------------------------
+
+
+class ScratchLongformerEmbeddings(nn.Module):
+    """E = LayerNorm(E_token + E_position + E_segment), then dropout — RoBERTa's positions: real tokens count from
+    pad_token_id + 1, padding tokens keep position pad_token_id."""
+
+    def __init__(self, config: ScratchLongformerConfig):
+        super().__init__()
+        self.vocab_size, self.type_vocab_size = config.vocab_size, config.type_vocab_size
+        self.padding_idx = config.pad_token_id
+        self.word = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position = LearnedPositionalEmbedding(
+            config.max_position_embeddings, config.hidden_size, padding_idx=config.pad_token_id
+        )
+        self.token_type = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def position_ids(self, input_ids: Optional[torch.Tensor], inputs_embeds: torch.Tensor) -> torch.Tensor:
+        if input_ids is not None:
+            is_token = input_ids.ne(self.padding_idx).long()
+            return torch.cumsum(is_token, dim=1) * is_token + self.padding_idx
+        length = inputs_embeds.shape[1]  # no ids: padding cannot be told apart, count every position
+        return torch.arange(self.padding_idx + 1, self.padding_idx + 1 + length, device=inputs_embeds.device)[None, :]
+
+    def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
+        if inputs_embeds is None:
+            check_input_ids(input_ids, self.vocab_size)
+            inputs_embeds = self.word(input_ids)
+        batch, length = inputs_embeds.shape[:2]
+        if position_ids is None:
+            position_ids = self.position_ids(input_ids, inputs_embeds)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
+        else:
+            check_input_ids(token_type_ids, self.type_vocab_size, name="token_type_ids")
+        embeddings = inputs_embeds + self.position(position_ids) + self.token_type(token_type_ids)
+        return self.dropout(self.norm(embeddings))
+
+
+# ---- 2. the attention pattern, banded ------------------------------------------------------------------------
+
+
+def pad_length(x: torch.Tensor, multiple: int, value=0) -> torch.Tensor:
+    """Pad dim 1 of ``x`` (batch, length, …) at the end up to a multiple of ``multiple``."""
+    missing = -x.shape[1] % multiple
+    if missing == 0:
+        return x
+    return F.pad(x, (0, 0) * (x.dim() - 2) + (0, missing), value=value)
+
+
+def split_residues(x: torch.Tensor, dilation: int) -> torch.Tensor:
+    """(batch, n, …) → (batch·d, n/d, …): row b·d + r holds positions r, r + d, r + 2d, … — the tokens a dilated
+    window of dilation d links, now adjacent. ``n`` must be a multiple of d."""
+    if dilation == 1:
+        return x
+    batch, length = x.shape[:2]
+    rest = x.shape[2:]
+    return x.reshape(batch, length // dilation, dilation, *rest).transpose(1, 2).reshape(batch * dilation, length // dilation, *rest)
+
+
+def merge_residues(x: torch.Tensor, dilation: int) -> torch.Tensor:
+    """Inverse of ``split_residues``."""
+    if dilation == 1:
+        return x
+    batch, length = x.shape[0] // dilation, x.shape[1] * dilation
+    rest = x.shape[2:]
+    return x.reshape(batch, dilation, length // dilation, *rest).transpose(1, 2).reshape(batch, length, *rest)
+
+
+def key_windows(x: torch.Tensor, block: int) -> torch.Tensor:
+    """(batch, n, heads, d) → (batch·n/block, heads, 3·block, d): for every query block, the keys of the previous,
+    the same and the next block (zeros beyond the ends)."""
+    batch, length, heads, dim = x.shape
+    padded = F.pad(x, (0, 0, 0, 0, block, block))
+    windows = padded.unfold(1, 3 * block, block)  # (batch, blocks, heads, d, 3·block), a view
+    return windows.permute(0, 1, 2, 4, 3).reshape(batch * (length // block), heads, 3 * block, dim)
+
+
+def band_mask(block: int, device) -> torch.Tensor:
+    """(block, 3·block) bool: query r of a block may attend column s of its key window iff |s - block - r| ≤ block."""
+    rows = torch.arange(block, device=device)[:, None]
+    columns = torch.arange(3 * block, device=device)[None, :]
+    return (columns - block - rows).abs() <= block
+
+
+def band_to_diagonals(weights: torch.Tensor, block: int) -> torch.Tensor:
+    """Block weights (…, block, 3·block) → (…, block, 2·block + 1), column t = key offset t - block (the layout
+    transformers returns for Longformer attentions)."""
+    index = torch.arange(block, device=weights.device)[:, None] + torch.arange(2 * block + 1, device=weights.device)[None, :]
+    return weights.gather(-1, index.expand(*weights.shape[:-2], block, 2 * block + 1))
+
+
+def sliding_window_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_is_local: torch.Tensor,
+    query_is_real: torch.Tensor,
+    one_sided_window: int,
+    global_keys: Optional[torch.Tensor] = None,
+    global_values: Optional[torch.Tensor] = None,
+    global_slot_is_real: Optional[torch.Tensor] = None,
+    implementation: str = "sdpa",
+    dropout: float = 0.0,
+    output_attentions: bool = False,
+) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """softmax(Q Kᵀ/√d + M) V with M allowing |i - j| ≤ w (w = ``one_sided_window``) among local keys, plus the
+    global keys, computed block by block (blocks of w queries × 3w keys).
+
+    ``query``, ``key``, ``value``: (batch, n, heads, d) with n a multiple of w; ``key_is_local`` (batch, n): keys a
+    window may attend (real and not global: global keys come in once, through ``global_keys``); ``query_is_real``
+    (batch, n): padded query rows attend nothing and give zeros. ``global_keys`` / ``global_values``: (batch, G,
+    heads, d) with ``global_slot_is_real`` (batch, G). Returns the output (batch, n, heads, d) and, when asked, the
+    weights (batch, heads, n, G + 2w + 1): global columns first, then key offsets -w … w.
+    """
+    batch, length, heads, dim = query.shape
+    block = one_sided_window
+    blocks = length // block
+    queries = query.reshape(batch, blocks, block, heads, dim).transpose(2, 3).reshape(batch * blocks, heads, block, dim)
+    keys, values = key_windows(key, block), key_windows(value, block)
+    query_ok = query_is_real.reshape(batch, blocks, block, 1)
+    key_ok = F.pad(key_is_local, (block, block)).unfold(1, 3 * block, block)  # (batch, blocks, 3·block)
+    allowed = band_mask(block, query.device) & key_ok[:, :, None, :] & query_ok
+    num_global = 0 if global_keys is None else global_keys.shape[1]
+    if num_global:
+        def per_block(x):  # (batch, G, heads, d) → (batch·blocks, heads, G, d)
+            return x.transpose(1, 2)[:, None].expand(batch, blocks, heads, num_global, dim).reshape(batch * blocks, heads, num_global, dim)
+
+        keys = torch.cat([per_block(global_keys), keys], dim=2)
+        values = torch.cat([per_block(global_values), values], dim=2)
+        allowed = torch.cat([global_slot_is_real[:, None, None, :] & query_ok, allowed], dim=-1)
+    allowed = allowed.reshape(batch * blocks, 1, block, allowed.shape[-1])
+
+    weights = None
+    if output_attentions or implementation == "eager":
+        output, weights = eager_attention(queries, keys, values, allowed, dropout=dropout)
+    else:
+        output = sdpa_attention(queries, keys, values, allowed, dropout=dropout)
+    output = output.reshape(batch, blocks, heads, block, dim).transpose(2, 3).reshape(batch, length, heads, dim)
+    if output_attentions:
+        local = band_to_diagonals(weights[..., num_global:], block)
+        weights = torch.cat([weights[..., :num_global], local], dim=-1)
+        weights = weights.reshape(batch, blocks, heads, block, -1).transpose(1, 2).reshape(batch, heads, length, -1)
+        return output, weights
+    return output, None
+
+
+@dataclass
+class GlobalTokens:
+    """Where the global tokens are: ``positions`` (batch, G) in increasing order, ``is_real`` (batch, G) False for
+    the slots of rows with fewer than G global tokens. G = 0 when no token is global."""
+
+    is_global: torch.Tensor  # (batch, n) bool, already ∧ real
+    positions: torch.Tensor
+    is_real: torch.Tensor
+
+    @classmethod
+    def from_mask(cls, is_global: torch.Tensor) -> "GlobalTokens":
+        counts = is_global.sum(dim=1)
+        num_global = int(counts.max()) if is_global.numel() else 0
+        positions = torch.argsort((~is_global).to(torch.int8), dim=1, stable=True)[:, :num_global]
+        is_real = torch.arange(num_global, device=is_global.device)[None, :] < counts[:, None]
+        return cls(is_global, positions, is_real)
+
+    @property
+    def count(self) -> int:
+        return self.positions.shape[1]
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, n, …) → (batch, G, …): the rows of the global tokens."""
+        index = self.positions.reshape(*self.positions.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
+        return x.gather(1, index)
+
+    def scatter(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``x`` (batch, n, …) with the global tokens' rows replaced by ``rows`` (batch, G, …)."""
+        batch_index = torch.arange(x.shape[0], device=x.device)[:, None].expand_as(self.positions)
+        return x.index_put((batch_index[self.is_real], self.positions[self.is_real]), rows[self.is_real])
+
+
+class ScratchLongformerSelfAttention(nn.Module):
+    """One layer's Longformer attention: (dilated) sliding window + global attention, then the output projection.
+
+    Local rows: softmax over {j : |i - j| ≤ w/2·d_h, d_h | i - j} ∪ {global j}, with Q, K, V = ``qkv_proj``(x).
+    Global rows: softmax over every real j, with ``query_global``, ``key_global``, ``value_global`` (§3.1).
+    """
+
+    def __init__(self, config: ScratchLongformerConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        hidden = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.head_dim = hidden // self.num_heads
+        self.one_sided_window = config.window_for_layer(layer_idx) // 2
+        self.dilations = config.dilations_for_layer(layer_idx)
+        # heads that share a dilation run together: {dilation: head indices}
+        self.head_groups = {d: [h for h, dh in enumerate(self.dilations) if dh == d] for d in sorted(set(self.dilations))}
+        self.dropout = config.attention_probs_dropout_prob
+        self.qkv_proj = nn.Linear(hidden, 3 * hidden)
+        self.query_global = nn.Linear(hidden, hidden)
+        self.key_global = nn.Linear(hidden, hidden)
+        self.value_global = nn.Linear(hidden, hidden)
+        self.out_proj = nn.Linear(hidden, hidden)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(*x.shape[:2], self.num_heads, self.head_dim)
+
+    def _local(self, query, key, value, key_is_real, globals_, implementation, dropout, output_attentions):
+        """Sliding-window (+ global keys) attention for every head, one call per dilation group."""
+        batch, length = key_is_real.shape
+        key_is_local = key_is_real & ~globals_.is_global
+        global_keys = globals_.gather(key) if globals_.count else None
+        global_values = globals_.gather(value) if globals_.count else None
+        outputs, weights = [], []
+        for dilation, heads in self.head_groups.items():
+            every_head = len(heads) == self.num_heads
+            multiple = self.one_sided_window * dilation
+
+            def prepare(x, pad_value=0):
+                x = x if every_head or x is None else x[:, :, heads]
+                return None if x is None else split_residues(pad_length(x, multiple, pad_value), dilation)
+
+            def repeat(x):
+                if x is None:
+                    return None
+                x = x if every_head else x[:, :, heads]
+                return x.repeat_interleave(dilation, dim=0) if dilation > 1 else x
+
+            output, weight = sliding_window_attention(
+                prepare(query), prepare(key), prepare(value),
+                split_residues(pad_length(key_is_local, multiple, False), dilation),
+                split_residues(pad_length(key_is_real, multiple, False), dilation),
+                self.one_sided_window, repeat(global_keys), repeat(global_values),
+                globals_.is_real.repeat_interleave(dilation, dim=0) if globals_.count else None,
+                implementation=implementation, dropout=dropout, output_attentions=output_attentions,
+            )
+            outputs.append(merge_residues(output, dilation)[:, :length])
+            if weight is not None:  # (batch·d, heads, n/d, C) → (batch, heads, n, C)
+                weight = merge_residues(weight.transpose(1, 2), dilation)[:, :length].transpose(1, 2)
+                weights.append(weight)
+        if len(outputs) == 1:
+            return outputs[0], (weights[0] if weights else None)
+        order = torch.tensor([h for heads in self.head_groups.values() for h in heads], device=query.device)
+        inverse = torch.argsort(order)
+        output = torch.cat(outputs, dim=2)[:, :, inverse]
+        return output, (torch.cat(weights, dim=1)[:, inverse] if weights else None)
+
+    def _global(self, hidden_states, key_is_real, globals_, implementation, dropout, output_attentions):
+        """The global tokens' rows: attend every real token with the global projections."""
+        query = self._heads(self.query_global(globals_.gather(hidden_states))).transpose(1, 2)  # (batch, heads, G, d)
+        key = self._heads(self.key_global(hidden_states)).transpose(1, 2)
+        value = self._heads(self.value_global(hidden_states)).transpose(1, 2)
+        allowed = key_is_real[:, None, None, :] & globals_.is_real[:, None, :, None]
+        if output_attentions or implementation == "eager":
+            return eager_attention(query, key, value, allowed, dropout=dropout)
+        return sdpa_attention(query, key, value, allowed, dropout=dropout), None
+
+    def forward(self, hidden_states, key_is_real, globals_: GlobalTokens, output_attentions: bool = False):
+        implementation = self.config._attn_implementation
+        dropout = self.dropout if self.training else 0.0
+        query, key, value = (self._heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
+        output, local_weights = self._local(query, key, value, key_is_real, globals_, implementation, dropout, output_attentions)
+        global_weights = None
+        if globals_.count:
+            global_output, global_weights = self._global(hidden_states, key_is_real, globals_, implementation, dropout, output_attentions)
+            output = globals_.scatter(output, global_output.transpose(1, 2))
+            if local_weights is not None:  # as in transformers: a global row's local weights are not used, zero them
+                local_weights = local_weights.masked_fill(globals_.is_global[:, None, :, None], 0.0)
+                global_weights = global_weights.transpose(2, 3)  # (batch, heads, n, G)
+        output = self.out_proj(output.reshape(*output.shape[:2], -1))
+        return output, local_weights, global_weights
+
+
+# ---- 3. the encoder ------------------------------------------------------------------------------------------
+
+
+class ScratchLongformerLayer(GradientCheckpointingLayer):
+    """h = LN(x + LongformerAttention(x)), out = LN(h + FFN(h)) (seed 000 eq. 5-7 with the sparse attention)."""
+
+    def __init__(self, config: ScratchLongformerConfig, layer_idx: int):
+        super().__init__()
+        self.attention = ScratchLongformerSelfAttention(config, layer_idx)
+        self.attention_residual = ResidualNorm(config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob)
+        self.feed_forward = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act)
+        self.feed_forward_residual = ResidualNorm(config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob)
+
+    def forward(self, hidden_states, key_is_real, globals_: GlobalTokens, output_attentions: bool = False):
+        attended, local_weights, global_weights = self.attention(hidden_states, key_is_real, globals_, output_attentions)
+        hidden_states = self.attention_residual.after(hidden_states, attended)
+        transformed = self.feed_forward(hidden_states)
+        return self.feed_forward_residual.after(hidden_states, transformed), local_weights, global_weights
+
+
+class ScratchLongformerPooler(nn.Module):
+    """pooled = tanh(W h_<s> + b) (used by multiple choice)."""
+
+    def __init__(self, config: ScratchLongformerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden_states[:, 0]))
+
+
+@dataclass
+class ScratchLongformerModelOutput(BaseModelOutputWithPooling):
+    """``attentions``: per layer (batch, heads, n, G + w + 1) — weights on the G global tokens, then on key offsets
+    -w/2 … w/2 (times the head's dilation); ``global_attentions``: (batch, heads, n, G), the global tokens' weights
+    on every token."""
+
+    global_attentions: Optional[tuple[torch.Tensor, ...]] = None
+
+
+class ScratchLongformerPreTrainedModel(PreTrainedModel):
+    config_class = ScratchLongformerConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    _no_split_modules = ["ScratchLongformerLayer", "ScratchLongformerEmbeddings"]
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+
+    def __init__(self, config: ScratchLongformerConfig, *inputs, **kwargs):
+        super().__init__(config, *inputs, **kwargs)
+        check_attn_implementation(config._attn_implementation)
+
+
+class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
+    """The Longformer encoder: embeddings → L layers of sliding-window + global attention → (optional) pooler."""
+
+    def __init__(self, config: ScratchLongformerConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = ScratchLongformerEmbeddings(config)
+        self.layers = nn.ModuleList(ScratchLongformerLayer(config, i) for i in range(config.num_hidden_layers))
+        self.pooler = ScratchLongformerPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word = value
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        global_attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        position_ids: Optional[torch.Tensor] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        **kwargs,
+    ) -> ScratchLongformerModelOutput:
+        check_one_input(input_ids, inputs_embeds)
+        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        key_is_real = check_attention_mask(attention_mask, batch, length)
+        if key_is_real is None:
+            key_is_real = torch.ones(batch, length, dtype=torch.bool, device=device)
+        is_global = check_attention_mask(global_attention_mask, batch, length, name="global_attention_mask")
+        if is_global is None:
+            is_global = torch.zeros(batch, length, dtype=torch.bool, device=device)
+        globals_ = GlobalTokens.from_mask(is_global & key_is_real)  # padding wins over global
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+
+        hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        all_global_attentions = () if output_attentions and globals_.count else None
+        for layer in self.layers:
+            hidden_states, local_weights, global_weights = layer(hidden_states, key_is_real, globals_, output_attentions)
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            if output_attentions:
+                all_attentions += (local_weights,)
+                if globals_.count:
+                    all_global_attentions += (global_weights,)
+
+        pooled = self.pooler(hidden_states) if self.pooler is not None else None
+        return ScratchLongformerModelOutput(
+            last_hidden_state=hidden_states,
+            pooler_output=pooled,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+            global_attentions=all_global_attentions,
+        )
+
+
+# ---- 4. heads ------------------------------------------------------------------------------------------------
+
+
+def tokens_before_first(input_ids: Optional[torch.Tensor], token_id: Optional[int], what: str) -> torch.Tensor:
+    """(batch, n) bool: True before the first ``token_id`` of each row (the question, for QA)."""
+    if input_ids is None or token_id is None:
+        raise ValueError(
+            f"Cannot place the default global attention ({what}) without input_ids and config.sep_token_id: pass "
+            "global_attention_mask explicitly."
+        )
+    is_sep = input_ids == token_id
+    if not bool(is_sep.any(dim=-1).all()):
+        raise ValueError(
+            f"Every row needs a separator token (sep_token_id={token_id}) to place the default global attention "
+            f"({what}); encode question and context as a pair, or pass global_attention_mask explicitly."
+        )
+    first_sep = is_sep.long().argmax(dim=-1, keepdim=True)
+    return torch.arange(input_ids.shape[-1], device=input_ids.device)[None, :] < first_sep
+
+
+def _output_fields(outputs) -> dict:
+    return dict(hidden_states=outputs.hidden_states, attentions=outputs.attentions, global_attentions=outputs.global_attentions)
+
+
+@dataclass
+class ScratchLongformerMaskedLMOutput(MaskedLMOutput):
+    global_attentions: Optional[tuple[torch.Tensor, ...]] = None
+
+
+@dataclass
+class ScratchLongformerSequenceClassifierOutput(SequenceClassifierOutput):
+    global_attentions: Optional[tuple[torch.Tensor, ...]] = None
+
+
+@dataclass
+class ScratchLongformerTokenClassifierOutput(TokenClassifierOutput):
+    global_attentions: Optional[tuple[torch.Tensor, ...]] = None
+
+
+@dataclass
+class ScratchLongformerQuestionAnsweringOutput(QuestionAnsweringModelOutput):
+    global_attentions: Optional[tuple[torch.Tensor, ...]] = None
+
+
+@dataclass
+class ScratchLongformerMultipleChoiceOutput(MultipleChoiceModelOutput):
+    global_attentions: Optional[tuple[torch.Tensor, ...]] = None
+
+
+class ScratchLongformerForMaskedLM(ScratchLongformerPreTrainedModel):
+    """Masked LM with RoBERTa's head: logits = W_e · LN(gelu(W h + b)) + b_vocab."""
+
+    _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
+
+    def __init__(self, config: ScratchLongformerConfig):
+        super().__init__(config)
+        self.model = ScratchLongformerModel(config, add_pooling_layer=False)
+        self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, "gelu", config.layer_norm_eps)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.mlm_head.decoder
+
+    def set_output_embeddings(self, value):
+        self.mlm_head.decoder = value
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        global_attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ) -> ScratchLongformerMaskedLMOutput:
+        outputs = self.model(
+            input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions, output_hidden_states,
+        )
+        logits = self.mlm_head(outputs.last_hidden_state)
+        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        return ScratchLongformerMaskedLMOutput(loss=loss, logits=logits, **_output_fields(outputs))
+
+
+class ScratchLongformerClassificationHead(nn.Module):
+    """logits = W_out · Dropout(tanh(W · Dropout(h_<s>)))."""
+
+    def __init__(self, config: ScratchLongformerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        pooled = torch.tanh(self.dense(self.dropout(hidden_states[:, 0])))
+        return self.out_proj(self.dropout(pooled))
+
+
+class ScratchLongformerForSequenceClassification(ScratchLongformerPreTrainedModel):
+    """Classification/regression from the first token, which gets global attention unless told otherwise."""
+
+    def __init__(self, config: ScratchLongformerConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = ScratchLongformerModel(config, add_pooling_layer=False)
+        self.classifier = ScratchLongformerClassificationHead(config)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        global_attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ) -> ScratchLongformerSequenceClassifierOutput:
+        if global_attention_mask is None:
+            reference = input_ids if input_ids is not None else inputs_embeds
+            global_attention_mask = torch.zeros(reference.shape[:2], dtype=torch.long, device=reference.device)
+            global_attention_mask[:, 0] = 1
+        outputs = self.model(
+            input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions, output_hidden_states,
+        )
+        logits = self.classifier(outputs.last_hidden_state)
+        loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
+        return ScratchLongformerSequenceClassifierOutput(loss=loss, logits=logits, **_output_fields(outputs))
+
+
+class ScratchLongformerForTokenClassification(ScratchLongformerPreTrainedModel):
+    """A label per token: logits_t = W · Dropout(h_t)."""
+
+    def __init__(self, config: ScratchLongformerConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = ScratchLongformerModel(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        global_attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ) -> ScratchLongformerTokenClassifierOutput:
+        outputs = self.model(
+            input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions, output_hidden_states,
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        return ScratchLongformerTokenClassifierOutput(loss=loss, logits=logits, **_output_fields(outputs))
+
+
+class ScratchLongformerForQuestionAnswering(ScratchLongformerPreTrainedModel):
+    """Extractive QA: (start, end) = W · h_t; the question (tokens before the first separator) is global by default."""
+
+    def __init__(self, config: ScratchLongformerConfig):
+        super().__init__(config)
+        self.model = ScratchLongformerModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        global_attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        start_positions=None,
+        end_positions=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ) -> ScratchLongformerQuestionAnsweringOutput:
+        if global_attention_mask is None:
+            global_attention_mask = tokens_before_first(input_ids, self.config.sep_token_id, "on the question")
+        outputs = self.model(
+            input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions, output_hidden_states,
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = span_loss(start_logits, end_logits, start_positions, end_positions)
+        return ScratchLongformerQuestionAnsweringOutput(
+            loss=loss, start_logits=start_logits.contiguous(), end_logits=end_logits.contiguous(), **_output_fields(outputs)
+        )
+
+
+class ScratchLongformerForMultipleChoice(ScratchLongformerPreTrainedModel):
+    """Inputs (batch, choices, n); each choice's pooled vector gets a score. By default (as in transformers) the
+    tokens after the first separator pair — the choice — get global attention."""
+
+    def __init__(self, config: ScratchLongformerConfig):
+        super().__init__(config)
+        self.model = ScratchLongformerModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        global_attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ) -> ScratchLongformerMultipleChoiceOutput:
+        reference = input_ids if input_ids is not None else inputs_embeds
+        if reference is None or reference.dim() < 3:
+            raise ValueError("Multiple choice inputs must be shaped (batch, num_choices, length).")
+        num_choices = reference.shape[1]
+
+        def flat(x):
+            return None if x is None else x.reshape(-1, *x.shape[2:])
+
+        if global_attention_mask is None:
+            before_pair = tokens_before_first(flat(input_ids), self.config.sep_token_id, "on the choice")
+            flat_global = ~F.pad(before_pair, (2, 0), value=True)[:, :-2]  # positions > first separator + 1
+        else:
+            flat_global = flat(global_attention_mask)
+        outputs = self.model(
+            flat(input_ids), flat(attention_mask), flat_global, flat(token_type_ids),
+            flat(position_ids), flat(inputs_embeds), output_attentions, output_hidden_states,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
+        loss = token_cross_entropy(logits, labels) if labels is not None else None
+        return ScratchLongformerMultipleChoiceOutput(loss=loss, logits=logits, **_output_fields(outputs))
+
+
+__all__ = [
+    "ScratchLongformerPreTrainedModel",
+    "ScratchLongformerModel",
+    "ScratchLongformerForMaskedLM",
+    "ScratchLongformerForSequenceClassification",
+    "ScratchLongformerForTokenClassification",
+    "ScratchLongformerForQuestionAnswering",
+    "ScratchLongformerForMultipleChoice",
+]
