@@ -83,6 +83,16 @@ from .modeling_longformer import (
 _register_family(ScratchLongformerConfig)
 
 # RNN seq2seq baselines
+from .configuration_rnn import ScratchRNNConfig
+from .modeling_rnn import (
+    ScratchRNNDecoderState,
+    ScratchRNNForConditionalGeneration,
+    ScratchRNNForSequenceClassification,
+    ScratchRNNModel,
+    ScratchRNNPreTrainedModel,
+)
+
+_register_family(ScratchRNNConfig)
 
 # ---- pipelines transformers v5 no longer ships ---------------------------------------------------------------
 from .pipelines import ScratchQuestionAnsweringPipeline  # noqa: E402  (registers "scratch-question-answering")

@@ -317,3 +317,13 @@ def longformer_mask(
     window = torch.stack([sliding_window_mask(length, one_sided_window, d, key_is_real.device) for d in dilations])
     pattern = window[None] | is_global[:, None, :, None] | is_global[:, None, None, :]
     return pattern & key_is_real[:, None, :, None] & key_is_real[:, None, None, :]
+
+
+def masked_softmax(scores: torch.Tensor, allowed: Optional[torch.Tensor]) -> torch.Tensor:
+    """softmax over the last dimension of ``scores`` + M, M = 0 / ``finfo.min`` from the boolean "may attend" mask
+    (broadcastable to ``scores``): exactly 0 where a key may not be attended, and an all-zero row (never NaN) where
+    none may. For score functions other than Q·Kᵀ/√d, e.g. the RNN baselines' additive and Luong scores."""
+    if allowed is None:
+        return torch.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
+    weights = torch.softmax(scores + mask_to_bias(allowed, scores.dtype), dim=-1, dtype=torch.float32).to(scores.dtype)
+    return weights.masked_fill(~allowed, 0.0)

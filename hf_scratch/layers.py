@@ -157,3 +157,24 @@ def span_loss(
     start_loss = F.cross_entropy(start_logits.float(), start, ignore_index=length)
     end_loss = F.cross_entropy(end_logits.float(), end, ignore_index=length)
     return (start_loss + end_loss) / 2
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sequence-to-sequence helpers
+# --------------------------------------------------------------------------------------------------------------
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: Optional[int], decoder_start_token_id: int) -> torch.Tensor:
+    """Decoder inputs from labels: [start, y_1 … y_{n-1}] (seed 001's "S i want a beer" for "i want a beer E").
+    Ignored label positions (-100) become padding."""
+    shifted = labels.new_zeros(labels.shape)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    if (shifted == -100).any():
+        if pad_token_id is None:
+            raise ValueError(
+                "labels contain -100 (ignored positions) but config.pad_token_id is None: set pad_token_id so the "
+                "shifted decoder inputs can be padded there."
+            )
+        shifted = shifted.masked_fill(shifted == -100, pad_token_id)
+    return shifted

@@ -1,0 +1,97 @@
+"""Configuration of the RNN seq2seq baselines (seed 003): recurrent encoder-decoders with RNN, LSTM or GRU cells,
+an optional bidirectional encoder, and Bahdanau (additive) or Luong (dot / general / concat) attention — the
+models the Transformer replaced. Defaults are a one-layer LSTM encoder-decoder with Bahdanau attention."""
+
+from __future__ import annotations
+
+from .configuration_common import ScratchConfig
+
+CELL_TYPES = ("rnn", "lstm", "gru", "gru_cho")
+ATTENTION_TYPES = ("none", "bahdanau", "luong-dot", "luong-general", "luong-concat")
+RNN_IMPLEMENTATIONS = ("fused", "cells")
+
+
+class ScratchRNNConfig(ScratchConfig):
+    r"""
+    Example:
+    ```python
+    >>> from hf_scratch import ScratchRNNConfig, ScratchRNNForConditionalGeneration
+    >>> config = ScratchRNNConfig(vocab_size=1000, hidden_size=64, cell_type="lstm", attention_type="bahdanau",
+    ...                           bidirectional_encoder=True)
+    >>> model = ScratchRNNForConditionalGeneration(config)
+    ```
+
+    Fields beyond the shared names:
+    - ``cell_type``: ``"rnn"`` (s_t = f(U x_t + W s_{t-1})), ``"lstm"`` (forget / input / output gates and a cell
+      state), ``"gru"`` (torch's GRU: reset applied after the hidden matmul, h = (1−z)·n + z·h) or ``"gru_cho"``
+      (the seed's GRU, Cho et al. 2014: reset applied before the matmul, h = (1−u)·h + u·h̃).
+    - ``rnn_nonlinearity``: f of the plain RNN cell, ``"tanh"`` or ``"relu"``.
+    - ``bidirectional_encoder``: a BiRNN encoder (seed 003's BiLSTM); each direction gets ``hidden_size // 2`` units
+      and their outputs are concatenated, so encoder states always have ``hidden_size`` features.
+    - ``attention_type``: ``"none"`` (Sutskever et al. 2014), ``"bahdanau"`` (additive, scores from s_{t-1}),
+      ``"luong-dot"`` / ``"luong-general"`` / ``"luong-concat"`` (Luong et al. 2015, scores from s_t).
+    - ``rnn_implementation``: ``"fused"`` runs ``torch.nn.RNN/LSTM/GRU`` where the cell is torch's
+      (``gru_cho`` has no fused kernel and always runs the cell equations); ``"cells"`` runs the written-out gate
+      equations step by step. Both give the same numbers.
+    - ``encoder_layers`` / ``decoder_layers``: stacked recurrent layers (``num_hidden_layers`` reads the encoder's).
+      The decoder starts from the encoder's final state of the same layer, or from the top encoder layer's final
+      state in every layer when the depths differ.
+
+    Source and target share one vocabulary and one embedding matrix (the seq2seq tokenizers here are shared);
+    ``tie_word_embeddings`` makes the output projection V reuse it.
+    """
+
+    model_type = "scratch-rnn"
+    default_auto_map = {
+        "AutoConfig": "configuration_rnn.ScratchRNNConfig",
+        "AutoModel": "modeling_rnn.ScratchRNNModel",
+        "AutoModelForSeq2SeqLM": "modeling_rnn.ScratchRNNForConditionalGeneration",
+        "AutoModelForSequenceClassification": "modeling_rnn.ScratchRNNForSequenceClassification",
+    }
+    keys_to_ignore_at_inference = ["past_key_values"]
+    attribute_map = {"num_hidden_layers": "encoder_layers", "d_model": "hidden_size"}
+
+    vocab_size: int = 32000
+    hidden_size: int = 256
+    encoder_layers: int = 1
+    decoder_layers: int = 1
+    cell_type: str = "lstm"
+    rnn_nonlinearity: str = "tanh"
+    bidirectional_encoder: bool = False
+    attention_type: str = "bahdanau"
+    rnn_implementation: str = "fused"
+    hidden_dropout_prob: float = 0.1
+    classifier_dropout: float | None = None
+    initializer_range: float = 0.02
+    tie_word_embeddings: bool = True
+    is_encoder_decoder: bool = True
+    use_cache: bool = True
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 1
+    eos_token_id: int | None = 2
+    decoder_start_token_id: int | None = 1
+
+    def check(self) -> None:
+        self.require_positive("vocab_size", "hidden_size", "encoder_layers", "decoder_layers")
+        self.require_probability("hidden_dropout_prob", "classifier_dropout")
+        self.require_choice("cell_type", CELL_TYPES)
+        self.require_choice("rnn_nonlinearity", ("tanh", "relu"))
+        self.require_choice("attention_type", ATTENTION_TYPES)
+        self.require_choice("rnn_implementation", RNN_IMPLEMENTATIONS)
+        if self.bidirectional_encoder and self.hidden_size % 2 != 0:
+            raise ValueError(
+                f"ScratchRNNConfig: bidirectional_encoder=True splits hidden_size={self.hidden_size} between the two "
+                f"directions, so it must be even: use hidden_size={self.hidden_size + 1} or bidirectional_encoder=False."
+            )
+        if self.decoder_start_token_id is None:
+            raise ValueError(
+                "ScratchRNNConfig.decoder_start_token_id is None: the decoder needs a start token y_0; set it, e.g. to "
+                "bos_token_id or pad_token_id."
+            )
+        for name in ("pad_token_id", "decoder_start_token_id"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < self.vocab_size:
+                raise ValueError(
+                    f"ScratchRNNConfig.{name}={value} is outside the vocabulary of {self.vocab_size} tokens "
+                    "(vocab_size): use an id of the tokenizer's vocabulary."
+                )

@@ -1,0 +1,407 @@
+"""RNN seq2seq baselines: cells against torch.nn on copied weights (outputs and gradients), the seed's GRU on a
+hand-worked example, attention weights on padding, generation (greedy, beam, cache ≡ no cache), the HF contract
+(Auto classes, remote code, pipelines, Trainer) and bad input."""
+
+import json
+import math
+
+import pytest
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, pipeline
+
+from hf_scratch import (
+    ScratchRNNConfig,
+    ScratchRNNDecoderState,
+    ScratchRNNForConditionalGeneration,
+    ScratchRNNForSequenceClassification,
+    ScratchRNNModel,
+)
+from hf_scratch.modeling_rnn import ScratchRNNStack
+from hf_scratch.tokenization import train_tokenizer
+
+TINY = dict(vocab_size=61, hidden_size=16, encoder_layers=2, decoder_layers=2, hidden_dropout_prob=0.0)
+ATTENTION_TYPES = ["none", "bahdanau", "luong-dot", "luong-general", "luong-concat"]
+
+
+def tiny_config(**overrides) -> ScratchRNNConfig:
+    return ScratchRNNConfig(**{**TINY, **overrides})
+
+
+def padded_batch(batch=3, length=9, vocab=61):
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(4, vocab, (batch, length), generator=generator)
+    attention_mask = torch.ones(batch, length, dtype=torch.long)
+    attention_mask[1, 6:] = 0
+    attention_mask[2, 3:] = 0
+    input_ids[attention_mask == 0] = 0
+    return input_ids, attention_mask
+
+
+# ---- cells against torch.nn on copied weights ----------------------------------------------------------------
+
+TORCH_CELLS = [("rnn", "tanh", torch.nn.RNN), ("rnn", "relu", torch.nn.RNN), ("lstm", "tanh", torch.nn.LSTM),
+               ("gru", "tanh", torch.nn.GRU)]
+
+
+def copy_from_torch(stack: ScratchRNNStack, reference: torch.nn.RNNBase) -> None:
+    """Our layer l holds torch's layer-l weights under the names of a one-layer module (``…_l0[_reverse]``)."""
+    with torch.no_grad():
+        for name, value in reference.named_parameters():
+            base, layer = name.rsplit("_l", 1)
+            index, _, reverse = layer.partition("_")
+            getattr(stack.layers[int(index)].recurrence, f"{base}_l0{'_' + reverse if reverse else ''}").copy_(value)
+
+
+@pytest.mark.parametrize("implementation", ["cells", "fused"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("cell_type,nonlinearity,torch_class", TORCH_CELLS)
+def test_cells_equal_torch_nn_outputs_and_gradients(cell_type, nonlinearity, torch_class, bidirectional, implementation):
+    torch.manual_seed(0)
+    config = tiny_config(hidden_size=8, cell_type=cell_type, rnn_nonlinearity=nonlinearity, rnn_implementation=implementation)
+    per_direction = 4 if bidirectional else 8
+    extra = {"nonlinearity": nonlinearity} if cell_type == "rnn" else {}
+    reference = torch_class(5, per_direction, num_layers=2, batch_first=True, bidirectional=bidirectional, **extra)
+    ours = ScratchRNNStack(config, 5, num_layers=2, bidirectional=bidirectional)
+    copy_from_torch(ours, reference)
+
+    _, attention_mask = padded_batch(length=7)
+    real = attention_mask.bool()
+    inputs = torch.randn(3, 7, 5)
+    inputs_ref, inputs_ours = inputs.clone().requires_grad_(), inputs.clone().requires_grad_()
+    packed = pack_padded_sequence(inputs_ref, real.sum(-1), batch_first=True, enforce_sorted=False)
+    expected, expected_final = reference(packed)
+    expected, _ = pad_packed_sequence(expected, batch_first=True, total_length=7)
+    actual, finals, _ = ours(inputs_ours, real)
+
+    assert (actual - expected).abs().max() <= 1e-5
+    assert (actual[~real] == 0).all()
+    expected_hidden = expected_final[0] if cell_type == "lstm" else expected_final
+    actual_hidden = torch.cat([hidden for hidden, _ in finals])  # (layers · directions, batch, hidden) as torch
+    assert (actual_hidden - expected_hidden).abs().max() <= 1e-5
+    if cell_type == "lstm":
+        assert (torch.cat([cell for _, cell in finals]) - expected_final[1]).abs().max() <= 1e-5
+
+    weights = torch.randn_like(expected)
+    ((expected * weights).sum() + expected_hidden.square().sum()).backward()
+    ((actual * weights).sum() + actual_hidden.square().sum()).backward()
+    assert (inputs_ref.grad - inputs_ours.grad).abs().max() <= 1e-5
+    ours_by_name = {name: p for name, p in ours.named_parameters()}
+    for name, parameter in reference.named_parameters():
+        base, layer = name.rsplit("_l", 1)
+        index, _, reverse = layer.partition("_")
+        mine = ours_by_name[f"layers.{index}.recurrence.{base}_l0{'_' + reverse if reverse else ''}"]
+        assert (mine.grad - parameter.grad).abs().max() <= 1e-5, name
+
+
+def test_seed_gru_by_its_equations_on_a_hand_worked_example():
+    """One unit, one input, x = 1, h_0 = 0.5, rows ordered (reset r, update u, candidate h̃):
+    W_ih = [1, 2, 3]ᵀ, W_hh = [0.5, −1, 2]ᵀ, all biases 0.1."""
+    config = tiny_config(hidden_size=1, encoder_layers=1, cell_type="gru_cho")
+    stack = ScratchRNNStack(config, 1, num_layers=1, bidirectional=False)
+    recurrence = stack.layers[0].recurrence
+    with torch.no_grad():
+        recurrence.weight_ih_l0.copy_(torch.tensor([[1.0], [2.0], [3.0]]))
+        recurrence.weight_hh_l0.copy_(torch.tensor([[0.5], [-1.0], [2.0]]))
+        recurrence.bias_ih_l0.fill_(0.05)
+        recurrence.bias_hh_l0.fill_(0.05)
+    sigmoid = lambda v: 1 / (1 + math.exp(-v))  # noqa: E731
+    r = sigmoid(1.0 * 1 + 0.5 * 0.5 + 0.1)  # r = σ(W_r [h, x] + b_r)
+    h_tilde = math.tanh(3.0 * 1 + 2.0 * (r * 0.5) + 0.1)  # h̃ = tanh(W [r·h, x] + b)
+    u = sigmoid(2.0 * 1 + -1.0 * 0.5 + 0.1)  # u = σ(W_u [h, x] + b_u)
+    expected = (1 - u) * 0.5 + u * h_tilde  # h = (1 − u)·h + u·h̃
+    output, finals, _ = stack(torch.ones(1, 1, 1), None, [(torch.full((1, 1, 1), 0.5), None)])
+    assert abs(output.item() - expected) < 1e-6 and abs(finals[0][0].item() - expected) < 1e-6
+
+    # torch's GRU on the same weights: reset after the matmul, update gate the other way round — a different number
+    reference = torch.nn.GRU(1, 1, batch_first=True)
+    reference.load_state_dict(recurrence.state_dict())
+    torch_output, _ = reference(torch.ones(1, 1, 1), torch.full((1, 1, 1), 0.5))
+    n = math.tanh(3.0 + 0.05 + r * (2.0 * 0.5 + 0.05))
+    assert abs(torch_output.item() - ((1 - u) * n + u * 0.5)) < 1e-6
+    assert abs(torch_output.item() - expected) > 1e-2
+
+
+def test_seed_gru_runs_the_cell_equations_even_when_fused_is_asked():
+    torch.manual_seed(0)
+    fused = ScratchRNNStack(tiny_config(cell_type="gru_cho", rnn_implementation="fused"), 5, 2, True)
+    cells = ScratchRNNStack(tiny_config(cell_type="gru_cho", rnn_implementation="cells"), 5, 2, True)
+    cells.load_state_dict(fused.state_dict())
+    _, attention_mask = padded_batch(length=7)
+    inputs = torch.randn(3, 7, 5)
+    assert torch.equal(fused(inputs, attention_mask.bool())[0], cells(inputs, attention_mask.bool())[0])
+
+
+# ---- attention and padding -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attention_type", ATTENTION_TYPES[1:])
+def test_attention_weights_sum_to_one_over_real_tokens_and_are_zero_on_padding(attention_type):
+    model = ScratchRNNForConditionalGeneration(tiny_config(attention_type=attention_type, bidirectional_encoder=True)).eval()
+    input_ids, attention_mask = padded_batch()
+    decoder_input_ids = torch.randint(4, 61, (3, 5))
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+                    output_attentions=True)
+    (weights,) = out.cross_attentions
+    assert weights.shape == (3, 1, 5, 9)
+    real = attention_mask.bool()[:, None, None, :].expand_as(weights)
+    assert (weights[~real] == 0).all()
+    assert torch.allclose(weights.sum(-1), torch.ones(3, 1, 5), atol=1e-6)
+
+
+@pytest.mark.parametrize("implementation", ["cells", "fused"])
+@pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
+def test_padding_invariance(attention_type, implementation):
+    """A sentence decoded in a padded batch gives the logits it gives alone."""
+    config = tiny_config(attention_type=attention_type, bidirectional_encoder=True, rnn_implementation=implementation)
+    model = ScratchRNNForConditionalGeneration(config).eval()
+    input_ids, attention_mask = padded_batch()
+    decoder_input_ids = torch.randint(4, 61, (3, 4))
+    with torch.no_grad():
+        batched = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+        alone = model(input_ids=input_ids[2:, :3], decoder_input_ids=decoder_input_ids[2:]).logits
+    assert (batched[2:] - alone).abs().max() <= 1e-5
+
+
+def test_fused_equals_cells_for_the_whole_model():
+    fused = ScratchRNNForConditionalGeneration(tiny_config(bidirectional_encoder=True)).eval()
+    cells = ScratchRNNForConditionalGeneration(tiny_config(bidirectional_encoder=True, rnn_implementation="cells")).eval()
+    cells.load_state_dict(fused.state_dict())
+    input_ids, attention_mask = padded_batch()
+    labels = torch.randint(4, 61, (3, 5))
+    with torch.no_grad():
+        a = fused(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        b = cells(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    assert (a.logits - b.logits).abs().max() <= 1e-5 and abs(a.loss - b.loss) <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_source_without_real_tokens_gives_no_nan(dtype):
+    model = ScratchRNNForConditionalGeneration(tiny_config(attention_type="bahdanau")).to(dtype).eval()
+    input_ids, attention_mask = padded_batch()
+    attention_mask[0] = 0
+    input_ids[0] = 0
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=torch.ones(3, 2, dtype=torch.long),
+                    output_attentions=True)
+    assert torch.isfinite(out.logits).all()
+    assert (out.cross_attentions[0][0] == 0).all()
+
+
+# ---- generation ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attention_type", ["none", "bahdanau", "luong-general"])
+def test_incremental_decoding_with_the_recurrent_state_equals_full_decoding(attention_type):
+    model = ScratchRNNForConditionalGeneration(tiny_config(attention_type=attention_type, cell_type="lstm")).eval()
+    input_ids, attention_mask = padded_batch()
+    decoder_input_ids = torch.randint(4, 61, (3, 5))
+    with torch.no_grad():
+        full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        cache, steps = None, []
+        for t in range(5):
+            out = model(attention_mask=attention_mask, encoder_outputs=encoder_outputs,
+                        decoder_input_ids=decoder_input_ids[:, t : t + 1], past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            steps.append(out.logits)
+    assert isinstance(cache, ScratchRNNDecoderState) and cache.get_seq_length() == 5
+    assert (torch.cat(steps, dim=1) - full).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("cell_type", ["lstm", "gru"])
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_generate_with_cache_equals_without(num_beams, cell_type):
+    model = ScratchRNNForConditionalGeneration(tiny_config(cell_type=cell_type, bidirectional_encoder=True)).eval()
+    input_ids, attention_mask = padded_batch()
+    kwargs = dict(attention_mask=attention_mask, max_new_tokens=6, num_beams=num_beams, do_sample=False)
+    with_cache = model.generate(input_ids, use_cache=True, **kwargs)
+    without = model.generate(input_ids, use_cache=False, **kwargs)
+    assert torch.equal(with_cache, without)
+    assert (with_cache[:, 0] == model.config.decoder_start_token_id).all()
+
+
+def test_beam_search_scores_at_least_greedy():
+    model = ScratchRNNForConditionalGeneration(tiny_config()).eval()
+    input_ids, attention_mask = padded_batch()
+
+    def log_likelihood(sequences):
+        with torch.no_grad():
+            logits = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=sequences[:, :-1]).logits
+        return logits.log_softmax(-1).gather(-1, sequences[:, 1:, None]).squeeze(-1).sum(-1)
+
+    kwargs = dict(attention_mask=attention_mask, max_new_tokens=4, min_new_tokens=4, do_sample=False, length_penalty=0.0)
+    greedy = model.generate(input_ids, num_beams=1, **kwargs)
+    beam = model.generate(input_ids, num_beams=4, **kwargs)
+    assert (log_likelihood(beam) >= log_likelihood(greedy) - 1e-5).all()
+
+
+# ---- the HF contract -----------------------------------------------------------------------------------------
+
+
+def test_save_load_roundtrip_through_auto_classes(tmp_path):
+    model = ScratchRNNForConditionalGeneration(tiny_config(bidirectional_encoder=True)).eval()
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["auto_map"] == ScratchRNNConfig.default_auto_map
+    for module_file in ["modeling_rnn.py", "configuration_rnn.py", "configuration_common.py", "attention.py", "layers.py"]:
+        assert (tmp_path / module_file).exists(), module_file
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert type(reloaded) is ScratchRNNForConditionalGeneration
+    assert reloaded.lm_head.weight is reloaded.model.encoder.embed_tokens.weight  # the tie survives loading
+    input_ids, attention_mask = padded_batch()
+    decoder_input_ids = torch.randint(4, 61, (3, 4))
+    with torch.no_grad():
+        a = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+        b = reloaded(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+    assert torch.equal(a, b)
+    assert type(AutoModel.from_pretrained(tmp_path)) is ScratchRNNModel
+    classifier = AutoModelForSequenceClassification.from_pretrained(tmp_path, num_labels=2)  # reuses the encoder
+    assert type(classifier) is ScratchRNNForSequenceClassification
+    assert torch.equal(classifier.model.encoder.embed_tokens.weight, model.model.encoder.embed_tokens.weight)
+
+
+def test_remote_code_loads_without_hf_scratch(tmp_path):
+    """The saved directory carries its modeling code: load it in a fresh interpreter where hf_scratch is hidden."""
+    import subprocess
+    import sys
+
+    ScratchRNNForConditionalGeneration(tiny_config()).save_pretrained(tmp_path)
+    script = (
+        "import sys; sys.modules['hf_scratch'] = None\n"
+        "import torch; from transformers import AutoModelForSeq2SeqLM\n"
+        f"m = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True)\n"
+        "print(type(m).__module__, m.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=3).shape[1])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    module, length = result.stdout.split()[-2:]
+    assert "modeling_rnn" in module and not module.startswith("hf_scratch") and int(length) == 4
+
+
+def test_gradient_checkpointing_gives_same_gradients():
+    plain = ScratchRNNForConditionalGeneration(tiny_config(bidirectional_encoder=True)).train()
+    checkpointed = ScratchRNNForConditionalGeneration(tiny_config(bidirectional_encoder=True)).train()
+    checkpointed.load_state_dict(plain.state_dict())
+    checkpointed.gradient_checkpointing_enable()
+    assert all(layer.gradient_checkpointing for layer in checkpointed.model.encoder.stack.layers)
+    input_ids, attention_mask = padded_batch()
+    labels = torch.randint(4, 61, (3, 5))
+    for model in (plain, checkpointed):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+    for (name, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
+
+
+def test_loss_ignores_minus_100_and_uses_num_items_in_batch():
+    model = ScratchRNNForConditionalGeneration(tiny_config()).eval()
+    input_ids, attention_mask = padded_batch()
+    labels = torch.randint(4, 61, (3, 5))
+    labels[1, 3:] = -100
+    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
+    assert (decoder_input_ids[:, 0] == model.config.decoder_start_token_id).all()
+    assert (decoder_input_ids[1, 4:] == model.config.pad_token_id).all()
+    count = int((labels != -100).sum())
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        summed = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, num_items_in_batch=2 * count)
+    expected = torch.nn.functional.cross_entropy(out.logits[labels != -100], labels[labels != -100])
+    assert torch.allclose(out.loss, expected, atol=1e-6)
+    assert torch.allclose(summed.loss, out.loss / 2, atol=1e-6)
+
+
+def test_sequence_classification_uses_the_final_encoder_state():
+    config = tiny_config(num_labels=3, bidirectional_encoder=True, cell_type="gru")
+    model = ScratchRNNForSequenceClassification(config).eval()
+    input_ids, attention_mask = padded_batch()
+    labels = torch.tensor([0, 2, 1])
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        alone = model(input_ids=input_ids[2:, :3]).logits
+    assert out.logits.shape == (3, 3)
+    assert torch.allclose(out.loss, torch.nn.functional.cross_entropy(out.logits, labels))
+    assert (out.logits[2:] - alone).abs().max() <= 1e-5
+
+
+# ---- bad input -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (dict(cell_type="transformer"), "cell_type"),
+        (dict(attention_type="luong-cosine"), "attention_type"),
+        (dict(bidirectional_encoder=True, hidden_size=15), "even"),
+        (dict(rnn_implementation="cudnn"), "rnn_implementation"),
+        (dict(decoder_start_token_id=None), "decoder_start_token_id"),
+        (dict(pad_token_id=99), "pad_token_id"),
+        (dict(hidden_dropout_prob=1.5), "dropout"),
+    ],
+)
+def test_config_rejects_impossible_values(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**overrides)
+
+
+@pytest.mark.parametrize(
+    "make_inputs,message",
+    [
+        (lambda: dict(input_ids=torch.tensor([[1, 2, 61]]), decoder_input_ids=torch.tensor([[1]])), "vocab"),
+        (lambda: dict(input_ids=torch.tensor([[1, 2]]), decoder_input_ids=torch.tensor([[1, 70]])), "decoder_input_ids"),
+        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.ones(1, 4),
+                      decoder_input_ids=torch.tensor([[1]])), "attention_mask"),
+        (lambda: dict(input_ids=torch.tensor([[0, 2, 3]]), attention_mask=torch.tensor([[0, 1, 1]]),
+                      decoder_input_ids=torch.tensor([[1]])), "padding_side"),
+        (lambda: dict(input_ids=torch.tensor([[1, 2]]), decoder_input_ids=torch.tensor([[1]]),
+                      past_key_values=(torch.zeros(1),)), "past_key_values"),
+    ],
+)
+def test_bad_inputs_raise_value_error(make_inputs, message):
+    model = ScratchRNNForConditionalGeneration(tiny_config()).eval()
+    with pytest.raises(ValueError, match=message):
+        model(**make_inputs())
+
+
+# ---- the seed's German→English toy, the Trainer and the pipeline ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def toy_pairs(fixtures_dir):
+    return [json.loads(line)["translation"] for line in (fixtures_dir / "de_en_toy.jsonl").read_text().splitlines()]
+
+
+def test_seed_toy_learned_by_lstm_bahdanau_with_the_trainer(toy_pairs, tmp_path):
+    from datasets import Dataset
+    from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    tokenizer = train_tokenizer([p["de"] for p in toy_pairs] + [p["en"] for p in toy_pairs], "seq2seq", vocab_size=60)
+    config = ScratchRNNConfig(vocab_size=len(tokenizer), hidden_size=64, cell_type="lstm", attention_type="bahdanau",
+                              hidden_dropout_prob=0.0, pad_token_id=tokenizer.pad_token_id,
+                              eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id)
+    model = ScratchRNNForConditionalGeneration(config)
+
+    def encode(pair):
+        return tokenizer(pair["de"], text_target=pair["en"])
+
+    dataset = Dataset.from_list(toy_pairs).map(encode, remove_columns=["de", "en"])
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=6, max_steps=120, learning_rate=1e-2, save_strategy="no",
+        report_to=[], seed=0, use_cpu=True, logging_steps=20, lr_scheduler_type="constant",
+    )
+    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=dataset,
+                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
+    trainer.train()
+
+    model.eval()
+    sources = tokenizer([p["de"] for p in toy_pairs], return_tensors="pt", padding=True)
+    generated = model.generate(**sources, max_new_tokens=8, num_beams=1, do_sample=False)
+    assert tokenizer.batch_decode(generated, skip_special_tokens=True) == [p["en"] for p in toy_pairs]
+    beams = model.generate(**sources, max_new_tokens=8, num_beams=3)
+    assert tokenizer.batch_decode(beams, skip_special_tokens=True) == [p["en"] for p in toy_pairs]
+
+    model.save_pretrained(tmp_path / "toy")
+    tokenizer.save_pretrained(tmp_path / "toy")
+    translate = pipeline("scratch-seq2seq", model=str(tmp_path / "toy"))
+    assert translate("ich mochte ein bier", max_new_tokens=8) == [{"generated_text": "i want a beer"}]
