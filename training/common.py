@@ -306,8 +306,9 @@ def scratch_config(model_args: ModelArguments, tokenizer, **head_kwargs):
         token_id = getattr(tokenizer, name, None)
         if token_id is not None and has(name):
             kwargs[name] = token_id
-    if has("decoder_start_token_id") and tokenizer.pad_token_id is not None:
-        kwargs["decoder_start_token_id"] = tokenizer.pad_token_id
+    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.pad_token_id
+    if has("decoder_start_token_id") and start is not None:
+        kwargs["decoder_start_token_id"] = start
     kwargs.update(head_kwargs)
     overrides = parse_config_overrides(model_args.config_overrides)
     unknown = [name for name in overrides if not has(name)]

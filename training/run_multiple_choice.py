@@ -1,0 +1,125 @@
+"""Multiple choice (BERT; GPT with its double heads; Longformer) with the 🤗 Trainer, in the style of
+transformers' run_swag.py.
+
+    python training/run_multiple_choice.py --model_type scratch-bert --max_steps 200 --output_dir out/mc
+    python training/run_multiple_choice.py --model_type scratch-gpt --lm_labels   # GPT-1: + auxiliary LM loss
+
+Rows hold a ``context``, a list of ``endings`` (the same number in every row) and the index of the right one
+(``label``). BERT/Longformer score ``[CLS] context [SEP] ending [SEP]`` per choice at [CLS]; GPT uses GPT-1's
+transformation ``[<s>; context; $; ending; ⟨e⟩]`` scored at the extract token (``ScratchGPTDoubleHeadsModel``,
+``mc_token_ids``), optionally with the auxiliary language-modelling loss on the same text (``--lm_labels``).
+Without data arguments it picks the line that follows a line of Shakespeare among four
+(``training/data/next_line``). Reports accuracy.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
+
+from training.common import (
+    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets,
+    parse_arguments, require_columns, train_evaluate_save,
+)
+
+SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer")
+
+
+@dataclass
+class MultipleChoiceArguments:
+    context_column: str = field(default="context", metadata={"help": "Column holding the context."})
+    endings_column: str = field(default="endings", metadata={"help": "Column holding the list of candidate endings."})
+    label_column: str = field(default="label", metadata={"help": "Column holding the index of the right ending."})
+    lm_labels: bool = field(default=False, metadata={"help": "GPT: add the auxiliary language-modelling loss (GPT-1 §3.2)."})
+
+
+class GPTMultipleChoiceCollator:
+    """Frames every (context, ending) with GPT-1's transformation at batch time; adds mc_labels (and LM labels)."""
+
+    def __init__(self, task_inputs, args: MultipleChoiceArguments):
+        self.task_inputs, self.args = task_inputs, args
+
+    def __call__(self, features: list[dict]) -> dict:
+        import torch
+
+        from hf_scratch.gpt_input_transforms import language_modeling_labels
+
+        batch = self.task_inputs.multiple_choice([f[self.args.context_column] for f in features], [f[self.args.endings_column] for f in features])
+        batch["mc_labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
+        if self.args.lm_labels:
+            batch["labels"] = language_modeling_labels(batch)
+        return batch
+
+
+def choice_logits(logits, labels):
+    """Keep the (batch, choices) scores: BERT's logits, or GPT's mc_logits beside its LM logits."""
+    return logits if not isinstance(logits, tuple) else next(t for t in logits if t.ndim == 2)
+
+
+def main(args=None, callbacks=None) -> dict:
+    model_args, data_args, mc_args, training_args = parse_arguments("run_multiple_choice", (MultipleChoiceArguments,), args)
+    check_model_type(model_args, SUPPORTED)
+    raw = load_raw_datasets(data_args, "next_line")
+    require_columns(raw, [mc_args.context_column, mc_args.endings_column, mc_args.label_column], "multiple choice")
+    counts = {len(e) for split in raw.values() for e in split[mc_args.endings_column]}
+    if len(counts) != 1 or 0 in counts:
+        raise ValueError(f"Every row needs the same, non-zero number of endings; found {sorted(counts)}.")
+    num_choices = counts.pop()
+    bad = [l for split in raw.values() for l in split[mc_args.label_column] if not 0 <= int(l) < num_choices]
+    if bad:
+        raise ValueError(f"Labels must index the {num_choices} endings (0…{num_choices - 1}); found {bad[:5]}.")
+    raw = raw.map(lambda row: {"labels": int(row[mc_args.label_column])})
+    texts = lambda: (t for row in raw["train"] for t in [row[mc_args.context_column], *row[mc_args.endings_column]])  # noqa: E731
+    tokenizer = get_tokenizer(model_args, texts, needs_padding=True)
+    is_gpt = (model_args.model_type or "").endswith("gpt") or "gpt" in str(model_args.model_name_or_path or "")
+    if is_gpt:
+        from hf_scratch.gpt_input_transforms import GPTTaskInputs
+
+        task_inputs = GPTTaskInputs(tokenizer, max_length=data_args.max_seq_length)  # adds ⟨s⟩ $ ⟨e⟩ to the vocabulary
+        model = create_model(model_args, AutoModelForMultipleChoice, tokenizer)
+        model.resize_token_embeddings(len(tokenizer))
+        training_args.remove_unused_columns = False
+        training_args.label_names = ["mc_labels"]
+        data = raw.select_columns([mc_args.context_column, mc_args.endings_column, "labels"])
+        collator = GPTMultipleChoiceCollator(task_inputs, mc_args)
+    else:
+        model = create_model(model_args, AutoModelForMultipleChoice, tokenizer)
+
+        def tokenize(batch):
+            firsts = [c for c in batch[mc_args.context_column] for _ in range(num_choices)]
+            seconds = [e for endings in batch[mc_args.endings_column] for e in endings]
+            encoded = tokenizer(firsts, seconds, truncation=True, max_length=data_args.max_seq_length)
+            return {k: [v[i : i + num_choices] for i in range(0, len(v), num_choices)] for k, v in encoded.items()}
+
+        with training_args.main_process_first(desc="tokenizing"):
+            data = raw.map(tokenize, batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"])
+        collator = DataCollatorForMultipleChoice(tokenizer)
+    metric = load_metric("accuracy_f1")
+
+    def compute_metrics(eval_prediction):
+        scores = metric.compute(predictions=np.argmax(eval_prediction.predictions, -1), references=eval_prediction.label_ids)
+        return {"accuracy": scores["accuracy"]}
+
+    trainer = Trainer(
+        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
+        processing_class=tokenizer, data_collator=collator, compute_metrics=compute_metrics,
+        preprocess_logits_for_metrics=choice_logits, callbacks=callbacks,
+    )
+    card = CardInfo(
+        task="multiple choice", pipeline_tag="multiple-choice",
+        dataset=describe_data(data_args, "next_line"), metric_names=["accuracy"],
+        usage="Score every (context, ending) pair with the model and take the argmax over the choices"
+              + (" (GPT: frame them with `hf_scratch.gpt_input_transforms.GPTTaskInputs.multiple_choice`)." if is_gpt else "."),
+    )
+    return train_evaluate_save(trainer, model_args, data_args, training_args, card)
+
+
+if __name__ == "__main__":
+    main()

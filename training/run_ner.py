@@ -1,0 +1,94 @@
+"""Token classification — e.g. named entities — (BERT, Longformer) with the 🤗 Trainer, in the style of
+transformers' run_ner.py.
+
+    python training/run_ner.py --model_type scratch-bert --max_steps 200 --output_dir out/ner
+    python training/run_ner.py --model_name_or_path path/to/bert-checkpoint --train_file conll_train.json
+
+Rows hold pre-split words (``--tokens_column``) and one tag per word (``--tags_column``, IOB strings or
+integers). The first sub-token of a word carries its tag, the others are ignored (-100). Without data arguments it
+tags character names (PER) and places (LOC) in Shakespeare speeches (``training/data/names``). Reports seqeval's
+entity-level precision / recall / F1 and token accuracy.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, Trainer
+
+from training.common import (
+    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets,
+    parse_arguments, require_columns, train_evaluate_save,
+)
+
+SUPPORTED = ("scratch-bert", "scratch-longformer")
+
+
+@dataclass
+class NERArguments:
+    tokens_column: str = field(default="tokens", metadata={"help": "Column holding the list of words."})
+    tags_column: str = field(default="ner_tags", metadata={"help": "Column holding one tag per word."})
+
+
+def main(args=None, callbacks=None) -> dict:
+    model_args, data_args, ner_args, training_args = parse_arguments("run_ner", (NERArguments,), args)
+    check_model_type(model_args, SUPPORTED)
+    raw = load_raw_datasets(data_args, "names")
+    require_columns(raw, [ner_args.tokens_column, ner_args.tags_column], "token classification")
+    tags = sorted({tag for row in raw["train"][ner_args.tags_column] for tag in row})
+    tag_to_id = {tag: i for i, tag in enumerate(tags)}
+    unseen = {tag for row in raw["validation"][ner_args.tags_column] for tag in row} - set(tags)
+    if unseen:
+        raise ValueError(f"Validation tags {sorted(unseen)} never occur in the training data.")
+    tokenizer = get_tokenizer(model_args, lambda: (" ".join(words) for words in raw["train"][ner_args.tokens_column]))
+    if not tokenizer.is_fast:
+        raise ValueError("run_ner needs a fast tokenizer (word_ids() aligns tags to sub-tokens).")
+    names = [str(tag) for tag in tags]
+    model = create_model(model_args, AutoModelForTokenClassification, tokenizer, num_labels=len(tags),
+                         id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+
+    def tokenize_and_align(batch):
+        encoded = tokenizer(batch[ner_args.tokens_column], is_split_into_words=True, truncation=True, max_length=data_args.max_seq_length)
+        encoded["labels"] = []
+        for row, word_tags in enumerate(batch[ner_args.tags_column]):
+            previous, labels = None, []
+            for word in encoded.word_ids(row):
+                labels.append(-100 if word is None or word == previous else tag_to_id[word_tags[word]])
+                previous = word
+            encoded["labels"].append(labels)
+        return encoded
+
+    with training_args.main_process_first(desc="tokenizing"):
+        data = raw.map(tokenize_and_align, batched=True, remove_columns=raw["train"].column_names, desc="tokenizing")
+    metric = load_metric("seqeval")
+
+    def compute_metrics(eval_prediction):
+        predictions = np.argmax(eval_prediction.predictions, -1)
+        keep = eval_prediction.label_ids != -100
+        predicted = [[names[p] for p, k in zip(row, mask) if k] for row, mask in zip(predictions, keep)]
+        gold = [[names[g] for g, k in zip(row, mask) if k] for row, mask in zip(eval_prediction.label_ids, keep)]
+        scores = metric.compute(predictions=predicted, references=gold)
+        return {key.removeprefix("overall_"): value for key, value in scores.items() if key.startswith("overall_")}
+
+    trainer = Trainer(
+        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
+        processing_class=tokenizer, data_collator=DataCollatorForTokenClassification(tokenizer),
+        compute_metrics=compute_metrics, callbacks=callbacks,
+    )
+    card = CardInfo(
+        task="token classification", pipeline_tag="token-classification",
+        dataset=describe_data(data_args, "names"), metric_names=["precision", "recall", "f1", "accuracy"],
+        usage='```python\nfrom transformers import pipeline\ntag = pipeline("token-classification", model=model, tokenizer=tokenizer)\n'
+              'print(tag("Horatio, thou art e\'en as just a man as e\'er my conversation cop\'d withal."))\n```',
+    )
+    return train_evaluate_save(trainer, model_args, data_args, training_args, card)
+
+
+if __name__ == "__main__":
+    main()

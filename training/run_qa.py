@@ -1,0 +1,157 @@
+"""Extractive question answering (BERT, Longformer) with the 🤗 Trainer, in the style of transformers' run_qa.py.
+
+    python training/run_qa.py --model_type scratch-bert --max_steps 200 --output_dir out/qa
+    python training/run_qa.py --model_name_or_path path/to/bert-checkpoint --train_file squad_train.json
+
+Rows are SQuAD-style: ``id``, ``question``, ``context``, ``answers = {"text": [...], "answer_start": [...]}``.
+Long contexts are split into overlapping windows (``--doc_stride``); training labels the answer's start/end token
+in each window (or [CLS] when the window misses it); evaluation picks the best-scoring valid span over all
+windows of an example (``--max_answer_length``). Without data arguments it learns who says a quoted line in a
+stretch of Shakespeare dialogue (``training/data/speakers``). Reports SQuAD exact match and F1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer
+
+from training.common import (
+    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets,
+    parse_arguments, require_columns, train_evaluate_save,
+)
+
+SUPPORTED = ("scratch-bert", "scratch-longformer")
+COLUMNS = ("id", "question", "context", "answers")
+
+
+@dataclass
+class QAArguments:
+    doc_stride: int = field(default=32, metadata={"help": "Overlap (tokens) between the windows of a long context."})
+    max_answer_length: int = field(default=30, metadata={"help": "Longest answer (tokens) considered at evaluation."})
+
+
+def windows(tokenizer, batch, max_length: int, stride: int):
+    return tokenizer(
+        [q.lstrip() for q in batch["question"]], batch["context"], truncation="only_second", max_length=max_length,
+        stride=stride, return_overflowing_tokens=True, return_offsets_mapping=True, padding=False,
+    )
+
+
+def train_features(tokenizer, max_length: int, stride: int):
+    """Start/end token positions of the answer in each window; [CLS] (0) when the window does not contain it."""
+
+    def prepare(batch):
+        encoded = windows(tokenizer, batch, max_length, stride)
+        starts, ends = [], []
+        for i, offsets in enumerate(encoded.pop("offset_mapping")):
+            answers = batch["answers"][encoded["overflow_to_sample_mapping"][i]]
+            start_char = answers["answer_start"][0]
+            end_char = start_char + len(answers["text"][0])
+            sequence_ids = encoded.sequence_ids(i)
+            context = [k for k, s in enumerate(sequence_ids) if s == 1]
+            if offsets[context[0]][0] > start_char or offsets[context[-1]][1] < end_char:
+                starts.append(0)
+                ends.append(0)
+                continue
+            starts.append(next(k for k in context if offsets[k][1] > start_char))
+            ends.append(next(k for k in reversed(context) if offsets[k][0] < end_char))
+        encoded.pop("overflow_to_sample_mapping")
+        encoded["start_positions"], encoded["end_positions"] = starts, ends
+        return encoded
+
+    return prepare
+
+
+def eval_features(tokenizer, max_length: int, stride: int):
+    """Windows that remember their example id and keep offsets only for context tokens."""
+
+    def prepare(batch):
+        encoded = windows(tokenizer, batch, max_length, stride)
+        mapping = encoded.pop("overflow_to_sample_mapping")
+        encoded["example_id"] = [batch["id"][m] for m in mapping]
+        encoded["offset_mapping"] = [
+            [o if s == 1 else None for o, s in zip(offsets, encoded.sequence_ids(i))]
+            for i, offsets in enumerate(encoded["offset_mapping"])
+        ]
+        return encoded
+
+    return prepare
+
+
+def best_answers(examples, features, start_logits, end_logits, max_answer_length: int, n_best: int = 20) -> dict:
+    """For each example, the highest start+end score over all its windows' valid spans (end ≥ start, in context)."""
+    by_example = defaultdict(list)
+    for index, example_id in enumerate(features["example_id"]):
+        by_example[example_id].append(index)
+    answers = {}
+    for example in examples:
+        best_text, best_score = "", -np.inf
+        for index in by_example[example["id"]]:
+            offsets = features[index]["offset_mapping"]
+            start_scores, end_scores = start_logits[index], end_logits[index]
+            for start in np.argsort(start_scores)[::-1][:n_best]:
+                for end in np.argsort(end_scores)[::-1][:n_best]:
+                    if start >= len(offsets) or end >= len(offsets) or offsets[start] is None or offsets[end] is None:
+                        continue
+                    if end < start or end - start + 1 > max_answer_length:
+                        continue
+                    score = start_scores[start] + end_scores[end]
+                    if score > best_score:
+                        best_score, best_text = score, example["context"][offsets[start][0] : offsets[end][1]]
+        answers[example["id"]] = best_text
+    return answers
+
+
+def main(args=None, callbacks=None) -> dict:
+    model_args, data_args, qa_args, training_args = parse_arguments("run_qa", (QAArguments,), args)
+    check_model_type(model_args, SUPPORTED)
+    raw = load_raw_datasets(data_args, "speakers")
+    require_columns(raw, COLUMNS, "extractive question answering")
+    if qa_args.doc_stride > data_args.max_seq_length // 2:
+        raise ValueError(f"--doc_stride {qa_args.doc_stride} must be well below --max_seq_length {data_args.max_seq_length} (windows would not advance).")
+    tokenizer = get_tokenizer(model_args, lambda: (t for c in ("question", "context") for t in raw["train"][c]))
+    if not tokenizer.is_fast:
+        raise ValueError("run_qa needs a fast tokenizer (offset mappings locate the answer).")
+    model = create_model(model_args, AutoModelForQuestionAnswering, tokenizer)
+    length, stride = data_args.max_seq_length, qa_args.doc_stride
+    with training_args.main_process_first(desc="tokenizing"):
+        train = raw["train"].map(train_features(tokenizer, length, stride), batched=True, remove_columns=raw["train"].column_names)
+        validation = raw["validation"].map(eval_features(tokenizer, length, stride), batched=True, remove_columns=raw["validation"].column_names)
+    metric = load_metric("squad")
+
+    def span_metrics(_) -> dict:
+        """Exact match / F1 of the best spans (the Trainer's compute_metrics needs labels; spans need examples)."""
+        start_logits, end_logits = trainer.predict(trainer.eval_dataset).predictions[:2]
+        predicted = best_answers(raw["validation"], validation, start_logits, end_logits, qa_args.max_answer_length)
+        scores = metric.compute(
+            predictions=[{"id": i, "prediction_text": text} for i, text in predicted.items()],
+            references=[{"id": e["id"], "answers": e["answers"]} for e in raw["validation"]],
+        )
+        return {f"eval_{name}": value for name, value in scores.items()}
+
+    trainer = Trainer(
+        model=model, args=training_args, train_dataset=train,
+        eval_dataset=validation.remove_columns(["example_id", "offset_mapping"]),
+        processing_class=tokenizer, data_collator=DataCollatorWithPadding(tokenizer),
+        callbacks=callbacks,
+    )
+    card = CardInfo(
+        task="extractive question answering", pipeline_tag="question-answering",
+        dataset=describe_data(data_args, "speakers"), metric_names=["exact_match", "f1"],
+        usage='```python\nimport hf_scratch  # registers the "scratch-question-answering" pipeline\nfrom transformers import pipeline\n'
+              'qa = pipeline("scratch-question-answering", model=model, tokenizer=tokenizer)\n'
+              'print(qa(question="Who says \\"Not a mouse stirring\\"?", context="Ber. Have you had quiet guard? Fran. Not a mouse stirring."))\n```',
+    )
+    return train_evaluate_save(trainer, model_args, data_args, training_args, card, extra_metrics=span_metrics)
+
+
+if __name__ == "__main__":
+    main()
