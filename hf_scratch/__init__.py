@@ -65,6 +65,14 @@ from .modeling_gpt import (
 _register_family(ScratchGPTConfig)
 
 # encoder-decoder Transformer
+from .configuration_transformer import ScratchTransformerConfig
+from .modeling_transformer import (
+    ScratchTransformerForConditionalGeneration,
+    ScratchTransformerModel,
+    ScratchTransformerPreTrainedModel,
+)
+
+_register_family(ScratchTransformerConfig)
 
 # Transformer-XL
 
@@ -96,3 +104,4 @@ _register_family(ScratchRNNConfig)
 
 # ---- pipelines transformers v5 no longer ships ---------------------------------------------------------------
 from .pipelines import ScratchQuestionAnsweringPipeline  # noqa: E402  (registers "scratch-question-answering")
+from .pipelines import ScratchSeq2SeqPipeline  # noqa: E402  (registers "scratch-seq2seq")

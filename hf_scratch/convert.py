@@ -610,6 +610,150 @@ for _reference_type, _placement, _prefix, _embeddings in (
 
 # ---- encoder-decoder Transformer (marian → scratch-transformer) ----------------------------------------------
 
+# (Marian field, our field) pairs with the same meaning; Marian is post-LN with split sinusoids and LayerNorm eps 1e-5.
+_MARIAN_FIELDS = (
+    ("vocab_size", "vocab_size"), ("decoder_vocab_size", "decoder_vocab_size"), ("d_model", "hidden_size"),
+    ("encoder_layers", "encoder_layers"), ("decoder_layers", "decoder_layers"),
+    ("encoder_attention_heads", "encoder_attention_heads"), ("decoder_attention_heads", "decoder_attention_heads"),
+    ("encoder_ffn_dim", "encoder_ffn_dim"), ("decoder_ffn_dim", "decoder_ffn_dim"),
+    ("activation_function", "hidden_act"), ("dropout", "hidden_dropout_prob"),
+    ("attention_dropout", "attention_probs_dropout_prob"), ("activation_dropout", "activation_dropout"),
+    ("init_std", "initializer_range"), ("max_position_embeddings", "max_position_embeddings"),
+    ("scale_embedding", "scale_embedding"), ("share_encoder_decoder_embeddings", "share_encoder_decoder_embeddings"),
+    ("tie_word_embeddings", "tie_word_embeddings"), ("pad_token_id", "pad_token_id"), ("bos_token_id", "bos_token_id"),
+    ("eos_token_id", "eos_token_id"), ("decoder_start_token_id", "decoder_start_token_id"),
+)
+_MARIAN_LAYER_NORM_EPS = 1e-5  # Marian's nn.LayerNorm default
+
+
+def _marian_config_to_ours(reference: dict):
+    from .configuration_transformer import ScratchTransformerConfig
+
+    for name in ("encoder_layerdrop", "decoder_layerdrop"):
+        if reference.get(name, 0.0):
+            raise ValueError(f"Marian {name}={reference[name]} (LayerDrop) has no counterpart in scratch-transformer.")
+    fields = {ours: reference[theirs] for theirs, ours in _MARIAN_FIELDS if reference.get(theirs) is not None}
+    # Marian: one vocabulary unless stated otherwise; no separate flag means shared (its default).
+    fields.setdefault("share_encoder_decoder_embeddings", True)
+    fields.setdefault("tie_word_embeddings", True)
+    return ScratchTransformerConfig(
+        **fields, sinusoidal_layout="split", pre_norm=False, layer_norm_eps=_MARIAN_LAYER_NORM_EPS,
+        **_copy_fields(reference, ("id2label", "label2id")),
+    )
+
+
+def _marian_config_to_reference(config) -> dict:
+    differences = {
+        "sinusoidal_layout": (config.sinusoidal_layout, "split"),
+        "pre_norm": (config.pre_norm, False),
+        "layer_norm_eps": (config.layer_norm_eps, _MARIAN_LAYER_NORM_EPS),
+    }
+    for name, (value, marian) in differences.items():
+        if value != marian:
+            raise ValueError(
+                f"Marian has {name}={marian!r} built in but this model has {name}={value!r}: only models configured "
+                f"like Marian (sinusoidal_layout='split', pre_norm=False, layer_norm_eps=1e-5) convert to MarianMTModel."
+            )
+    values = config.to_dict()
+    return {theirs: values[ours] for theirs, ours in _MARIAN_FIELDS if values.get(ours) is not None}
+
+
+class _MarianWeightMap(WeightMap):
+    """Marian stores its fixed sinusoidal tables as ``embed_positions.weight``; ours are rebuilt from the config.
+    Coming in, the stored tables are checked against ours (a checkpoint with other positions would silently
+    translate worse); going out, ours are written in Marian's place."""
+
+    position_keys = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+
+    def __init__(self, rules, config, **kwargs):
+        super().__init__(rules, **kwargs)
+        self.config = config
+
+    def _table(self) -> torch.Tensor:
+        from .positional import sinusoidal_table
+
+        return sinusoidal_table(self.config.max_position_embeddings, self.config.hidden_size, "split")
+
+    def to_ours(self, reference_state):
+        reference_state = dict(reference_state)
+        for key in self.position_keys:
+            stored = reference_state.pop(key, None)
+            if stored is None:
+                continue
+            expected = self._table()
+            if stored.shape != expected.shape or (stored.float() - expected).abs().max() > 1e-4:
+                raise ValueError(
+                    f"{key} in the checkpoint is not the split sinusoidal table of {tuple(expected.shape)} that "
+                    "scratch-transformer rebuilds from the config: the checkpoint uses other position encodings."
+                )
+        return super().to_ours(reference_state)
+
+    def to_reference(self, our_state):
+        reference = super().to_reference(our_state)
+        for key in self.position_keys:
+            reference[key] = self._table()
+        return reference
+
+
+def _marian_weight_map(config) -> WeightMap:
+    ours, ref = "model.encoder.layers.{i}", "model.encoder.layers.{i}"
+    rules = [
+        *weight_and_bias(f"{ours}.self_attention.qkv_proj", f"{ref}.self_attn.q_proj", f"{ref}.self_attn.k_proj",
+                         f"{ref}.self_attn.v_proj"),
+        *weight_and_bias(f"{ours}.self_attention.out_proj", f"{ref}.self_attn.out_proj"),
+        *weight_and_bias(f"{ours}.self_attention_residual.norm", f"{ref}.self_attn_layer_norm"),
+        *weight_and_bias(f"{ours}.feed_forward.fc_in", f"{ref}.fc1"),
+        *weight_and_bias(f"{ours}.feed_forward.fc_out", f"{ref}.fc2"),
+        *weight_and_bias(f"{ours}.feed_forward_residual.norm", f"{ref}.final_layer_norm"),
+    ]
+    ours, ref = "model.decoder.layers.{i}", "model.decoder.layers.{i}"
+    rules += [
+        *weight_and_bias(f"{ours}.self_attention.qkv_proj", f"{ref}.self_attn.q_proj", f"{ref}.self_attn.k_proj",
+                         f"{ref}.self_attn.v_proj"),
+        *weight_and_bias(f"{ours}.self_attention.out_proj", f"{ref}.self_attn.out_proj"),
+        *weight_and_bias(f"{ours}.self_attention_residual.norm", f"{ref}.self_attn_layer_norm"),
+        *weight_and_bias(f"{ours}.cross_attention.q_proj", f"{ref}.encoder_attn.q_proj"),
+        *weight_and_bias(f"{ours}.cross_attention.kv_proj", f"{ref}.encoder_attn.k_proj", f"{ref}.encoder_attn.v_proj"),
+        *weight_and_bias(f"{ours}.cross_attention.out_proj", f"{ref}.encoder_attn.out_proj"),
+        *weight_and_bias(f"{ours}.cross_attention_residual.norm", f"{ref}.encoder_attn_layer_norm"),
+        *weight_and_bias(f"{ours}.feed_forward.fc_in", f"{ref}.fc1"),
+        *weight_and_bias(f"{ours}.feed_forward.fc_out", f"{ref}.fc2"),
+        *weight_and_bias(f"{ours}.feed_forward_residual.norm", f"{ref}.final_layer_norm"),
+        # Marian's output bias is a (1, vocab) buffer; ours is the bias of the output projection.
+        rule("lm_head.bias", "final_logits_bias", to_ours_fn=lambda t: t.reshape(-1),
+             to_reference_fn=lambda t: t.reshape(1, -1)),
+    ]
+    # Embeddings: one shared matrix (model.shared; Marian's per-side copies are tied to it) or one per side.
+    ignore = []
+    if config.share_encoder_decoder_embeddings:
+        rules.append(rule("model.encoder.embeddings.tokens.weight", "model.shared.weight"))
+        ignore += ["model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"]
+    else:
+        rules.append(rule("model.encoder.embeddings.tokens.weight", "model.encoder.embed_tokens.weight"))
+        rules.append(rule("model.decoder.embeddings.tokens.weight", "model.decoder.embed_tokens.weight"))
+    if config.tie_word_embeddings:
+        ignore.append("lm_head.weight")
+    else:
+        rules.append(rule("lm_head.weight", "lm_head.weight"))
+    return _MarianWeightMap(rules, config, ignore_reference=ignore)
+
+
+register_conversion(
+    Conversion(
+        reference_model_type="marian",
+        reference_prefix="model",
+        heads={
+            "MarianModel": "ScratchTransformerModel",
+            "MarianMTModel": "ScratchTransformerForConditionalGeneration",
+        },
+        config_to_ours=_marian_config_to_ours,
+        config_to_reference=_marian_config_to_reference,
+        weight_map=_marian_weight_map,
+    ),
+    scratch_model_type="scratch-transformer",
+)
+
+
 # ---- Transformer-XL (transfo-xl → scratch-transfo-xl) --------------------------------------------------------
 
 # ---- Longformer (longformer → scratch-longformer) ------------------------------------------------------------

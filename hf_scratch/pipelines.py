@@ -93,3 +93,63 @@ PIPELINE_REGISTRY.register_pipeline(
 )
 
 # ---- sequence-to-sequence generation -------------------------------------------------------------------------
+
+from transformers import AutoModelForSeq2SeqLM  # noqa: E402
+
+
+class ScratchSeq2SeqPipeline(Pipeline):
+    """``translate("ich mochte ein bier")`` → ``[{"generated_text": "i want a beer"}]`` (a list of such lists for a
+    list of inputs; ``num_return_sequences`` > 1 gives several dicts per input).
+
+    Model-agnostic: any model with ``generate`` (the encoder-decoder Transformer, the RNN baselines, …) and a
+    tokenizer. The source is tokenized (truncated to ``max_source_length`` if given), ``generate`` runs with the
+    model's generation config plus the call's generation parameters (``num_beams``, ``max_new_tokens``, …), and
+    the output ids are decoded without special tokens.
+    """
+
+    _pipeline_calls_generate = True
+    _load_tokenizer = True
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+
+    def _sanitize_parameters(self, max_source_length=None, skip_special_tokens=None, clean_up_tokenization_spaces=None,
+                             **generate_kwargs):
+        preprocess, postprocess = {}, {}
+        if max_source_length is not None:
+            preprocess["max_source_length"] = max_source_length
+        if skip_special_tokens is not None:
+            postprocess["skip_special_tokens"] = skip_special_tokens
+        if clean_up_tokenization_spaces is not None:
+            postprocess["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces
+        return preprocess, generate_kwargs, postprocess
+
+    def preprocess(self, inputs, max_source_length=None):
+        if not isinstance(inputs, str):
+            raise ValueError(f"scratch-seq2seq takes a string (or a list of strings), got {type(inputs).__name__}.")
+        if self.tokenizer is None:
+            raise ValueError("scratch-seq2seq needs a tokenizer: pass tokenizer=... to pipeline().")
+        limit = max_source_length or getattr(self.model.config, "max_position_embeddings", None)
+        return self.tokenizer(inputs, return_tensors="pt", truncation=limit is not None, max_length=limit)
+
+    def _forward(self, model_inputs, **generate_kwargs):
+        if not hasattr(self.model, "generate"):
+            raise ValueError(f"{type(self.model).__name__} has no generate(): scratch-seq2seq needs a generative model.")
+        if getattr(self, "_generate_kwargs", None) is not None:  # set by Pipeline.__init__ for models that can_generate
+            generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
+        return {"output_ids": self.model.generate(**model_inputs, **generate_kwargs)}
+
+    def postprocess(self, model_outputs, skip_special_tokens=True, clean_up_tokenization_spaces=True):
+        return [
+            {"generated_text": self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens,
+                                                     clean_up_tokenization_spaces=clean_up_tokenization_spaces)}
+            for ids in model_outputs["output_ids"]
+        ]
+
+
+PIPELINE_REGISTRY.register_pipeline(
+    "scratch-seq2seq",
+    pipeline_class=ScratchSeq2SeqPipeline,
+    pt_model=AutoModelForSeq2SeqLM,
+    type="text",
+)

@@ -1,0 +1,500 @@
+"""The encoder-decoder Transformer (Vaswani et al. 2017), from scratch, read top-down in the order of the paper
+(seed 000: the encoder; seed 001: the decoder):
+
+1. input representation: token embeddings scaled by √d_model plus the fixed sinusoidal encoding PE(pos), then
+   dropout (paper §3.4-3.5);
+2. the encoder: N layers of [multi-head self-attention with the source padding mask] and [position-wise FFN],
+   each wrapped as LayerNorm(x + Dropout(Sublayer(x))) (post-LN, §3.1; pre-LN as an option);
+3. the decoder: N layers of [masked self-attention (causal ∧ target padding)], [cross-attention whose keys and
+   values are the encoder output, masked by the source padding] and [FFN], same residual wrapping;
+4. the output projection to the target vocabulary (tied to the target embeddings, §3.4), the non-shifted
+   cross-entropy with optional label smoothing (§5.4), and generation (greedy / beam search) over transformers'
+   ``EncoderDecoderCache``: the decoder's self-attention keys/values grow by one token per step, the
+   cross-attention keys/values are computed from the encoder output once.
+
+Decoder inputs are the labels shifted right behind ``decoder_start_token_id`` (the seed's "S i want a beer" for the
+target "i want a beer E").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+
+from .attention import AttentionMask, MultiHeadAttention, check_attention_mask, check_attn_implementation
+from .configuration_transformer import ScratchTransformerConfig
+from .layers import (
+    FeedForward,
+    ResidualNorm,
+    check_input_ids,
+    check_one_input,
+    shift_tokens_right,
+    token_cross_entropy,
+)
+from .positional import SinusoidalPositionalEmbedding, sinusoidal_table
+
+
+def _padding_or_none(key_is_real: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """An all-ones padding mask restricts nothing: drop it so the SDPA kernel runs unmasked."""
+    return key_is_real if key_is_real is not None and not bool(key_is_real.all()) else None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 1. Input representation
+# --------------------------------------------------------------------------------------------------------------
+
+
+class ScratchTransformerEmbeddings(nn.Module):
+    """x_pos = Dropout(√d_model · E[token] + PE(pos)) (paper §3.4-3.5); PE is the fixed sinusoidal table."""
+
+    def __init__(self, config: ScratchTransformerConfig, vocab_size: int):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.tokens = nn.Embedding(vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.positions = SinusoidalPositionalEmbedding(
+            config.max_position_embeddings, config.hidden_size, layout=config.sinusoidal_layout
+        )
+        self.scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids, inputs_embeds, past_length: int = 0, name: str = "input_ids") -> torch.Tensor:
+        """``inputs_embeds`` are used as given (already scaled); positions continue after ``past_length`` cached ones."""
+        if inputs_embeds is None:
+            check_input_ids(input_ids, self.vocab_size, name=name)
+            inputs_embeds = self.tokens(input_ids) * self.scale
+        length = inputs_embeds.shape[1]
+        position_ids = torch.arange(past_length, past_length + length, device=inputs_embeds.device)[None, :]
+        return self.dropout(inputs_embeds + self.positions(position_ids).to(inputs_embeds.dtype))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 2. The encoder
+# --------------------------------------------------------------------------------------------------------------
+
+
+class ScratchTransformerEncoderLayer(GradientCheckpointingLayer):
+    """h = LN(x + SelfAttention(x)) with the source padding mask; out = LN(h + FFN(h)) (seed 000 eq. 3-7)."""
+
+    def __init__(self, config: ScratchTransformerConfig, layer_idx: int):
+        super().__init__()
+        size, eps, dropout = config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob
+        self.self_attention = MultiHeadAttention(
+            config, size, config.encoder_attention_heads, config.attention_probs_dropout_prob, layer_idx=layer_idx
+        )
+        self.self_attention_residual = ResidualNorm(size, eps, dropout, pre_norm=config.pre_norm)
+        self.feed_forward = FeedForward(size, config.encoder_ffn_dim, config.hidden_act, config.activation_dropout)
+        self.feed_forward_residual = ResidualNorm(size, eps, dropout, pre_norm=config.pre_norm)
+
+    def forward(self, hidden_states, mask: AttentionMask, output_attentions: bool = False):
+        residual = self.self_attention_residual
+        attended, weights = self.self_attention(residual.before(hidden_states), mask, output_attentions=output_attentions)
+        hidden_states = residual.after(hidden_states, attended)
+        residual = self.feed_forward_residual
+        hidden_states = residual.after(hidden_states, self.feed_forward(residual.before(hidden_states)))
+        return hidden_states, weights
+
+
+class ScratchTransformerEncoder(nn.Module):
+    """Embeddings → N encoder layers (→ a final LayerNorm when pre-LN). Returns the memory the decoder attends."""
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = ScratchTransformerEmbeddings(config, config.vocab_size)
+        self.layers = nn.ModuleList(ScratchTransformerEncoderLayer(config, i) for i in range(config.encoder_layers))
+        self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        check_one_input(input_ids, inputs_embeds)
+        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        source_is_real = check_attention_mask(attention_mask, batch, length)
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+
+        hidden_states = self.embeddings(input_ids, inputs_embeds)
+        mask = AttentionMask(key_padding=_padding_or_none(source_is_real))
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        for layer in self.layers:
+            hidden_states, weights = layer(hidden_states, mask, output_attentions)
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            if output_attentions:
+                all_attentions += (weights,)
+        if self.final_norm is not None:
+            hidden_states = self.final_norm(hidden_states)
+        return BaseModelOutput(last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 3. The decoder
+# --------------------------------------------------------------------------------------------------------------
+
+
+class ScratchTransformerDecoderLayer(GradientCheckpointingLayer):
+    """Three sub-layers, each LN(x + Sublayer(x)) (seed 001):
+    masked self-attention (causal ∧ target padding) → cross-attention Q = decoder, K = V = encoder output (source
+    padding mask) → position-wise FFN."""
+
+    def __init__(self, config: ScratchTransformerConfig, layer_idx: int):
+        super().__init__()
+        size, eps, dropout = config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob
+        heads, attention_dropout = config.decoder_attention_heads, config.attention_probs_dropout_prob
+        self.self_attention = MultiHeadAttention(config, size, heads, attention_dropout, layer_idx=layer_idx)
+        self.self_attention_residual = ResidualNorm(size, eps, dropout, pre_norm=config.pre_norm)
+        self.cross_attention = MultiHeadAttention(
+            config, size, heads, attention_dropout, is_cross_attention=True, layer_idx=layer_idx
+        )
+        self.cross_attention_residual = ResidualNorm(size, eps, dropout, pre_norm=config.pre_norm)
+        self.feed_forward = FeedForward(size, config.decoder_ffn_dim, config.hidden_act, config.activation_dropout)
+        self.feed_forward_residual = ResidualNorm(size, eps, dropout, pre_norm=config.pre_norm)
+
+    def forward(
+        self,
+        hidden_states,
+        encoder_hidden_states,
+        self_mask: AttentionMask,
+        cross_mask: AttentionMask,
+        past_key_values=None,
+        output_attentions: bool = False,
+    ):
+        residual = self.self_attention_residual
+        attended, self_weights = self.self_attention(
+            residual.before(hidden_states), self_mask, past_key_values=past_key_values, output_attentions=output_attentions
+        )
+        hidden_states = residual.after(hidden_states, attended)
+        residual = self.cross_attention_residual
+        attended, cross_weights = self.cross_attention(
+            residual.before(hidden_states),
+            cross_mask,
+            key_value_states=encoder_hidden_states,
+            past_key_values=past_key_values,
+            output_attentions=output_attentions,
+        )
+        hidden_states = residual.after(hidden_states, attended)
+        residual = self.feed_forward_residual
+        hidden_states = residual.after(hidden_states, self.feed_forward(residual.before(hidden_states)))
+        return hidden_states, self_weights, cross_weights
+
+
+class ScratchTransformerDecoder(nn.Module):
+    """Target embeddings (positions continue after the cached tokens) → N decoder layers (→ final LN when pre-LN)."""
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = ScratchTransformerEmbeddings(config, config.decoder_vocab_size)
+        self.layers = nn.ModuleList(ScratchTransformerDecoderLayer(config, i) for i in range(config.decoder_layers))
+        self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        encoder_hidden_states: Optional[torch.Tensor] = None,
+        encoder_attention_mask: Optional[torch.Tensor] = None,
+        past_key_values=None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        use_cache: Optional[bool] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(
+                "Pass exactly one of decoder_input_ids or decoder_inputs_embeds (or labels, from which the decoder "
+                "inputs are built by shifting them right)."
+            )
+        if encoder_hidden_states is None:
+            raise ValueError("The decoder needs encoder_hidden_states (the encoder output) for its cross-attention.")
+        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        if encoder_hidden_states.shape[0] != batch:
+            raise ValueError(
+                f"The encoder output has batch size {encoder_hidden_states.shape[0]} but the decoder inputs have "
+                f"{batch}: pass one source sequence per target sequence."
+            )
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        if not use_cache:
+            past_key_values = None
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+
+        # Masks: the target may attend its own past (causal ∧ padding); the source's real tokens (cross-attention).
+        target_is_real = check_attention_mask(attention_mask, batch, past_length + length, "decoder_attention_mask")
+        source_is_real = check_attention_mask(
+            encoder_attention_mask, batch, encoder_hidden_states.shape[1], "attention_mask (of the source)"
+        )
+        self_mask = AttentionMask(key_padding=_padding_or_none(target_is_real), causal=True)
+        cross_mask = AttentionMask(key_padding=_padding_or_none(source_is_real))
+
+        hidden_states = self.embeddings(input_ids, inputs_embeds, past_length, name="decoder_input_ids")
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_self_attentions = () if output_attentions else None
+        all_cross_attentions = () if output_attentions else None
+        for layer in self.layers:
+            hidden_states, self_weights, cross_weights = layer(
+                hidden_states,
+                encoder_hidden_states,
+                self_mask,
+                cross_mask,
+                past_key_values=past_key_values,
+                output_attentions=output_attentions,
+            )
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            if output_attentions:
+                all_self_attentions += (self_weights,)
+                all_cross_attentions += (cross_weights,)
+        if self.final_norm is not None:
+            hidden_states = self.final_norm(hidden_states)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values,
+            hidden_states=all_hidden_states,
+            attentions=all_self_attentions,
+            cross_attentions=all_cross_attentions,
+        )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The models
+# --------------------------------------------------------------------------------------------------------------
+
+
+class ScratchTransformerPreTrainedModel(PreTrainedModel):
+    config_class = ScratchTransformerConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    _no_split_modules = ["ScratchTransformerEncoderLayer", "ScratchTransformerDecoderLayer", "ScratchTransformerEmbeddings"]
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+
+    def __init__(self, config: ScratchTransformerConfig, *inputs, **kwargs):
+        super().__init__(config, *inputs, **kwargs)
+        check_attn_implementation(config._attn_implementation)
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """transformers' defaults (normal(0, initializer_range) weights, zero biases, unit LayerNorms); the
+        sinusoidal table is a non-saved buffer, rebuilt from the config (also after loading on the meta device)."""
+        super()._init_weights(module)
+        if isinstance(module, SinusoidalPositionalEmbedding):
+            num_positions, dim = module.table.shape
+            init.copy_(module.table, sinusoidal_table(num_positions, dim, self.config.sinusoidal_layout))
+
+    def _embedding_ties(self, prefix: str = "") -> dict[str, str]:
+        """{target: source} from the config: source ↔ target embeddings (``share_encoder_decoder_embeddings``)
+        and, in the generation head, output projection ↔ target embeddings (``tie_word_embeddings``)."""
+        ties = {}
+        if self.config.share_encoder_decoder_embeddings:
+            ties[f"{prefix}decoder.embeddings.tokens.weight"] = f"{prefix}encoder.embeddings.tokens.weight"
+        return ties
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        # transformers applies `_tied_weights_keys` only when tie_word_embeddings is set; the source/target sharing
+        # is a separate switch here (as the paper and Marian have it), so the ties are decided from the config.
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return dict(self._tied_weights_keys or {})
+
+
+class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
+    """The encoder-decoder without the output projection: returns the decoder's last hidden states."""
+
+    _tied_weights_keys = {"decoder.embeddings.tokens.weight": "encoder.embeddings.tokens.weight"}
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__(config)
+        self._tied_weights_keys = self._embedding_ties()
+        self.encoder = ScratchTransformerEncoder(config)
+        self.decoder = ScratchTransformerDecoder(config)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.encoder.embeddings.tokens
+
+    def set_input_embeddings(self, value):
+        self.encoder.embeddings.tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.decoder.embeddings.tokens = value
+
+    def get_encoder(self, modality: Optional[str] = None):
+        return self.encoder
+
+    def get_decoder(self):
+        return self.decoder
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        decoder_input_ids: Optional[torch.Tensor] = None,
+        decoder_attention_mask: Optional[torch.Tensor] = None,
+        encoder_outputs=None,
+        past_key_values=None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        decoder_inputs_embeds: Optional[torch.Tensor] = None,
+        use_cache: Optional[bool] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput:
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        decoder_outputs = self.decoder(
+            decoder_input_ids,
+            decoder_attention_mask,
+            encoder_outputs.last_hidden_state,
+            attention_mask,
+            past_key_values,
+            decoder_inputs_embeds,
+            use_cache,
+            output_attentions,
+            output_hidden_states,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
+class ScratchTransformerForConditionalGeneration(ScratchTransformerPreTrainedModel, GenerationMixin):
+    """The full model of the paper: P(y_t | y_<t, x) = softmax(W_out h_t + b) with W_out tied to the target
+    embeddings (§3.4). ``labels`` → decoder inputs shifted right; loss = cross-entropy over labels ≠ -100 with
+    ``config.label_smoothing`` (§5.4). ``generate`` runs greedy or beam search over an ``EncoderDecoderCache``."""
+
+    _tied_weights_keys = {
+        "lm_head.weight": "model.decoder.embeddings.tokens.weight",
+        "model.decoder.embeddings.tokens.weight": "model.encoder.embeddings.tokens.weight",
+    }
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__(config)
+        ties = self._embedding_ties(prefix="model.")
+        if config.tie_word_embeddings:
+            target_embeddings = "model.decoder.embeddings.tokens.weight"
+            ties["lm_head.weight"] = ties.get(target_embeddings, target_embeddings)
+        self._tied_weights_keys = ties
+        self.model = ScratchTransformerModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.decoder_vocab_size, bias=True)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value):
+        self.model.set_input_embeddings(value)
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    def get_encoder(self, modality: Optional[str] = None):
+        return self.model.encoder
+
+    def get_decoder(self):
+        return self.model.decoder
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        """Used by ``DataCollatorForSeq2Seq`` to build ``decoder_input_ids`` in the collator."""
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        decoder_input_ids: Optional[torch.Tensor] = None,
+        decoder_attention_mask: Optional[torch.Tensor] = None,
+        encoder_outputs=None,
+        past_key_values=None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        decoder_inputs_embeds: Optional[torch.Tensor] = None,
+        labels: Optional[torch.Tensor] = None,
+        use_cache: Optional[bool] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        if labels is not None:
+            if labels.dim() != 2:
+                raise ValueError(f"labels must have shape (batch, target_length), got {tuple(labels.shape)}.")
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        outputs = self.model(
+            input_ids,
+            attention_mask,
+            decoder_input_ids,
+            decoder_attention_mask,
+            encoder_outputs,
+            past_key_values,
+            inputs_embeds,
+            decoder_inputs_embeds,
+            use_cache,
+            output_attentions,
+            output_hidden_states,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = token_cross_entropy(
+                logits, labels, kwargs.get("num_items_in_batch"), label_smoothing=self.config.label_smoothing
+            )
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+
+
+__all__ = [
+    "ScratchTransformerPreTrainedModel",
+    "ScratchTransformerModel",
+    "ScratchTransformerForConditionalGeneration",
+]

@@ -1,0 +1,472 @@
+"""The encoder-decoder Transformer (scratch-transformer): parity with transformers' Marian, generation, properties,
+bad input, the seed's toy translation trained with the Trainer, and the scratch-seq2seq pipeline."""
+
+import json
+
+import pytest
+import torch
+import transformers
+from transformers import AutoModel, AutoModelForSeq2SeqLM, MarianConfig, pipeline
+
+import hf_scratch
+from hf_scratch import (
+    ScratchTransformerConfig,
+    ScratchTransformerForConditionalGeneration,
+    ScratchTransformerModel,
+)
+from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_transformers
+from hf_scratch.layers import shift_tokens_right
+from hf_scratch.positional import sinusoidal_table
+from hf_scratch.tokenization import train_tokenizer
+
+PAD = 98  # Marian's convention: pad = decoder start = the last id, eos = 0
+MARIAN_TINY = dict(
+    vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+    decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=40, max_position_embeddings=40,
+    activation_function="swish", scale_embedding=True, pad_token_id=PAD, decoder_start_token_id=PAD, eos_token_id=0,
+    forced_eos_token_id=None, init_std=0.3,  # large weights: outputs depend clearly on the input
+)
+TINY = dict(
+    vocab_size=61, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+    encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=32, initializer_range=0.2,
+)
+
+
+def tiny_config(**overrides) -> ScratchTransformerConfig:
+    return ScratchTransformerConfig(**{**TINY, **overrides})
+
+
+def marian_reference(head="MarianMTModel", **overrides):
+    """A tiny random MarianMTModel whose LayerNorms and output bias are not at their (trivial) initial values."""
+    torch.manual_seed(0)
+    model = getattr(transformers, head)(MarianConfig(**{**MARIAN_TINY, **overrides})).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "layer_norm" in name:
+                parameter.normal_(mean=1.0 if name.endswith("weight") else 0.0, std=0.3)
+        if hasattr(model, "final_logits_bias"):
+            model.final_logits_bias.normal_(std=0.3)
+    return model
+
+
+def padded_sources(vocab=PAD, pad=PAD):
+    """Three sources of lengths 9, 6 and 3, right-padded like a tokenizer does."""
+    input_ids = torch.randint(1, vocab, (3, 9))
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, 6:] = 0
+    attention_mask[2, 3:] = 0
+    return input_ids.masked_fill(attention_mask == 0, pad), attention_mask
+
+
+def targets(start=PAD, vocab=PAD, length=7):
+    decoder_input_ids = torch.randint(1, vocab, (3, length))
+    decoder_input_ids[:, 0] = start
+    return decoder_input_ids
+
+
+# ---- the paper's pieces --------------------------------------------------------------------------------------
+
+
+def test_sinusoidal_table_is_the_papers_and_marians():
+    d = 16
+    table = sinusoidal_table(50, d, "interleaved")
+    for pos in (0, 7, 49):
+        for i in range(d // 2):
+            angle = torch.tensor(pos / 10000 ** (2 * i / d), dtype=torch.float64)
+            assert abs(table[pos, 2 * i] - torch.sin(angle)) < 1e-6
+            assert abs(table[pos, 2 * i + 1] - torch.cos(angle)) < 1e-6
+    marian = transformers.MarianMTModel(MarianConfig(**MARIAN_TINY))
+    stored = marian.model.encoder.embed_positions.weight
+    assert (stored - sinusoidal_table(*stored.shape, "split")).abs().max() < 1e-6
+
+
+def test_labels_shift_right_behind_the_start_token():
+    # seed 001: target "i want a beer E" → decoder input "S i want a beer"
+    S, i, want, a, beer, E, P = 1, 4, 5, 6, 7, 2, 0
+    labels = torch.tensor([[i, want, a, beer, E], [i, want, E, -100, -100]])
+    shifted = shift_tokens_right(labels, pad_token_id=P, decoder_start_token_id=S)
+    assert shifted.tolist() == [[S, i, want, a, beer], [S, i, want, E, P]]
+    model = ScratchTransformerForConditionalGeneration(tiny_config(bos_token_id=S, decoder_start_token_id=S))
+    assert torch.equal(model.prepare_decoder_input_ids_from_labels(labels), shifted)
+
+
+def test_loss_is_non_shifted_cross_entropy_with_label_smoothing():
+    model = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
+    input_ids = torch.randint(3, 61, (2, 6))
+    labels = torch.randint(3, 61, (2, 5))
+    labels[1, 3:] = -100
+    with torch.no_grad():
+        out = model(input_ids=input_ids, labels=labels)
+        expected = torch.nn.functional.cross_entropy(out.logits.reshape(-1, 61), labels.reshape(-1), ignore_index=-100)
+        assert torch.allclose(out.loss, expected, atol=1e-6)
+        # the same logits come from explicit decoder inputs: labels are only shifted to build them
+        explicit = model(input_ids=input_ids, decoder_input_ids=model.prepare_decoder_input_ids_from_labels(labels))
+        assert torch.allclose(explicit.logits, out.logits, atol=1e-6)
+        smoothed = ScratchTransformerForConditionalGeneration(tiny_config(label_smoothing=0.1)).eval()
+        smoothed.load_state_dict(model.state_dict())
+        smooth_loss = smoothed(input_ids=input_ids, labels=labels).loss
+        expected_smooth = torch.nn.functional.cross_entropy(
+            out.logits.reshape(-1, 61), labels.reshape(-1), ignore_index=-100, label_smoothing=0.1
+        )
+        assert torch.allclose(smooth_loss, expected_smooth, atol=1e-6) and not torch.allclose(smooth_loss, out.loss)
+        count = int((labels != -100).sum())
+        summed = model(input_ids=input_ids, labels=labels, num_items_in_batch=2 * count).loss
+        assert torch.allclose(summed, out.loss / 2, atol=1e-6)
+
+
+def test_embeddings_shared_and_tied_as_configured(tmp_path):
+    model = ScratchTransformerForConditionalGeneration(tiny_config())
+    source, target = model.model.encoder.embeddings.tokens.weight, model.model.decoder.embeddings.tokens.weight
+    assert source.data_ptr() == target.data_ptr() == model.lm_head.weight.data_ptr()
+    separate = ScratchTransformerForConditionalGeneration(
+        tiny_config(share_encoder_decoder_embeddings=False, decoder_vocab_size=45, tie_word_embeddings=True)
+    )
+    assert separate.model.decoder.embeddings.tokens.weight.data_ptr() == separate.lm_head.weight.data_ptr()
+    assert separate.model.encoder.embeddings.tokens.weight.data_ptr() != separate.lm_head.weight.data_ptr()
+    assert separate.lm_head.weight.shape[0] == 45
+    untied = ScratchTransformerForConditionalGeneration(tiny_config(tie_word_embeddings=False))
+    assert untied.model.decoder.embeddings.tokens.weight.data_ptr() == untied.model.encoder.embeddings.tokens.weight.data_ptr()
+    assert untied.lm_head.weight.data_ptr() != untied.model.decoder.embeddings.tokens.weight.data_ptr()
+    untied.save_pretrained(tmp_path)
+    reloaded = ScratchTransformerForConditionalGeneration.from_pretrained(tmp_path)
+    assert reloaded.model.decoder.embeddings.tokens.weight.data_ptr() == reloaded.model.encoder.embeddings.tokens.weight.data_ptr()
+    assert torch.equal(reloaded.lm_head.weight, untied.lm_head.weight)
+
+
+# ---- parity with transformers' Marian ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_parity_with_marian_mt_model(attn_implementation):
+    reference = marian_reference()
+    ours = from_transformers(reference).eval()
+    ours.config._attn_implementation = attn_implementation
+    assert type(ours) is ScratchTransformerForConditionalGeneration
+    assert ours.config.sinusoidal_layout == "split" and ours.config.hidden_act == "swish" and not ours.config.pre_norm
+    input_ids, attention_mask = padded_sources()
+    decoder_input_ids = targets()
+    labels = torch.randint(1, PAD, (3, 7))
+    with torch.no_grad():
+        expected = reference(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+                             labels=labels)
+        actual = ours(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+                      labels=labels)
+    assert expected.logits.std() > 0.5  # not a trivial output
+    assert (expected.logits - actual.logits).abs().max() <= 1e-4
+    real = attention_mask.bool()
+    assert (expected.encoder_last_hidden_state - actual.encoder_last_hidden_state)[real].abs().max() <= 1e-4
+    assert abs(expected.loss - actual.loss) <= 1e-4
+
+
+def test_parity_with_marian_model_base_and_untied_vocabularies():
+    reference = marian_reference("MarianModel", share_encoder_decoder_embeddings=False, decoder_vocab_size=120)
+    ours = from_transformers(reference).eval()
+    assert type(ours) is ScratchTransformerModel and ours.config.decoder_vocab_size == 120
+    input_ids, attention_mask = padded_sources()
+    decoder_input_ids = targets(start=PAD, vocab=120)
+    with torch.no_grad():
+        expected = reference(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+        actual = ours(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+    assert (expected.last_hidden_state - actual.last_hidden_state).abs().max() <= 1e-4
+
+
+def test_round_trip_back_to_marian():
+    reference = marian_reference()
+    back = to_transformers(from_transformers(reference)).eval()
+    assert type(back) is transformers.MarianMTModel
+    input_ids, attention_mask = padded_sources()
+    decoder_input_ids = targets()
+    with torch.no_grad():
+        expected = reference(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+        actual = back(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+    assert (expected.logits - actual.logits).abs().max() <= 1e-4
+    assert torch.equal(back.final_logits_bias, reference.final_logits_bias)
+
+
+def test_marian_unlike_configs_refuse_conversion():
+    with pytest.raises(ValueError, match="pre_norm"):
+        to_transformers(ScratchTransformerForConditionalGeneration(tiny_config(sinusoidal_layout="split", pre_norm=True)))
+    with pytest.raises(ValueError, match="sinusoidal_layout"):
+        to_transformers(ScratchTransformerForConditionalGeneration(tiny_config()))
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_generation_matches_marian_exactly(num_beams):
+    reference = marian_reference()
+    ours = from_transformers(reference).eval()
+    input_ids, attention_mask = padded_sources()
+    settings = dict(num_beams=num_beams, max_new_tokens=12, do_sample=False, num_return_sequences=num_beams)
+    expected = reference.generate(input_ids=input_ids, attention_mask=attention_mask, **settings)
+    actual = ours.generate(input_ids=input_ids, attention_mask=attention_mask, **settings)
+    assert torch.equal(expected, actual)
+    assert len({tuple(row) for row in expected.tolist()}) > 1  # the sequences differ: the test can tell them apart
+
+
+def test_marian_checkpoint_directory_loads_and_translates(tmp_path):
+    """A checkpoint in Marian's on-disk layout (as the opus-mt ones) converts through the directory loader and the
+    command line; the stored sinusoidal tables are checked against ours."""
+    reference = marian_reference()
+    reference.generation_config.num_beams = 3
+    reference.save_pretrained(tmp_path / "marian")
+    tokenizer = train_tokenizer(["ich mochte ein bier", "i want a beer"], "seq2seq", vocab_size=40)
+    tokenizer.save_pretrained(tmp_path / "marian")
+    input_ids, attention_mask = padded_sources()
+    expected = reference.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10)
+
+    loaded = load_reference_checkpoint(tmp_path / "marian")
+    assert loaded.generation_config.num_beams == 3
+    assert torch.equal(loaded.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10), expected)
+
+    hf_scratch.convert.main([str(tmp_path / "marian"), str(tmp_path / "ours")])
+    assert json.loads((tmp_path / "ours" / "config.json").read_text())["model_type"] == "scratch-transformer"
+    assert (tmp_path / "ours" / "tokenizer.json").exists()
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "ours").eval()
+    assert torch.equal(reloaded.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10), expected)
+
+
+def test_checkpoint_with_other_position_table_is_refused():
+    reference = marian_reference()
+    state = {k: v for k, v in reference.state_dict().items()}
+    state["model.encoder.embed_positions.weight"] = state["model.encoder.embed_positions.weight"] + 0.5
+    conversion = hf_scratch.convert._conversion_for_reference("marian")
+    config = conversion.config_to_ours(reference.config.to_dict())
+    with pytest.raises(ValueError, match="embed_positions"):
+        conversion.weight_map(config).to_ours(state)
+
+
+# ---- properties ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_cached_generation_equals_uncached(num_beams):
+    model = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
+    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
+    settings = dict(num_beams=num_beams, max_new_tokens=10, do_sample=False, min_new_tokens=10)
+    cached = model.generate(input_ids=input_ids, attention_mask=attention_mask, use_cache=True, **settings)
+    uncached = model.generate(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **settings)
+    assert torch.equal(cached, uncached)
+    # step by step, the cached logits equal a full forward pass over the prefix
+    decoder_input_ids = targets(start=1, vocab=61, length=6)
+    with torch.no_grad():
+        full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        past, steps = None, []
+        for t in range(decoder_input_ids.shape[1]):
+            out = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
+                        decoder_input_ids=decoder_input_ids[:, t : t + 1], past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            steps.append(out.logits)
+    assert isinstance(past, transformers.EncoderDecoderCache) and past.get_seq_length() == 6
+    assert (torch.cat(steps, dim=1) - full).abs().max() <= 1e-4
+
+
+def test_decoder_cannot_see_the_future():
+    model = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
+    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
+    decoder_input_ids = targets(start=1, vocab=61, length=8)
+    changed = decoder_input_ids.clone()
+    changed[:, 5:] = torch.randint(3, 61, (3, 3))
+    with torch.no_grad():
+        a = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+        b = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=changed).logits
+    assert (a[:, :5] - b[:, :5]).abs().max() <= 1e-5
+    assert (a[:, 5:] - b[:, 5:]).abs().max() > 1e-3
+
+
+def test_source_padding_invariance():
+    model = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
+    source = torch.randint(3, 61, (1, 5))
+    decoder_input_ids = targets(start=1, vocab=61, length=6)[:1]
+    padded = torch.cat([source, torch.zeros(1, 4, dtype=torch.long)], dim=1)
+    mask = torch.tensor([[1] * 5 + [0] * 4])
+    with torch.no_grad():
+        alone = model(input_ids=source, decoder_input_ids=decoder_input_ids).logits
+        with_padding = model(input_ids=padded, attention_mask=mask, decoder_input_ids=decoder_input_ids).logits
+        # garbage in the padded positions changes nothing either
+        garbage = model(input_ids=padded.masked_fill(mask == 0, 17), attention_mask=mask,
+                        decoder_input_ids=decoder_input_ids).logits
+    assert (alone - with_padding).abs().max() <= 1e-5
+    assert (alone - garbage).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_eager_equals_sdpa(pre_norm):
+    eager = ScratchTransformerForConditionalGeneration._from_config(
+        tiny_config(pre_norm=pre_norm), attn_implementation="eager"
+    ).eval()
+    sdpa = ScratchTransformerForConditionalGeneration._from_config(
+        tiny_config(pre_norm=pre_norm), attn_implementation="sdpa"
+    ).eval()
+    sdpa.load_state_dict(eager.state_dict())
+    assert eager.config._attn_implementation == "eager" and sdpa.config._attn_implementation == "sdpa"
+    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
+    decoder_input_ids = targets(start=1, vocab=61)
+    decoder_attention_mask = torch.ones_like(decoder_input_ids)
+    decoder_attention_mask[2, 5:] = 0
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+                  decoder_attention_mask=decoder_attention_mask)
+    with torch.no_grad():
+        a, b = eager(**kwargs), sdpa(**kwargs)
+        weights = sdpa(**kwargs, output_attentions=True)  # weights requested: the eager kernel runs
+    assert (a.logits - b.logits).abs().max() <= 1e-5
+    assert len(weights.cross_attentions) == 2 and weights.cross_attentions[0].shape == (3, 4, 7, 9)
+    assert (weights.cross_attentions[0][2, :, :, 3:] == 0).all()  # source padding gets no attention
+    assert (weights.decoder_attentions[0][0].triu(1) == 0).all()  # nor does the future
+
+
+def test_pre_norm_and_interleaved_layout_are_real_options():
+    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
+    decoder_input_ids = targets(start=1, vocab=61)
+    post = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
+    outputs = {}
+    for name, overrides in {"post": {}, "pre": {"pre_norm": True}, "split": {"sinusoidal_layout": "split"}}.items():
+        model = ScratchTransformerForConditionalGeneration(tiny_config(**overrides)).eval()
+        model.load_state_dict(post.state_dict(), strict=name != "pre")  # pre-LN adds the two final LayerNorms
+        with torch.no_grad():
+            outputs[name] = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+    assert hasattr(ScratchTransformerModel(tiny_config(pre_norm=True)).encoder, "final_norm")
+    assert (outputs["post"] - outputs["pre"]).abs().max() > 1e-3
+    assert (outputs["post"] - outputs["split"]).abs().max() > 1e-3
+
+
+def test_save_load_roundtrip_through_auto_classes(tmp_path):
+    model = ScratchTransformerForConditionalGeneration(tiny_config(sinusoidal_layout="split")).eval()
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["auto_map"] == ScratchTransformerConfig.default_auto_map
+    assert (tmp_path / "modeling_transformer.py").exists() and (tmp_path / "attention.py").exists()
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert type(reloaded) is ScratchTransformerForConditionalGeneration
+    assert torch.equal(reloaded.model.decoder.embeddings.positions.table, sinusoidal_table(32, 32, "split"))
+    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
+    decoder_input_ids = targets(start=1, vocab=61)
+    with torch.no_grad():
+        a = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+        b = reloaded(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+    assert torch.equal(a, b)
+    assert type(AutoModel.from_pretrained(tmp_path)) is ScratchTransformerModel
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_fully_padded_source_gives_no_nan(dtype, attn_implementation):
+    model = ScratchTransformerForConditionalGeneration._from_config(
+        tiny_config(), attn_implementation=attn_implementation
+    ).to(dtype).eval()
+    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
+    attention_mask[0] = 0  # a source with no real token at all
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=targets(start=1, vocab=61),
+                    output_attentions=attn_implementation == "eager")
+    assert torch.isfinite(out.logits).all()
+    if out.cross_attentions:
+        assert (out.cross_attentions[0][0] == 0).all()
+
+
+def test_gradient_checkpointing_gives_same_gradients():
+    config = tiny_config(hidden_dropout_prob=0.0)
+    plain = ScratchTransformerForConditionalGeneration(config).train()
+    checkpointed = ScratchTransformerForConditionalGeneration(config).train()
+    checkpointed.load_state_dict(plain.state_dict())
+    checkpointed.gradient_checkpointing_enable()
+    assert all(layer.gradient_checkpointing for layer in checkpointed.model.decoder.layers)
+    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
+    labels = torch.randint(3, 61, (3, 6))
+    for model in (plain, checkpointed):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+    for (name, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
+
+
+# ---- bad input -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides,field",
+    [
+        (dict(d_model=30, encoder_attention_heads=4), "encoder_attention_heads"),
+        (dict(decoder_attention_heads=5), "decoder_attention_heads"),
+        (dict(sinusoidal_layout="rotary"), "sinusoidal_layout"),
+        (dict(decoder_vocab_size=50), "share_encoder_decoder_embeddings"),
+        (dict(label_smoothing=1.5), "label_smoothing"),
+        (dict(decoder_start_token_id=None), "decoder_start_token_id"),
+    ],
+)
+def test_config_rejects_impossible_values(overrides, field):
+    with pytest.raises(ValueError, match=field):
+        tiny_config(**overrides)
+
+
+@pytest.mark.parametrize(
+    "make_inputs,message",
+    [
+        (lambda: dict(input_ids=torch.randint(3, 61, (1, 33)), decoder_input_ids=torch.tensor([[1]])), "max_position_embeddings"),
+        (lambda: dict(input_ids=torch.tensor([[3, 61]]), decoder_input_ids=torch.tensor([[1]])), "vocab"),
+        (lambda: dict(input_ids=torch.tensor([[3, 4]]), decoder_input_ids=torch.tensor([[1, 70]])), "decoder_input_ids"),
+        (lambda: dict(input_ids=torch.tensor([[3, 4]]), attention_mask=torch.ones(1, 3), decoder_input_ids=torch.tensor([[1]])), "attention_mask"),
+        (lambda: dict(input_ids=torch.tensor([[3, 4]]), decoder_input_ids=torch.tensor([[1, 3]]), decoder_attention_mask=torch.ones(1, 5)), "decoder_attention_mask"),
+        (lambda: dict(input_ids=torch.tensor([[3, 4]])), "decoder_input_ids"),
+        (lambda: dict(input_ids=torch.tensor([[3, 4]]), labels=torch.tensor([1, 2])), "labels"),
+    ],
+)
+def test_bad_inputs_raise_value_error(make_inputs, message):
+    model = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
+    with pytest.raises(ValueError, match=message):
+        model(**make_inputs())
+
+
+# ---- the seed's toy: German → English with the Trainer, then the pipeline ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def toy_translator(fixtures_dir, tmp_path_factory):
+    """Train the seed's toy pairs from scratch with Seq2SeqTrainer + DataCollatorForSeq2Seq."""
+    from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    pairs = [json.loads(line)["translation"] for line in (fixtures_dir / "de_en_toy.jsonl").read_text().splitlines()]
+    tokenizer = train_tokenizer([p["de"] for p in pairs] + [p["en"] for p in pairs], "seq2seq", vocab_size=60)
+    examples = [tokenizer(p["de"], text_target=p["en"]) for p in pairs]
+    config = tiny_config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id,
+                         initializer_range=0.02, hidden_dropout_prob=0.0, label_smoothing=0.1)
+    torch.manual_seed(0)
+    model = ScratchTransformerForConditionalGeneration(config)
+    output_dir = tmp_path_factory.mktemp("toy")
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(output_dir), per_device_train_batch_size=6, per_device_eval_batch_size=6, max_steps=50,
+        learning_rate=1e-2, lr_scheduler_type="constant", logging_steps=10, disable_tqdm=True, save_strategy="no", report_to=[], seed=0,
+        use_cpu=True, predict_with_generate=True, generation_max_length=8,
+    )
+    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=examples, eval_dataset=examples,
+                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model), processing_class=tokenizer)
+    trainer.train()
+    return trainer, tokenizer, pairs
+
+
+def test_toy_translation_is_learned_with_the_trainer(toy_translator):
+    trainer, tokenizer, pairs = toy_translator
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert losses[-1] < losses[0] / 2
+    prediction = trainer.predict(trainer.eval_dataset)  # predict_with_generate: greedy decoding
+    predictions = prediction.predictions
+    predictions[predictions == -100] = tokenizer.pad_token_id
+    decoded = tokenizer.batch_decode(predictions, skip_special_tokens=True)
+    assert decoded == [p["en"] for p in pairs]
+
+
+def test_seq2seq_pipeline_translates(toy_translator, tmp_path):
+    trainer, tokenizer, pairs = toy_translator
+    model = trainer.model.eval()
+    translate = pipeline("scratch-seq2seq", model=model, tokenizer=tokenizer)
+    assert translate("ich mochte ein bier") == [{"generated_text": "i want a beer"}]
+    assert translate(["ich trinke ein cola", "du mochtest ein bier"], num_beams=3) == [
+        [{"generated_text": "i drink a coke"}], [{"generated_text": "you want a beer"}]
+    ]
+    two = translate("ich mochte ein wasser", num_beams=3, num_return_sequences=2)
+    assert len(two) == 2 and two[0]["generated_text"] == "i want a water"
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    from_directory = pipeline("scratch-seq2seq", model=str(tmp_path))
+    assert from_directory("ich trinke ein bier")[0]["generated_text"] == "i drink a beer"
+    with pytest.raises(ValueError, match="string"):
+        translate({"de": "ich"})
