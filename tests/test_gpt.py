@@ -414,3 +414,34 @@ def test_conversion_rejects_what_it_cannot_represent():
         from_transformers(reference_model("gpt2", "Model", scale_attn_by_inverse_layer_idx=True))
     with pytest.raises(ValueError, match="intermediate_size"):
         to_transformers(ScratchGPTModel(tiny_config("post", intermediate_size=40)))
+
+
+# ---- pipelines -----------------------------------------------------------------------------------------------
+
+
+def test_text_generation_and_classification_pipelines(fixtures_dir, tmp_path):
+    from transformers import pipeline
+
+    from hf_scratch.tokenization import train_tokenizer
+
+    lines = [line for line in (fixtures_dir / "shakespeare.txt").read_text().splitlines() if line.strip()]
+    tokenizer = train_tokenizer(lines, "bpe", vocab_size=300)
+    config = tiny_config("post", vocab_size=len(tokenizer), pad_token_id=tokenizer.eos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, num_labels=2, id2label={0: "NEG", 1: "POS"},
+                         label2id={"NEG": 0, "POS": 1})
+    lm = ScratchGPTLMHeadModel(config).eval()
+    lm.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    generate = pipeline("text-generation", model=str(tmp_path))
+    assert isinstance(generate.model, ScratchGPTLMHeadModel)
+    text = generate("to be or not", max_new_tokens=8, do_sample=False)[0]["generated_text"]
+    assert text.startswith("to be or not") and len(text) > len("to be or not")
+    # the pipeline's continuation is the model's own greedy continuation
+    prompt = tokenizer("to be or not", return_tensors="pt")
+    with torch.no_grad():
+        ids = lm.generate(**prompt, max_new_tokens=8, do_sample=False, pad_token_id=config.pad_token_id)
+    assert text == tokenizer.decode(ids[0], skip_special_tokens=True)
+
+    classify = pipeline("text-classification", model=ScratchGPTForSequenceClassification(config).eval(), tokenizer=tokenizer)
+    results = classify(["my lord", "to be or not to be, that is the question"])
+    assert [set(r) for r in results] == [{"label", "score"}] * 2 and all(r["label"] in {"NEG", "POS"} for r in results)
