@@ -75,6 +75,10 @@ from .modeling_transformer import (
 _register_family(ScratchTransformerConfig)
 
 # Transformer-XL
+from .configuration_transfo_xl import ScratchTransfoXLConfig
+from .modeling_transfo_xl import ScratchTransfoXLLMHeadModel, ScratchTransfoXLModel, ScratchTransfoXLPreTrainedModel
+
+_register_family(ScratchTransfoXLConfig)
 
 # Longformer
 from .configuration_longformer import ScratchLongformerConfig

@@ -327,3 +327,43 @@ def masked_softmax(scores: torch.Tensor, allowed: Optional[torch.Tensor]) -> tor
         return torch.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
     weights = torch.softmax(scores + mask_to_bias(allowed, scores.dtype), dim=-1, dtype=torch.float32).to(scores.dtype)
     return weights.masked_fill(~allowed, 0.0)
+
+
+def causal_window_mask(query_length: int, key_length: int, window: int, device: torch.device) -> torch.Tensor:
+    """(1, 1, query_length, key_length) bool: query i (the last ``query_length`` of ``key_length`` positions, as in
+    ``causal_mask``) may attend key j iff 0 ≤ pos(i) - j < ``window`` — the causal mask restricted to the ``window``
+    most recent keys. Transformer-XL's ``same_length`` is this with window = mem_len."""
+    query_positions = torch.arange(query_length, device=device)[:, None] + (key_length - query_length)
+    distance = query_positions - torch.arange(key_length, device=device)[None, :]
+    return ((distance >= 0) & (distance < window))[None, None]
+
+
+def attend_with_score_bias(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    score_bias: torch.Tensor,
+    allowed: Optional[torch.Tensor],
+    *,
+    implementation: str = "sdpa",
+    dropout: float = 0.0,
+    scale: Optional[float] = None,
+    output_attentions: bool = False,
+) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """softmax(Q Kᵀ·scale + B + M) V, for score functions with an extra term B per (query, key) that the caller
+    computes — e.g. Transformer-XL's relative-position terms (b) + (d). ``score_bias`` is broadcastable to
+    (batch, heads, query_length, key_length); ``allowed`` is the usual boolean relation. Returns (output, weights or
+    None); a row that may attend nothing gives zeros with either kernel. SDPA receives B (masked with
+    ``finfo.min``) as its additive mask."""
+    if output_attentions or implementation == "eager":
+        scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+        weights = masked_softmax(torch.matmul(query, key.transpose(-1, -2)) * scale + score_bias, allowed)
+        weights_dropped = F.dropout(weights, p=dropout) if dropout > 0.0 else weights
+        return torch.matmul(weights_dropped, value), (weights if output_attentions else None)
+    bias = score_bias.to(query.dtype)
+    if allowed is not None:
+        bias = bias.masked_fill(~allowed, torch.finfo(query.dtype).min)
+    output = sdpa_attention(query, key, value, bias, dropout=dropout, scale=scale)
+    if allowed is not None:
+        output = output.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+    return output, None

@@ -756,6 +756,100 @@ register_conversion(
 
 # ---- Transformer-XL (transfo-xl → scratch-transfo-xl) --------------------------------------------------------
 
+# reference field → ours (the reference config is read as a plain dict: transformers 5 has no TransfoXLConfig)
+_TRANSFO_XL_FIELDS = {
+    "vocab_size": "vocab_size", "d_model": "hidden_size", "d_embed": "embedding_size", "n_head": "num_attention_heads",
+    "d_head": "head_dim", "d_inner": "intermediate_size", "n_layer": "num_hidden_layers", "div_val": "div_val",
+    "pre_lnorm": "pre_lnorm", "mem_len": "mem_len", "clamp_len": "clamp_len", "same_length": "same_length",
+    "untie_r": "untie_r", "cutoffs": "cutoffs", "tie_projs": "tie_projs", "dropout": "hidden_dropout_prob",
+    "dropatt": "attention_probs_dropout_prob", "layer_norm_epsilon": "layer_norm_eps", "init_std": "initializer_range",
+    "proj_init_std": "proj_init_std", "eos_token_id": "eos_token_id", "pad_token_id": "pad_token_id",
+    "tie_word_embeddings": "tie_word_embeddings",
+}
+
+
+def _transfo_xl_config_to_ours(reference: dict):
+    from .configuration_transfo_xl import ScratchTransfoXLConfig
+
+    if reference.get("attn_type", 0) != 0:
+        raise ValueError(
+            f"Only Transformer-XL's relative attention (attn_type=0) can be converted, got attn_type="
+            f"{reference['attn_type']} (the original code's absolute-position variants)."
+        )
+    if reference.get("sample_softmax", -1) > 0:
+        raise ValueError("Transformer-XL checkpoints with a sampled softmax (sample_softmax > 0) are not supported.")
+    fields = {ours: reference[name] for name, ours in _TRANSFO_XL_FIELDS.items() if reference.get(name) is not None}
+    if "tie_projs" not in fields and "cutoffs" in fields:  # configs that only carry proj_share_all_but_first
+        share = reference.get("proj_share_all_but_first", True)
+        fields["tie_projs"] = [False] + [share] * len(fields["cutoffs"])
+    return ScratchTransfoXLConfig(**fields, **_copy_fields(reference, ("id2label", "label2id", "bos_token_id")))
+
+
+def _transfo_xl_config_to_reference(config) -> dict:
+    return {name: getattr(config, ours) for name, ours in _TRANSFO_XL_FIELDS.items()}
+
+
+def _transfo_xl_has_no_transformers_class(config) -> bool:
+    raise ValueError(
+        "transformers 5 no longer ships Transformer-XL (TransfoXLLMHeadModel was removed), so to_transformers cannot "
+        "build one: share the hf_scratch model itself (save_pretrained carries its code for trust_remote_code=True). "
+        "Reference checkpoints load the other way with hf_scratch.convert.load_reference_checkpoint(path)."
+    )
+
+
+def _transfo_xl_weight_map(config) -> WeightMap:
+    from .modeling_transfo_xl import _has_projection
+
+    layer, ref = "model.layers.{i}", "transformer.layers.{i}"
+    rules = [
+        rule("model.word_embeddings.embeddings.{i}.weight", "transformer.word_emb.emb_layers.{i}.weight"),
+        rule("model.word_embeddings.projections.{i}", "transformer.word_emb.emb_projs.{i}"),
+        rule(f"{layer}.attention.qkv_proj.weight", f"{ref}.dec_attn.qkv_net.weight"),
+        rule(f"{layer}.attention.position_proj.weight", f"{ref}.dec_attn.r_net.weight"),
+        rule(f"{layer}.attention.out_proj.weight", f"{ref}.dec_attn.o_net.weight"),
+        *weight_and_bias(f"{layer}.attention_residual.norm", f"{ref}.dec_attn.layer_norm"),
+        *weight_and_bias(f"{layer}.feed_forward.fc_in", f"{ref}.pos_ff.CoreNet.0"),
+        *weight_and_bias(f"{layer}.feed_forward.fc_out", f"{ref}.pos_ff.CoreNet.3"),
+        *weight_and_bias(f"{layer}.feed_forward_residual.norm", f"{ref}.pos_ff.layer_norm"),
+        rule("lm_head.biases.{i}", "crit.out_layers.{i}.bias"),
+        rule("lm_head.cluster_weight", "crit.cluster_weight"),
+        rule("lm_head.cluster_bias", "crit.cluster_bias"),
+    ]
+    ignore = ["transformer.pos_emb.inv_freq"]  # a buffer rebuilt from hidden_size
+    if config.untie_r:  # u, v per layer
+        rules += [
+            rule(f"{layer}.attention.content_bias", f"{ref}.dec_attn.r_w_bias"),
+            rule(f"{layer}.attention.position_bias", f"{ref}.dec_attn.r_r_bias"),
+        ]
+    else:  # shared u, v; pickled checkpoints also hold each layer's alias of them
+        rules += [rule("model.content_bias", "transformer.r_w_bias"), rule("model.position_bias", "transformer.r_r_bias")]
+        ignore += [f"{ref}.dec_attn.r_w_bias", f"{ref}.dec_attn.r_r_bias"]
+    # Tied softmax tensors are read from the input embedding; checkpoints may still hold their copies.
+    if config.tie_word_embeddings:
+        ignore.append("crit.out_layers.{i}.weight")
+    else:
+        rules.append(rule("lm_head.weights.{i}", "crit.out_layers.{i}.weight"))
+    for cluster, tied in enumerate(config.tie_projs):
+        if _has_projection(config) and not tied:
+            rules.append(rule(f"lm_head.projections.{cluster}", f"crit.out_projs.{cluster}"))
+        else:
+            ignore.append(f"crit.out_projs.{cluster}")
+    return WeightMap(rules, ignore_reference=ignore)
+
+
+register_conversion(
+    Conversion(
+        reference_model_type="transfo-xl",
+        reference_prefix="transformer",
+        heads={"TransfoXLLMHeadModel": "ScratchTransfoXLLMHeadModel", "TransfoXLModel": "ScratchTransfoXLModel"},
+        config_to_ours=_transfo_xl_config_to_ours,
+        config_to_reference=_transfo_xl_config_to_reference,
+        weight_map=_transfo_xl_weight_map,
+        accepts=_transfo_xl_has_no_transformers_class,
+    ),
+    scratch_model_type="scratch-transfo-xl",
+)
+
 # ---- Longformer (longformer → scratch-longformer) ------------------------------------------------------------
 
 _LONGFORMER_SHARED_FIELDS = _BERT_SHARED_FIELDS + ("attention_window", "sep_token_id")

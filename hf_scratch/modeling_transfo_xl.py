@@ -1,0 +1,563 @@
+"""Transformer-XL (Dai et al. 2019), from scratch, read top-down in the order of the paper (seed 004 §1):
+
+1. adaptive input embeddings (Baevski & Auli 2019): frequent words get wide vectors, rare ones narrow vectors
+   projected to the model width, all scaled by √d_model;
+2. segment-level recurrence (§1.2.1): every layer attends over [SG(m^{n-1}_τ) ∘ h^{n-1}_τ], the stop-gradient memory
+   of the previous segment(s) concatenated with the current one; the new memory is the last ``mem_len`` inputs of
+   each layer, detached;
+3. relative positional encoding (§1.2.2): the score between query i and key j is
+       A^rel_{i,j} = (a) q_iᵀ k_j + (b) q_iᵀ W_R R_{i-j} + (c) uᵀ k_j + (d) vᵀ W_R R_{i-j}
+   with R the sinusoidal encoding of the distance i - j (clamped at ``clamp_len``), u and v learned; (b)+(d) are
+   computed for all distances at once and aligned by the relative shift;
+4. the layer (§1.2.3): causal relative attention over memory + segment, residual + LayerNorm, position-wise
+   feed-forward (ReLU), residual + LayerNorm (post-LN, or pre-LN with ``pre_lnorm``);
+5. the adaptive softmax (Grave et al. 2017) over the clustered vocabulary, whose weights and projections may be
+   tied to the adaptive input.
+
+Memory is ``mems``: a list with one (batch, memory_length, hidden_size) tensor per layer, returned by every forward
+and passed back in for the next segment (batch-first; the converter handles the reference's sequence-first layout).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.utils import ModelOutput
+
+from .attention import (
+    attend_with_score_bias,
+    causal_mask,
+    causal_window_mask,
+    check_attention_mask,
+    check_attn_implementation,
+    combine_masks,
+    merge_heads,
+    padding_mask,
+)
+from .configuration_transfo_xl import ScratchTransfoXLConfig
+from .layers import FeedForward, ResidualNorm, check_input_ids, check_one_input, token_cross_entropy
+from .positional import relative_sinusoidal_embedding
+
+# --------------------------------------------------------------------------------------------------------------
+# 1. Adaptive input embeddings
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _embedding_tables(config: ScratchTransfoXLConfig) -> list[tuple[int, int, int]]:
+    """(low, high, width) of each embedding table: one table for the whole vocabulary when ``div_val == 1``,
+    otherwise one per cluster with width d_embed // div_val^i."""
+    if config.div_val == 1:
+        return [(0, config.vocab_size, config.embedding_size)]
+    return [(low, high, config.cluster_embedding_size(i)) for i, (low, high) in enumerate(config.cluster_bounds())]
+
+
+class _Projections(nn.ParameterList):
+    """The projections P_c (hidden_size × cluster width) between a cluster's width and the model's."""
+
+
+class _ProjectionsByCluster(nn.ParameterDict):
+    """The softmax's own (untied) projections, keyed by cluster number."""
+
+
+class _OutputWeights(nn.ParameterList):
+    """The softmax's own output embeddings, one per table (only when not tied to the input)."""
+
+
+class _OutputBiases(nn.ParameterList):
+    """The softmax's output biases, one per table."""
+
+
+def _has_projection(config: ScratchTransfoXLConfig) -> bool:
+    """Embeddings narrower than the model (or any cluster when div_val > 1) are projected to ``hidden_size``."""
+    return config.div_val > 1 or config.embedding_size != config.hidden_size
+
+
+class ScratchTransfoXLAdaptiveEmbedding(nn.Module):
+    """x = √d_model · P_c E_c[w] for the cluster c holding word w (P_c absent when E_c is already d_model wide)."""
+
+    def __init__(self, config: ScratchTransfoXLConfig):
+        super().__init__()
+        self.vocab_size = config.vocab_size
+        self.hidden_size = config.hidden_size
+        self.scale = config.hidden_size**0.5
+        self.tables = _embedding_tables(config)
+        self.embeddings = nn.ModuleList(nn.Embedding(high - low, width) for low, high, width in self.tables)
+        self.projections = _Projections(
+            nn.Parameter(torch.empty(config.hidden_size, width)) for _, _, width in self.tables
+        ) if _has_projection(config) else _Projections()
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        check_input_ids(input_ids, self.vocab_size)
+        flat_ids = input_ids.reshape(-1)
+        dtype = self.embeddings[0].weight.dtype
+        embedded = torch.zeros(flat_ids.shape[0], self.hidden_size, dtype=dtype, device=flat_ids.device)
+        for index, (low, high, _) in enumerate(self.tables):
+            positions = ((flat_ids >= low) & (flat_ids < high)).nonzero().squeeze(1)
+            if positions.numel() == 0:
+                continue
+            vectors = self.embeddings[index](flat_ids[positions] - low)
+            if len(self.projections):
+                vectors = F.linear(vectors, self.projections[index])
+            embedded.index_copy_(0, positions, vectors)
+        return embedded.view(*input_ids.shape, self.hidden_size) * self.scale
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 3. Relative multi-head attention: A_rel = (a) + (b) + (c) + (d)
+# --------------------------------------------------------------------------------------------------------------
+
+
+def relative_shift(position_scores: torch.Tensor) -> torch.Tensor:
+    """Align the position scores: (batch, heads, q, k) with column r holding distance k-1-r for every query → column j
+    holding the distance between query i and key j, i.e. (mem + i) - j.
+
+    The paper's trick (appendix B): pad one zero column on the left, read the (q, k+1) block as (k+1, q), drop the
+    first row and read it back as (q, k). Row i ends up shifted left by q-1-i, with no gather and no index tensor.
+    Entries for keys after the query (j > mem + i) are garbage; the causal mask removes them."""
+    batch, heads, query_length, key_length = position_scores.shape
+    padded = F.pad(position_scores, (1, 0))
+    padded = padded.view(batch, heads, key_length + 1, query_length)
+    return padded[:, :, 1:].reshape(batch, heads, query_length, key_length)
+
+
+class ScratchTransfoXLRelativeAttention(nn.Module):
+    """Relative multi-head attention over [memory ∘ segment] (seed 004 §1.2.2-1.2.3).
+
+    q = W_q h_τ (current segment only), k = W_k [m ∘ h], v = W_v [m ∘ h], W_R R (``position_proj``);
+    A_rel = (q + u)ᵀ k  [terms (a) + (c)]  +  shift((q + v)ᵀ W_R R)  [terms (b) + (d)], scaled by 1/√d_head.
+    u (``content_bias``) and v (``position_bias``) are this layer's own or, with ``untie_r=False``, the model's.
+    """
+
+    def __init__(self, config: ScratchTransfoXLConfig, own_biases: bool):
+        super().__init__()
+        self.config = config
+        self.num_heads, self.head_dim = config.num_attention_heads, config.head_dim
+        inner = config.num_attention_heads * config.head_dim
+        self.qkv_proj = nn.Linear(config.hidden_size, 3 * inner, bias=False)
+        self.position_proj = nn.Linear(config.hidden_size, inner, bias=False)
+        self.out_proj = nn.Linear(inner, config.hidden_size, bias=False)
+        self.dropout = config.attention_probs_dropout_prob
+        if own_biases:
+            self.content_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
+            self.position_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, length, heads·d) → (batch, heads, length, d)."""
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(-3, -2)
+
+    def forward(
+        self,
+        context: torch.Tensor,
+        query_length: int,
+        relative_positions: torch.Tensor,
+        allowed: Optional[torch.Tensor],
+        content_bias: torch.Tensor,
+        position_bias: torch.Tensor,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        inner = self.num_heads * self.head_dim
+        # Queries only for the current segment; keys and values for memory + segment (one GEMM for both).
+        query = self._heads(F.linear(context[:, -query_length:], self.qkv_proj.weight[:inner]))
+        key, value = F.linear(context, self.qkv_proj.weight[inner:]).chunk(2, dim=-1)
+        key, value = self._heads(key), self._heads(value)
+        positions = self.position_proj(relative_positions).view(-1, self.num_heads, self.head_dim).transpose(0, 1)
+
+        scale = 1.0 / math.sqrt(self.head_dim)
+        position_scores = torch.matmul(query + position_bias[:, None], positions.transpose(-1, -2))  # (b) + (d)
+        position_scores = relative_shift(position_scores) * scale
+        output, weights = attend_with_score_bias(
+            query + content_bias[:, None],  # (a) + (c) inside the kernel
+            key,
+            value,
+            position_scores,
+            allowed,
+            implementation=self.config._attn_implementation,
+            dropout=self.dropout if self.training else 0.0,
+            scale=scale,
+            output_attentions=output_attentions,
+        )
+        return self.out_proj(merge_heads(output)), weights
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 4. The layer
+# --------------------------------------------------------------------------------------------------------------
+
+
+class ScratchTransfoXLLayer(GradientCheckpointingLayer):
+    """h̃ = [SG(m) ∘ h]; a = LN(h + RelAttn(h, h̃)); out = LN(a + FFN(a)) — or the pre-LN variant (seed 004 §1.2.3)."""
+
+    def __init__(self, config: ScratchTransfoXLConfig):
+        super().__init__()
+        self.attention = ScratchTransfoXLRelativeAttention(config, own_biases=config.untie_r)
+        self.attention_residual = ResidualNorm(
+            config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob, pre_norm=config.pre_lnorm
+        )
+        self.feed_forward = FeedForward(
+            config.hidden_size, config.intermediate_size, config.hidden_act, activation_dropout=config.hidden_dropout_prob
+        )
+        self.feed_forward_residual = ResidualNorm(
+            config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob, pre_norm=config.pre_lnorm
+        )
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        relative_positions: torch.Tensor,
+        allowed: Optional[torch.Tensor],
+        memory: Optional[torch.Tensor],
+        content_bias: torch.Tensor,
+        position_bias: torch.Tensor,
+        output_attentions: bool = False,
+    ):
+        context = hidden_states if memory is None else torch.cat([memory, hidden_states], dim=1)
+        attended, weights = self.attention(
+            self.attention_residual.before(context), hidden_states.shape[1], relative_positions, allowed,
+            content_bias, position_bias, output_attentions,
+        )
+        hidden_states = self.attention_residual.after(hidden_states, attended)
+        transformed = self.feed_forward(self.feed_forward_residual.before(hidden_states))
+        return self.feed_forward_residual.after(hidden_states, transformed), weights
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 5. Adaptive softmax
+# --------------------------------------------------------------------------------------------------------------
+
+
+class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
+    """log p(w | h) over a clustered vocabulary (Grave et al. 2017), with projections as in Transformer-XL.
+
+    The head cluster scores its words and one "go to cluster c" entry per tail cluster:
+        log p(w) = log softmax([W_0; C] P_0ᵀ h + [b_0; c])[w]                       for w in the head,
+        log p(w) = log p_head(cluster c) + log softmax(W_c P_cᵀ h + b_c)[w - low_c]   for w in tail cluster c.
+    With ``tie_word_embeddings`` the W_c are the input embedding tables; with ``tie_projs[c]`` P_c is the input
+    projection: tied tensors are read from the embedding at call time and never stored twice. Without cutoffs this
+    is the ordinary softmax log softmax(W P h + b).
+    """
+
+    def __init__(self, config: ScratchTransfoXLConfig):
+        super().__init__()
+        self.config = config
+        self.tables = _embedding_tables(config)
+        self.bounds = config.cluster_bounds()
+        self.biases = _OutputBiases(nn.Parameter(torch.empty(high - low)) for low, high, _ in self.tables)
+        self.weights = _OutputWeights(
+            () if config.tie_word_embeddings else (nn.Parameter(torch.empty(high - low, width)) for low, high, width in self.tables)
+        )
+        self.projections = _ProjectionsByCluster(
+            {
+                str(cluster): nn.Parameter(torch.empty(config.hidden_size, self._cluster_width(cluster)))
+                for cluster in range(config.num_clusters)
+                if _has_projection(config) and not config.tie_projs[cluster]
+            }
+        )
+        if config.num_clusters > 1:
+            self.cluster_weight = nn.Parameter(torch.empty(config.num_clusters - 1, config.embedding_size))
+            self.cluster_bias = nn.Parameter(torch.empty(config.num_clusters - 1))
+
+    def _cluster_width(self, cluster: int) -> int:
+        return self.tables[0][2] if self.config.div_val == 1 else self.tables[cluster][2]
+
+    def cluster_parameters(self, cluster: int, embedding: ScratchTransfoXLAdaptiveEmbedding):
+        """(W_c, b_c, P_c or None) of one cluster, reading tied tensors from the input embedding."""
+        table = 0 if self.config.div_val == 1 else cluster
+        weight = embedding.embeddings[table].weight if self.config.tie_word_embeddings else self.weights[table]
+        bias = self.biases[table]
+        if self.config.div_val == 1:  # one table for the whole vocabulary: slice the cluster out of it
+            low, high = self.bounds[cluster]
+            weight, bias = weight[low:high], bias[low:high]
+        projection = None
+        if _has_projection(self.config):
+            projection = embedding.projections[table] if self.config.tie_projs[cluster] else self.projections[str(cluster)]
+        return weight, bias, projection
+
+    @staticmethod
+    def _logits(hidden: torch.Tensor, weight, bias, projection) -> torch.Tensor:
+        if projection is not None:
+            hidden = F.linear(hidden, projection.t())
+        return F.linear(hidden, weight, bias)
+
+    def forward(self, hidden_states: torch.Tensor, embedding: ScratchTransfoXLAdaptiveEmbedding) -> torch.Tensor:
+        """(…, hidden_size) → (…, vocab_size) log-probabilities."""
+        weight, bias, projection = self.cluster_parameters(0, embedding)
+        if len(self.bounds) == 1:
+            return torch.log_softmax(self._logits(hidden_states, weight, bias, projection).float(), dim=-1)
+        head_weight = torch.cat([weight, self.cluster_weight], dim=0)
+        head_bias = torch.cat([bias, self.cluster_bias], dim=0)
+        head = torch.log_softmax(self._logits(hidden_states, head_weight, head_bias, projection).float(), dim=-1)
+        shortlist = self.bounds[0][1]
+        pieces = [head[..., :shortlist]]
+        for cluster in range(1, len(self.bounds)):
+            tail = torch.log_softmax(self._logits(hidden_states, *self.cluster_parameters(cluster, embedding)).float(), dim=-1)
+            pieces.append(head[..., shortlist + cluster - 1, None] + tail)
+        return torch.cat(pieces, dim=-1)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ScratchTransfoXLModelOutput(ModelOutput):
+    """``mems``: the memory for the next segment, one (batch, ≤ mem_len, hidden) tensor per layer (None when
+    ``mem_len == 0``)."""
+
+    last_hidden_state: Optional[torch.Tensor] = None
+    mems: Optional[list[torch.Tensor]] = None
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+    attentions: Optional[tuple[torch.Tensor, ...]] = None
+
+
+@dataclass
+class ScratchTransfoXLLMHeadModelOutput(ModelOutput):
+    """``loss``: mean cross-entropy over predicted tokens (labels ≠ -100, shifted inside); ``logits``: the
+    log-probabilities of the adaptive softmax (valid logits: their softmax is the distribution)."""
+
+    loss: Optional[torch.Tensor] = None
+    logits: Optional[torch.Tensor] = None
+    mems: Optional[list[torch.Tensor]] = None
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+    attentions: Optional[tuple[torch.Tensor, ...]] = None
+
+
+class ScratchTransfoXLPreTrainedModel(PreTrainedModel):
+    config_class = ScratchTransfoXLConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    _no_split_modules = ["ScratchTransfoXLLayer"]
+    _skip_keys_device_placement = ["mems"]
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+
+    def __init__(self, config: ScratchTransfoXLConfig, *inputs, **kwargs):
+        super().__init__(config, *inputs, **kwargs)
+        check_attn_implementation(config._attn_implementation)
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """The reference's init="normal": weights N(0, init_std), projections N(0, proj_init_std), LayerNorm gains
+        N(1, init_std), biases 0. (transformers initialises each module that owns parameters directly, hence the
+        small parameter-list classes.)"""
+        std, projection_std = self.config.initializer_range, self.config.proj_init_std
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if getattr(module, "bias", None) is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            init.normal_(module.weight, mean=1.0, std=std)
+            init.zeros_(module.bias)
+        elif isinstance(module, (_Projections, _ProjectionsByCluster)):
+            for projection in module.parameters():
+                init.normal_(projection, mean=0.0, std=projection_std)
+        elif isinstance(module, _OutputWeights):
+            for weight in module:
+                init.normal_(weight, mean=0.0, std=std)
+        elif isinstance(module, _OutputBiases):
+            for bias in module:
+                init.zeros_(bias)
+        elif isinstance(module, ScratchTransfoXLAdaptiveSoftmax):
+            if hasattr(module, "cluster_weight"):
+                init.normal_(module.cluster_weight, mean=0.0, std=std)
+                init.zeros_(module.cluster_bias)
+        if isinstance(module, (ScratchTransfoXLRelativeAttention, ScratchTransfoXLModel)) and hasattr(module, "content_bias"):
+            init.normal_(module.content_bias, mean=0.0, std=std)
+            init.normal_(module.position_bias, mean=0.0, std=std)
+
+
+class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
+    """Adaptive input → L relative-attention layers over [memory ∘ segment]; returns the new memory (``mems``)."""
+
+    def __init__(self, config: ScratchTransfoXLConfig):
+        super().__init__(config)
+        self.word_embeddings = ScratchTransfoXLAdaptiveEmbedding(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        if not config.untie_r:  # u and v shared by every layer
+            self.content_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
+            self.position_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
+        self.layers = nn.ModuleList(ScratchTransfoXLLayer(config) for _ in range(config.num_hidden_layers))
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.word_embeddings = value
+
+    # -- memory ----------------------------------------------------------------------------------------------
+    def _check_mems(self, mems, batch_size: int) -> Optional[list[torch.Tensor]]:
+        if mems is None:
+            return None
+        if not isinstance(mems, (list, tuple)) or len(mems) != self.config.num_hidden_layers:
+            raise ValueError(
+                f"mems must be a list of {self.config.num_hidden_layers} tensors (one per layer, as returned in "
+                f"outputs.mems), got {type(mems).__name__} of length {len(mems) if hasattr(mems, '__len__') else '?'}."
+            )
+        lengths = {tuple(m.shape) for m in mems}
+        shape = next(iter(lengths))
+        if len(lengths) != 1 or len(shape) != 3 or shape[0] != batch_size or shape[2] != self.config.hidden_size:
+            raise ValueError(
+                f"every mems tensor must have shape (batch={batch_size}, memory_length, hidden_size="
+                f"{self.config.hidden_size}), got {sorted(lengths)}: pass the mems the previous segment of the same "
+                "batch returned (they are batch-first)."
+            )
+        return list(mems) if shape[1] > 0 else None
+
+    def _update_mems(self, layer_inputs: list[torch.Tensor], mems: Optional[list[torch.Tensor]]):
+        """New memory of each layer: the last ``mem_len`` of [old memory ∘ this segment's layer input], detached
+        (the stop-gradient SG(·) of seed 004 eq. in §1.2.1). ``mem_len`` is read from the config now."""
+        mem_len = self.config.mem_len
+        if mem_len == 0:
+            return None
+        with torch.no_grad():
+            if mems is None:
+                return [h[:, -mem_len:].detach() for h in layer_inputs]
+            return [torch.cat([m, h], dim=1)[:, -mem_len:].detach() for m, h in zip(mems, layer_inputs)]
+
+    # -- masks and positions ---------------------------------------------------------------------------------
+    def _attention_mask(self, key_is_real, query_length: int, key_length: int, device) -> torch.Tensor:
+        """Causal over memory + segment; with ``same_length`` each query also sees at most ``mem_len`` keys."""
+        window = None
+        if self.config.same_length and key_length > self.config.mem_len:
+            window = causal_window_mask(query_length, key_length, self.config.mem_len, device)
+        padding = padding_mask(key_is_real) if key_is_real is not None else None
+        return combine_masks(causal_mask(query_length, key_length, device), window, padding)
+
+    def _relative_positions(self, key_length: int, device, dtype) -> torch.Tensor:
+        """R for the distances key_length-1 … 0 (the first key is the farthest), clamped at ``clamp_len``."""
+        distances = torch.arange(key_length - 1, -1, -1, device=device, dtype=torch.float32)
+        if self.config.clamp_len > 0:
+            distances = distances.clamp(max=self.config.clamp_len)
+        return relative_sinusoidal_embedding(distances, self.config.hidden_size).to(dtype)
+
+    def _key_padding(self, attention_mask, batch: int, query_length: int, key_length: int, device):
+        """The user's 0/1 mask covers the current segment, optionally preceded by earlier tokens (as ``generate``
+        passes it): its last columns describe the last keys; memory it does not cover counts as real."""
+        if attention_mask is None:
+            return None
+        length = attention_mask.shape[-1] if attention_mask.dim() == 2 else -1
+        if length < query_length:
+            check_attention_mask(attention_mask, batch, query_length)  # raises with the expected shape
+        key_is_real = check_attention_mask(attention_mask, batch, length)[:, -key_length:]
+        if bool(key_is_real.all()):
+            return None  # restricts nothing
+        if key_is_real.shape[1] < key_length:
+            real_memory = torch.ones(batch, key_length - key_is_real.shape[1], dtype=torch.bool, device=device)
+            key_is_real = torch.cat([real_memory, key_is_real], dim=1)
+        return key_is_real
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        mems: Optional[list[torch.Tensor]] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        **kwargs,
+    ) -> ScratchTransfoXLModelOutput:
+        check_one_input(input_ids, inputs_embeds)
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        batch, query_length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        mems = self._check_mems(mems, batch)
+        memory_length = 0 if mems is None else mems[0].shape[1]
+        key_length = memory_length + query_length
+
+        embedded = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
+        device = embedded.device
+        key_is_real = self._key_padding(attention_mask, batch, query_length, key_length, device)
+        allowed = self._attention_mask(key_is_real, query_length, key_length, device)
+        relative_positions = self.dropout(self._relative_positions(key_length, device, embedded.dtype))
+
+        hidden_states = self.dropout(embedded)
+        layer_inputs, all_attentions = [], () if output_attentions else None
+        for index, layer in enumerate(self.layers):
+            layer_inputs.append(hidden_states)
+            owner = self if not self.config.untie_r else layer.attention
+            hidden_states, weights = layer(
+                hidden_states, relative_positions, allowed, None if mems is None else mems[index],
+                owner.content_bias, owner.position_bias, output_attentions,
+            )
+            if output_attentions:
+                all_attentions += (weights,)
+        hidden_states = self.dropout(hidden_states)
+        all_hidden_states = tuple(layer_inputs) + (hidden_states,) if output_hidden_states else None
+        return ScratchTransfoXLModelOutput(
+            last_hidden_state=hidden_states,
+            mems=self._update_mems(layer_inputs, mems),
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+        )
+
+
+class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMixin):
+    """Transformer-XL language model: the model above + the adaptive softmax. ``loss`` is the mean next-token
+    cross-entropy (labels shifted inside, -100 ignored); ``generate`` carries ``mems`` between steps."""
+
+    def __init__(self, config: ScratchTransfoXLConfig):
+        super().__init__(config)
+        self.model = ScratchTransfoXLModel(config)
+        self.lm_head = ScratchTransfoXLAdaptiveSoftmax(config)
+        self.loss_type = "ForCausalLM"  # Trainer counts num_items_in_batch over the shifted labels
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return None  # the adaptive softmax reads the input embedding directly (see ScratchTransfoXLAdaptiveSoftmax)
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        mems: Optional[list[torch.Tensor]] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        labels: Optional[torch.Tensor] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        num_items_in_batch: Optional[int] = None,
+        **kwargs,
+    ) -> ScratchTransfoXLLMHeadModelOutput:
+        outputs = self.model(
+            input_ids, mems=mems, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(outputs.last_hidden_state, self.model.word_embeddings)
+        loss = None
+        if labels is not None:
+            if labels.shape != logits.shape[:2]:
+                raise ValueError(
+                    f"labels must have the shape of input_ids {tuple(logits.shape[:2])}, got {tuple(labels.shape)} "
+                    "(they are shifted inside: pass labels = input_ids, with -100 where nothing is predicted)."
+                )
+            loss = token_cross_entropy(logits[:, :-1], labels[:, 1:], num_items_in_batch)
+        return ScratchTransfoXLLMHeadModelOutput(
+            loss=loss, logits=logits, mems=outputs.mems, hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+    # -- generate() carries the memory: outputs.mems → model_kwargs["past_key_values"] → mems ----------------
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False  # the memory is not a transformers Cache
+
+    def prepare_inputs_for_generation(self, input_ids, past_key_values=None, attention_mask=None, **kwargs):
+        """After the first step only the newest token is fed; everything before it lives in the memory."""
+        if past_key_values is not None:
+            input_ids = input_ids[:, -1:]
+        return {"input_ids": input_ids, "mems": past_key_values, "attention_mask": attention_mask}
+
+    @staticmethod
+    def _reorder_cache(mems: list[torch.Tensor], beam_idx: torch.Tensor) -> list[torch.Tensor]:
+        """Beam search: follow the surviving beams."""
+        return [m.index_select(0, beam_idx.to(m.device)) for m in mems]

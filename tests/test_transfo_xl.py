@@ -1,0 +1,347 @@
+"""Transformer-XL: reference parity (side-environment fixtures), memory equivalence, checkpoint conversion,
+generation with mems, properties and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+import hf_scratch
+from hf_scratch import ScratchTransfoXLConfig, ScratchTransfoXLLMHeadModel, ScratchTransfoXLModel
+from hf_scratch.convert import load_reference_checkpoint, to_transformers
+
+REFERENCE_FIXTURES = ("adaptive_div2", "adaptive_div1_preln")
+
+
+def tiny_config(**overrides) -> ScratchTransfoXLConfig:
+    settings = dict(
+        vocab_size=40, cutoffs=[10, 20], div_val=2, hidden_size=16, embedding_size=16, num_hidden_layers=2,
+        num_attention_heads=2, head_dim=8, intermediate_size=32, mem_len=8, clamp_len=6, same_length=False,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )
+    settings.update(overrides)
+    return ScratchTransfoXLConfig(**settings)
+
+
+def tiny_model(attn_implementation: str = "eager", **overrides) -> ScratchTransfoXLLMHeadModel:
+    torch.manual_seed(0)
+    model = ScratchTransfoXLLMHeadModel._from_config(tiny_config(**overrides), attn_implementation=attn_implementation)
+    with torch.no_grad():  # biases and cluster weights start at zero: randomise so every term matters
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.1)
+    return model.eval()
+
+
+def zero_memory(config, batch: int) -> list[torch.Tensor]:
+    """The reference's default start: mem_len zero vectors per layer (ours starts empty)."""
+    return [torch.zeros(batch, config.mem_len, config.hidden_size) for _ in range(config.num_hidden_layers)]
+
+
+# ---- parity with transformers 4.46's TransfoXLLMHeadModel (outputs saved by benchmarks/transfo_xl_reference.py) --
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("name", REFERENCE_FIXTURES)
+def test_reference_parity_two_segments_with_memory(fixtures_dir, name, implementation):
+    directory = fixtures_dir / "transfo_xl" / name
+    reference = load_file(str(directory / "reference_outputs.safetensors"))
+    model = load_reference_checkpoint(directory)
+    model.config._attn_implementation = implementation
+    first, second = reference["first_input_ids"], reference["second_input_ids"]
+    with torch.no_grad():
+        out1 = model(first, mems=zero_memory(model.config, first.shape[0]))
+        out2 = model(second, mems=out1.mems)
+        loss1 = model(first, mems=zero_memory(model.config, first.shape[0]), labels=first).loss
+        loss2 = model(second, mems=out1.mems, labels=second).loss
+    assert (out1.logits - reference["first_log_probs"]).abs().max() <= 1e-4
+    assert (out2.logits - reference["second_log_probs"]).abs().max() <= 1e-4
+    for index, memory in enumerate(out2.mems):
+        assert (memory - reference[f"second_mems_{index}"]).abs().max() <= 1e-4
+    assert abs(loss1 - reference["first_loss"][0]) <= 1e-4 and abs(loss2 - reference["second_loss"][0]) <= 1e-4
+    # our loss is the mean of the reference's per-token losses
+    assert abs(loss2 - reference["second_losses"].mean()) <= 1e-4
+
+
+def test_reference_config_translation(fixtures_dir):
+    reference = json.loads((fixtures_dir / "transfo_xl" / "adaptive_div1_preln" / "config.json").read_text())
+    config = load_reference_checkpoint(fixtures_dir / "transfo_xl" / "adaptive_div1_preln").config
+    assert config.hidden_size == reference["d_model"] and config.embedding_size == reference["d_embed"]
+    assert config.head_dim == reference["d_head"] and config.pre_lnorm and not config.untie_r
+    assert config.tie_projs == reference["tie_projs"] and config.cutoffs == reference["cutoffs"]
+    assert config.d_model == reference["d_model"]  # reference names still read
+
+
+# ---- memory ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overrides", [{}, {"same_length": True}, {"pre_lnorm": True, "untie_r": False}, {"cutoffs": []}])
+def test_two_segments_with_memory_equal_one_pass(overrides):
+    model = tiny_model(**overrides)
+    ids = torch.randint(0, 40, (2, 12))
+    with torch.no_grad():
+        whole = model(ids, output_hidden_states=True)
+        first = model(ids[:, :6])
+        second = model(ids[:, 6:], mems=first.mems)
+    assert (second.logits - whole.logits[:, 6:]).abs().max() <= 1e-5
+    # the memory is the last mem_len inputs of every layer, detached
+    assert len(second.mems) == 2 and all(m.shape == (2, 8, 16) and not m.requires_grad for m in second.mems)
+    for memory, layer_input in zip(second.mems, whole.hidden_states):
+        assert (memory - layer_input[:, -8:]).abs().max() <= 1e-5
+
+
+def test_memory_is_detached_from_the_graph():
+    model = tiny_model().train()
+    ids = torch.randint(0, 40, (2, 6))
+    first = model(ids, labels=ids)
+    assert all(not m.requires_grad for m in first.mems)
+    model(ids, mems=first.mems, labels=ids).loss.backward()  # no error: nothing flows into the first segment
+
+
+def test_mem_len_is_read_at_call_time():
+    model = tiny_model(mem_len=4)
+    ids = torch.randint(0, 40, (1, 6))
+    assert model(ids).mems[0].shape[1] == 4
+    model.config.mem_len = 10  # evaluate with a longer memory than trained with
+    out = model(ids)
+    assert out.mems[0].shape[1] == 6 and model(ids, mems=out.mems).mems[0].shape[1] == 10
+    model.config.mem_len = 0
+    assert model(ids).mems is None
+
+
+def test_same_length_limits_every_query_to_mem_len_keys():
+    model = tiny_model(same_length=True, mem_len=3)
+    ids = torch.randint(0, 40, (1, 5))
+    with torch.no_grad():
+        memory = model(ids).mems
+        weights = model(ids, mems=memory, output_attentions=True).attentions[0]
+    visible = (weights[0, 0] > 0).sum(-1)
+    assert visible.tolist() == [3] * 5  # 3 memory + 5 current keys, but each query sees exactly mem_len keys
+
+
+def test_clamp_len_shares_far_distances():
+    model = tiny_model(clamp_len=2)
+    far = model.model._relative_positions(6, torch.device("cpu"), torch.float32)
+    assert torch.equal(far[0], far[3]) and not torch.equal(far[3], far[4])
+
+
+# ---- kernels and properties -----------------------------------------------------------------------------------
+
+
+def test_eager_equals_sdpa_with_memory_and_padding():
+    eager, sdpa = tiny_model("eager", same_length=True), tiny_model("sdpa", same_length=True)
+    ids = torch.randint(0, 40, (2, 5))
+    mask = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])
+    with torch.no_grad():
+        memory = eager(ids).mems
+        a = eager(ids, mems=memory, attention_mask=mask).logits
+        b = sdpa(ids, mems=memory, attention_mask=mask).logits
+    assert (a - b).abs().max() <= 1e-5
+
+
+def test_left_padding_does_not_change_real_tokens():
+    model = tiny_model("sdpa")
+    ids = torch.randint(1, 40, (1, 5))
+    padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), ids], dim=1)
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        alone = model(ids).logits
+        batched = model(padded, attention_mask=mask).logits[:, 3:]
+    assert (alone - batched).abs().max() <= 1e-5  # relative positions: padding on the left shifts nothing
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fully_masked_rows_give_no_nan(dtype):
+    model = tiny_model("sdpa").to(dtype)
+    ids = torch.randint(0, 40, (2, 4))
+    mask = torch.tensor([[1, 1, 1, 1], [0, 0, 0, 0]])
+    with torch.no_grad():
+        out = model(ids, attention_mask=mask, output_attentions=False)
+        eager = model(ids, attention_mask=mask, output_attentions=True)
+    assert not out.logits.isnan().any() and not eager.logits.isnan().any()
+
+
+def test_adaptive_softmax_is_a_distribution_and_loss_is_mean_of_token_losses():
+    model = tiny_model(div_val=1, embedding_size=12, tie_word_embeddings=False)
+    ids = torch.randint(0, 40, (2, 7))
+    labels = ids.clone()
+    labels[0, 3] = -100
+    with torch.no_grad():
+        out = model(ids, labels=labels)
+    assert torch.allclose(out.logits.exp().sum(-1), torch.ones(2, 7), atol=1e-5)
+    targets = labels[:, 1:]
+    token_losses = -out.logits[:, :-1].gather(-1, targets.clamp(min=0)[..., None])[..., 0]
+    assert torch.allclose(out.loss, token_losses[targets != -100].mean(), atol=1e-6)
+
+
+def test_save_load_and_auto_classes(tmp_path):
+    model = tiny_model()
+    ids = torch.randint(0, 40, (1, 6))
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["auto_map"]["AutoModelForCausalLM"] == "modeling_transfo_xl.ScratchTransfoXLLMHeadModel"
+    assert saved["auto_map"]["AutoModel"] == "modeling_transfo_xl.ScratchTransfoXLModel"
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert isinstance(loaded, ScratchTransfoXLLMHeadModel)
+    assert all(torch.equal(value, loaded.state_dict()[key]) for key, value in model.state_dict().items())
+    with torch.no_grad():  # the loaded model runs SDPA, the original eager
+        assert (model(ids).logits - loaded(ids).logits).abs().max() <= 1e-5
+    assert isinstance(AutoModel.from_config(AutoConfig.from_pretrained(tmp_path)), ScratchTransfoXLModel)
+
+
+def test_to_transformers_explains_that_transformers_5_has_no_transfo_xl():
+    with pytest.raises(ValueError, match="no longer ships Transformer-XL"):
+        to_transformers(tiny_model())
+
+
+# ---- a transfo-xl checkpoint built by hand in the reference layout ---------------------------------------------
+
+
+def _hand_made_reference(tie: bool) -> tuple[dict, dict]:
+    """A wt103-style config (div_val 4, three cutoffs, per-layer u/v, same_length) and a state dict with the
+    reference key names, including the tied duplicates that pickled hub checkpoints carry."""
+    config = {
+        "architectures": ["TransfoXLLMHeadModel"], "model_type": "transfo-xl", "vocab_size": 64,
+        "cutoffs": [8, 16, 32], "d_model": 16, "d_embed": 16, "n_head": 2, "d_head": 8, "d_inner": 24, "div_val": 2,
+        "pre_lnorm": False, "n_layer": 2, "mem_len": 8, "clamp_len": 100, "same_length": True,
+        "proj_share_all_but_first": True, "attn_type": 0, "sample_softmax": -1, "adaptive": True, "dropout": 0.1,
+        "dropatt": 0.0, "untie_r": True, "init": "normal", "init_range": 0.01, "proj_init_std": 0.01,
+        "init_std": 0.02, "layer_norm_epsilon": 1e-5, "eos_token_id": 0, "tie_word_embeddings": tie,
+    }
+    g = torch.Generator().manual_seed(3)
+    rand = lambda *shape: torch.randn(*shape, generator=g) * 0.2  # noqa: E731
+    state = {"transformer.pos_emb.inv_freq": 1 / (10000 ** (torch.arange(0.0, 16, 2.0) / 16))}
+    bounds = [0, 8, 16, 32, 64]
+    for i in range(4):
+        size, width = bounds[i + 1] - bounds[i], 16 // 2**i
+        state[f"transformer.word_emb.emb_layers.{i}.weight"] = rand(size, width)
+        state[f"transformer.word_emb.emb_projs.{i}"] = rand(16, width)
+        state[f"crit.out_layers.{i}.weight"] = state[f"transformer.word_emb.emb_layers.{i}.weight"].clone() if tie else rand(size, width)
+        state[f"crit.out_layers.{i}.bias"] = rand(size)
+        state[f"crit.out_projs.{i}"] = state[f"transformer.word_emb.emb_projs.{i}"].clone() if i else rand(16, width)
+    state["crit.cluster_weight"], state["crit.cluster_bias"] = rand(3, 16), rand(3)
+    for layer in range(2):
+        p = f"transformer.layers.{layer}."
+        state.update({
+            p + "dec_attn.qkv_net.weight": rand(48, 16), p + "dec_attn.o_net.weight": rand(16, 16),
+            p + "dec_attn.r_net.weight": rand(16, 16), p + "dec_attn.r_w_bias": rand(2, 8),
+            p + "dec_attn.r_r_bias": rand(2, 8), p + "dec_attn.layer_norm.weight": 1 + rand(16),
+            p + "dec_attn.layer_norm.bias": rand(16), p + "pos_ff.CoreNet.0.weight": rand(24, 16),
+            p + "pos_ff.CoreNet.0.bias": rand(24), p + "pos_ff.CoreNet.3.weight": rand(16, 24),
+            p + "pos_ff.CoreNet.3.bias": rand(16), p + "pos_ff.layer_norm.weight": 1 + rand(16),
+            p + "pos_ff.layer_norm.bias": rand(16),
+        })
+    return config, state
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_hand_made_reference_checkpoint_loads_and_scores(tmp_path, tie):
+    config, state = _hand_made_reference(tie)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    model = load_reference_checkpoint(tmp_path)
+    assert isinstance(model, ScratchTransfoXLLMHeadModel) and not model.training
+    assert model.config.tie_projs == [False, True, True, True] and model.config.same_length
+    # weights land where they belong; tied softmax tensors are read from the input embedding
+    assert torch.equal(model.model.word_embeddings.embeddings[2].weight, state["transformer.word_emb.emb_layers.2.weight"])
+    assert torch.equal(model.model.layers[1].attention.position_bias, state["transformer.layers.1.dec_attn.r_r_bias"])
+    for cluster in range(4):
+        weight, bias, projection = model.lm_head.cluster_parameters(cluster, model.model.word_embeddings)
+        assert torch.equal(weight, state[f"crit.out_layers.{cluster}.weight"]) and torch.equal(bias, state[f"crit.out_layers.{cluster}.bias"])
+        assert torch.equal(projection, state[f"crit.out_projs.{cluster}"])
+    ids = torch.tensor([[1, 9, 17, 40, 63, 2], [5, 5, 30, 31, 0, 12]])
+    with torch.no_grad():
+        out = model(ids, labels=ids)
+        log_probs = out.logits
+    assert torch.allclose(log_probs.exp().sum(-1), torch.ones(2, 6), atol=1e-5)
+    assert torch.isfinite(out.loss) and out.loss > 0
+    # a tail word's log-probability = log p(cluster) + log p(word | cluster), computed by hand from the weights
+    hidden = model.model(ids).last_hidden_state[0, 0]
+    head = torch.log_softmax(torch.cat([state["crit.out_layers.0.weight"], state["crit.cluster_weight"]]) @ (state["crit.out_projs.0"].t() @ hidden)
+                             + torch.cat([state["crit.out_layers.0.bias"], state["crit.cluster_bias"]]), -1)
+    tail = torch.log_softmax(state["crit.out_layers.3.weight"] @ (state["crit.out_projs.3"].t() @ hidden) + state["crit.out_layers.3.bias"], -1)
+    assert torch.allclose(log_probs[0, 0, 40], head[8 + 2] + tail[40 - 32], atol=1e-5)
+
+
+def test_reference_checkpoint_with_foreign_weights_is_refused(tmp_path):
+    config, state = _hand_made_reference(True)
+    state["transformer.layers.0.dec_attn.extra.weight"] = torch.zeros(2)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    with pytest.raises(ValueError, match="no place in the hf_scratch model"):
+        load_reference_checkpoint(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**config, "attn_type": 2}))
+    with pytest.raises(ValueError, match="attn_type"):
+        load_reference_checkpoint(tmp_path)
+
+
+# ---- generation -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("same_length", [False, True])
+def test_greedy_generation_with_mems_equals_recomputing(same_length):
+    model = tiny_model(same_length=same_length, mem_len=16)
+    prompt = torch.randint(0, 40, (2, 4))
+    fed_lengths = []
+    hook = model.model.register_forward_pre_hook(lambda module, args, kwargs: fed_lengths.append(args[0].shape[1]), with_kwargs=True)
+    generated = model.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0, eos_token_id=None)
+    hook.remove()
+    assert fed_lengths == [4] + [1] * 7  # the prompt once, then one token per step: the rest is in the memory
+    sequence = prompt
+    with torch.no_grad():
+        for _ in range(8):  # recompute the whole window from scratch for every token
+            next_token = model(sequence).logits[:, -1].argmax(-1, keepdim=True)
+            sequence = torch.cat([sequence, next_token], dim=1)
+    assert torch.equal(generated, sequence)
+    without_memory = model.generate(prompt, max_new_tokens=8, do_sample=False, use_cache=False, pad_token_id=0, eos_token_id=None)
+    assert torch.equal(without_memory, sequence)
+
+
+def test_beam_search_runs_with_mems():
+    model = tiny_model()
+    out = model.generate(torch.randint(0, 40, (1, 3)), max_new_tokens=4, num_beams=3, do_sample=False, pad_token_id=0, eos_token_id=None)
+    assert out.shape == (1, 7)
+
+
+# ---- bad input and bad config -------------------------------------------------------------------------------
+
+
+def test_bad_inputs_raise_value_errors():
+    model = tiny_model()
+    ids = torch.randint(0, 40, (2, 5))
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        model(torch.tensor([[1, 40]]))
+    with pytest.raises(ValueError, match="mems must be a list of 2"):
+        model(ids, mems=[torch.zeros(2, 3, 16)])
+    with pytest.raises(ValueError, match="batch=2"):
+        model(ids, mems=[torch.zeros(3, 3, 16)] * 2)
+    with pytest.raises(ValueError, match="labels must have the shape"):
+        model(ids, labels=ids[:, :3])
+    with pytest.raises(ValueError, match="attention_mask"):
+        model(ids, attention_mask=torch.ones(2, 3))
+    with pytest.raises(ValueError, match="exactly one"):
+        model()
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"cutoffs": [20, 10]}, "increase strictly"),
+        ({"cutoffs": [10, 50]}, "increase strictly"),
+        ({"tie_projs": [True]}, "one flag per cluster"),
+        ({"mem_len": -1}, "mem_len"),
+        ({"same_length": True, "mem_len": 0}, "same_length"),
+        ({"div_val": 8, "cutoffs": [10, 20]}, "no dimensions"),
+        ({"hidden_dropout_prob": 1.5}, "dropout"),
+    ],
+)
+def test_bad_config_raises(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**overrides)
+
+
+def test_package_exports():
+    assert hf_scratch.ScratchTransfoXLConfig.model_type == "scratch-transfo-xl"
