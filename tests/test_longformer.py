@@ -1,0 +1,470 @@
+"""Longformer: parity with transformers on converted weights, the banded kernel against dense attention under the
+equivalent boolean mask (hypothesis, forward and gradients), properties, the HF contract, and bad input."""
+
+import json
+
+import pytest
+import torch
+import transformers
+from hypothesis import given
+from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
+from transformers import AutoModel, AutoModelForMaskedLM, LongformerConfig, pipeline
+
+from hf_scratch import (
+    ScratchLongformerConfig,
+    ScratchLongformerForMaskedLM,
+    ScratchLongformerForMultipleChoice,
+    ScratchLongformerForQuestionAnswering,
+    ScratchLongformerForSequenceClassification,
+    ScratchLongformerForTokenClassification,
+    ScratchLongformerModel,
+)
+from hf_scratch.attention import eager_attention, longformer_mask, merge_heads, sliding_window_mask, split_heads
+from hf_scratch.convert import from_transformers, to_transformers
+from hf_scratch.modeling_longformer import GlobalTokens, ScratchLongformerSelfAttention
+from hf_scratch.tokenization import train_tokenizer
+
+PAD, SEP = 1, 2
+# windows differ per layer; transformers pads to the largest one, so it must be a multiple of the others
+TINY = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+            max_position_embeddings=64, attention_window=[4, 8], pad_token_id=PAD, sep_token_id=SEP)
+
+
+def tiny_config(**overrides) -> ScratchLongformerConfig:
+    return ScratchLongformerConfig(**{**TINY, **overrides})
+
+
+def padded_batch(batch=3, length=13):
+    """Length 13 is no window multiple; row 1 and 2 are padded; three separators per row (transformers' QA needs
+    exactly three); global tokens include one on padding (row 2, position 6), which must stay masked."""
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(3, 97, (batch, length), generator=generator)
+    attention_mask = torch.ones(batch, length, dtype=torch.long)
+    attention_mask[1, 9:] = 0
+    attention_mask[2, 6:] = 0
+    input_ids[:, 3] = SEP
+    input_ids[:, 4] = SEP
+    for row in range(batch):
+        input_ids[row, int(attention_mask[row].sum()) - 1] = SEP
+    input_ids[attention_mask == 0] = PAD
+    global_attention_mask = torch.zeros_like(input_ids)
+    global_attention_mask[0, [0, 5, 11]] = 1
+    global_attention_mask[1, 2] = 1
+    global_attention_mask[2, 6] = 1
+    return input_ids, attention_mask, global_attention_mask
+
+
+def max_diff_on_real(expected, actual, attention_mask):
+    if expected.dim() >= 2 and expected.shape[:2] == attention_mask.shape:
+        expected, actual = expected[attention_mask.bool()], actual[attention_mask.bool()]
+    return (expected - actual).abs().max().item()
+
+
+# ---- parity with transformers -------------------------------------------------------------------------------
+
+HEADS = [
+    ("LongformerModel", "last_hidden_state", {}),
+    ("LongformerForMaskedLM", "logits", {}),
+    ("LongformerForSequenceClassification", "logits", {"num_labels": 3}),
+    ("LongformerForTokenClassification", "logits", {"num_labels": 5}),
+    ("LongformerForQuestionAnswering", "start_logits", {}),
+]
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("reference_name,field,extra", HEADS)
+def test_parity_with_transformers(reference_name, field, extra, attn_implementation):
+    torch.manual_seed(0)
+    reference = getattr(transformers, reference_name)(LongformerConfig(**TINY, **extra)).eval()
+    ours = from_transformers(reference).eval()
+    ours.config._attn_implementation = attn_implementation
+    assert type(ours).__name__ == reference_name.replace("Longformer", "ScratchLongformer")
+    input_ids, attention_mask, global_attention_mask = padded_batch()
+    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask)
+    with torch.no_grad():
+        expected = reference(**inputs, output_attentions=True)
+        actual = ours(**inputs, output_attentions=attn_implementation == "eager")
+    for name in [field, "end_logits"]:
+        if name in expected:
+            assert max_diff_on_real(expected[name], actual[name], attention_mask) <= 1e-4, name
+    if attn_implementation == "eager":  # weights in transformers' layout: global columns, then offsets -w/2 … w/2
+        real = attention_mask.bool()[:, None, :, None]
+        for layer, (a, b) in enumerate(zip(expected.attentions, actual.attentions)):
+            assert a.shape == b.shape, layer
+            assert (a - b).masked_fill(~real, 0).abs().max() <= 1e-5, layer
+        slot_is_real = GlobalTokens.from_mask(global_attention_mask.bool() & attention_mask.bool()).is_real
+        for layer, (a, b) in enumerate(zip(expected.global_attentions, actual.global_attentions)):
+            a = a[:, :, : input_ids.shape[1]]  # transformers leaves these padded to the window multiple
+            keep = real & slot_is_real[:, None, None, :]  # transformers fills missing slots with a uniform row
+            assert (a - b).masked_fill(~keep, 0).abs().max() <= 1e-5, layer
+
+    back = to_transformers(ours)
+    assert type(back) is type(reference)
+    reference_state, back_state = reference.state_dict(), back.state_dict()
+    assert set(reference_state) == set(back_state)
+    for key in reference_state:
+        assert torch.equal(reference_state[key], back_state[key]), key
+
+
+@pytest.mark.parametrize("reference_name", ["LongformerForSequenceClassification", "LongformerForQuestionAnswering"])
+def test_default_global_attention_matches_transformers(reference_name):
+    """Without a global_attention_mask: the first token (classification) or the question (QA) is global."""
+    reference = getattr(transformers, reference_name)(LongformerConfig(**TINY)).eval()
+    ours = from_transformers(reference).eval()
+    input_ids, attention_mask, _ = padded_batch()
+    with torch.no_grad():
+        expected = reference(input_ids=input_ids, attention_mask=attention_mask)
+        actual = ours(input_ids=input_ids, attention_mask=attention_mask)
+        no_global = ours(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=torch.zeros_like(input_ids))
+    field = "logits" if "logits" in expected else "start_logits"
+    assert max_diff_on_real(expected[field], actual[field], attention_mask) <= 1e-4
+    assert max_diff_on_real(no_global[field], actual[field], attention_mask) > 1e-4  # the default did something
+
+
+def test_multiple_choice_parity():
+    reference = transformers.LongformerForMultipleChoice(LongformerConfig(**TINY)).eval()
+    ours = from_transformers(reference).eval()
+    input_ids, attention_mask, _ = padded_batch(batch=4)
+    attention_mask[3] = 1
+    shape = (2, 2, input_ids.shape[-1])
+    inputs = dict(input_ids=input_ids.view(shape), attention_mask=attention_mask.view(shape))
+    labels = torch.tensor([0, 1])
+    with torch.no_grad():  # default global attention: the tokens after the first separator pair
+        expected, actual = reference(**inputs, labels=labels), ours(**inputs, labels=labels)
+    assert actual.logits.shape == (2, 2)
+    assert (expected.logits - actual.logits).abs().max() <= 1e-4
+    assert abs(expected.loss.item() - actual.loss.item()) <= 1e-4
+    back = to_transformers(ours)
+    assert all(torch.equal(back.state_dict()[k], v) for k, v in reference.state_dict().items())
+
+
+def test_masked_lm_loss_matches_reference():
+    reference = transformers.LongformerForMaskedLM(LongformerConfig(**TINY)).eval()
+    ours = from_transformers(reference).eval()
+    input_ids, attention_mask, global_attention_mask = padded_batch()
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask, labels=labels)
+    with torch.no_grad():
+        assert abs(reference(**kwargs).loss.item() - ours(**kwargs).loss.item()) <= 1e-5
+
+
+def test_load_reference_checkpoint_directory(tmp_path):
+    from hf_scratch.convert import load_reference_checkpoint
+
+    reference = transformers.LongformerForMaskedLM(LongformerConfig(**TINY)).eval()
+    reference.save_pretrained(tmp_path)
+    ours = load_reference_checkpoint(tmp_path)
+    assert isinstance(ours, ScratchLongformerForMaskedLM) and ours.config.attention_window == [4, 8]
+    input_ids, attention_mask, global_attention_mask = padded_batch()
+    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask)
+    with torch.no_grad():
+        assert max_diff_on_real(reference(**inputs).logits, ours(**inputs).logits, attention_mask) <= 1e-4
+
+
+# ---- the kernel against dense attention under the equivalent boolean mask ------------------------------------
+
+
+def dense_longformer_attention(attention: ScratchLongformerSelfAttention, hidden, key_is_real, is_global):
+    """The oracle: full n×n attention with ``longformer_mask`` for local rows, and the global projections over
+    every real key for the global rows (padded global tokens are not global)."""
+    heads = attention.num_heads
+    query, key, value = (split_heads(x, heads) for x in attention.qkv_proj(hidden).chunk(3, dim=-1))
+    allowed = longformer_mask(key_is_real, is_global, attention.one_sided_window, attention.dilations)
+    local, _ = eager_attention(query, key, value, allowed)
+    is_global = is_global & key_is_real
+    global_allowed = key_is_real[:, None, None, :] & is_global[:, None, :, None]
+    global_query = split_heads(attention.query_global(hidden), heads)
+    global_key, global_value = split_heads(attention.key_global(hidden), heads), split_heads(attention.value_global(hidden), heads)
+    global_rows, _ = eager_attention(global_query, global_key, global_value, global_allowed)
+    output = torch.where(is_global[:, None, :, None], global_rows, local)
+    return attention.out_proj(merge_heads(output))
+
+
+@st.composite
+def attention_problems(draw):
+    heads = draw(st.sampled_from([1, 2, 3]))
+    batch = draw(st.integers(1, 2))
+    length = draw(st.integers(1, 19))
+    window = 2 * draw(st.integers(1, 4))
+    dilations = [draw(st.sampled_from([1, 1, 2, 3])) for _ in range(heads)]
+    real_lengths = [draw(st.integers(0 if b else 1, length)) for b in range(batch)]
+    is_global = [[draw(st.booleans()) and draw(st.booleans()) for _ in range(length)] for _ in range(batch)]
+    implementation = draw(st.sampled_from(["eager", "sdpa"]))
+    return heads, length, window, dilations, real_lengths, is_global, implementation
+
+
+@given(attention_problems())
+def test_banded_kernel_equals_dense_attention(problem):
+    heads, length, window, dilations, real_lengths, is_global, implementation = problem
+    config = ScratchLongformerConfig(
+        hidden_size=4 * heads, num_attention_heads=heads, num_hidden_layers=1, intermediate_size=8, vocab_size=10,
+        attention_window=window, attention_dilation=[dilations], attention_probs_dropout_prob=0.0,
+    )
+    config._attn_implementation = implementation
+    attention = ScratchLongformerSelfAttention(config, 0)
+    key_is_real = torch.arange(length)[None, :] < torch.tensor(real_lengths)[:, None]
+    is_global = torch.tensor(is_global, dtype=torch.bool)
+    hidden = torch.randn(len(real_lengths), length, 4 * heads, requires_grad=True)
+    upstream = torch.randn(len(real_lengths), length, 4 * heads)
+
+    def run(fn):
+        attention.zero_grad()
+        hidden.grad = None
+        output = fn()
+        (output * upstream).sum().backward()
+        # without global tokens the global projections get no gradient at all: count that as zero
+        grads = [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in attention.parameters()]
+        return output.detach(), hidden.grad.clone(), grads
+
+    banded = run(lambda: attention(hidden, key_is_real, GlobalTokens.from_mask(is_global & key_is_real))[0])
+    dense = run(lambda: dense_longformer_attention(attention, hidden, key_is_real, is_global))
+    assert torch.allclose(banded[0], dense[0], atol=1e-5), "forward"
+    assert torch.allclose(banded[1], dense[1], atol=1e-5), "gradient of the input"
+    for a, b in zip(banded[2], dense[2]):
+        assert torch.allclose(a, b, atol=1e-5), "gradient of a weight"
+
+
+def test_sliding_window_mask_is_the_dilated_band():
+    mask = sliding_window_mask(9, 2, dilation=2)
+    assert mask[4].nonzero().flatten().tolist() == [0, 2, 4, 6, 8]
+    assert mask[1].nonzero().flatten().tolist() == [1, 3, 5]
+    assert sliding_window_mask(5, 1)[2].nonzero().flatten().tolist() == [1, 2, 3]
+
+
+class _LargestTensor(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(tensor, torch.Tensor):
+                self.largest = max(self.largest, tensor.numel())
+        return out
+
+
+@pytest.mark.parametrize("attention_dilation", [1, [[1, 4]]])
+def test_no_quadratic_tensor_anywhere(attention_dilation):
+    """Forward and backward at n = 1024 with a window of 16 never create a tensor of n²/16 elements."""
+    config = ScratchLongformerConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=8, attention_window=16, attention_dilation=attention_dilation,
+                                     max_position_embeddings=1100, hidden_dropout_prob=0.0)
+    model = ScratchLongformerModel(config)
+    length = 1024
+    input_ids = torch.randint(3, 50, (1, length))
+    global_attention_mask = torch.zeros_like(input_ids)
+    global_attention_mask[0, [0, 500]] = 1
+    with _LargestTensor() as mode:
+        model(input_ids=input_ids, global_attention_mask=global_attention_mask).last_hidden_state.sum().backward()
+    assert mode.largest < length * length // 16, mode.largest
+
+
+# ---- properties ----------------------------------------------------------------------------------------------
+
+
+def test_eager_equals_sdpa_with_dilation_and_globals():
+    torch.manual_seed(0)
+    dilated = dict(attention_dilation=[[1, 2, 1, 3], 2])
+    eager = ScratchLongformerForMaskedLM._from_config(tiny_config(**dilated), attn_implementation="eager").eval()
+    sdpa = ScratchLongformerForMaskedLM._from_config(tiny_config(**dilated), attn_implementation="sdpa").eval()
+    sdpa.load_state_dict(eager.state_dict())
+    assert eager.config._attn_implementation == "eager" and sdpa.config._attn_implementation == "sdpa"
+    input_ids, attention_mask, global_attention_mask = padded_batch()
+    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask)
+    with torch.no_grad():
+        a = eager(**inputs, output_attentions=True)
+        b = sdpa(**inputs)
+    assert max_diff_on_real(a.logits, b.logits, attention_mask) <= 1e-5
+    # local rows of real, non-global tokens sum to one over global columns + window; global rows are zero
+    is_global = (global_attention_mask.bool() & attention_mask.bool())[:, None, :]
+    sums = a.attentions[0].sum(-1)
+    real = attention_mask.bool()[:, None, :].expand_as(sums)
+    assert torch.allclose(sums[real & ~is_global], torch.ones(1), atol=1e-5)
+    assert (sums[~real] == 0).all() and (sums[is_global.expand_as(sums)] == 0).all()
+    # each real global token's weights over all tokens sum to one; missing slots (rows with fewer globals) are zero
+    slot_is_real = GlobalTokens.from_mask(is_global[:, 0]).is_real[:, None, :].float()
+    assert torch.allclose(a.global_attentions[0].sum(2), slot_is_real.expand(-1, 4, -1), atol=1e-5)
+
+
+def test_padding_invariance_and_global_on_padding_is_ignored():
+    model = ScratchLongformerForMaskedLM(tiny_config()).eval()
+    input_ids = torch.randint(3, 97, (1, 9))
+    padded = torch.cat([input_ids, torch.full((1, 6), PAD)], dim=1)
+    mask = torch.cat([torch.ones(1, 9), torch.zeros(1, 6)], dim=1).long()
+    global_alone = torch.zeros(1, 9, dtype=torch.long)
+    global_alone[0, 2] = 1
+    global_padded = torch.cat([global_alone, torch.ones(1, 6, dtype=torch.long)], dim=1)  # padding marked global
+    with torch.no_grad():
+        alone = model(input_ids=input_ids, global_attention_mask=global_alone).logits
+        with_padding = model(input_ids=padded, attention_mask=mask, global_attention_mask=global_padded).logits[:, :9]
+    assert (alone - with_padding).abs().max() <= 1e-5
+
+
+def test_dilation_changes_what_a_token_sees():
+    """With dilation 2 and window 4, token 8 sees 4, 6, 8, 10, 12: changing token 7 leaves it alone, token 12 not."""
+    config = tiny_config(num_hidden_layers=1, attention_window=4, attention_dilation=2)
+    model = ScratchLongformerModel(config).eval()
+    input_ids = torch.randint(3, 97, (1, 16))
+    with torch.no_grad():
+        base = model(input_ids=input_ids).last_hidden_state[0, 8]
+        for position, changes in [(7, False), (9, False), (12, True), (6, True)]:
+            edited = input_ids.clone()
+            edited[0, position] = (edited[0, position] + 1 - 3) % 94 + 3
+            moved = (model(input_ids=edited).last_hidden_state[0, 8] - base).abs().max() > 1e-6
+            assert bool(moved) == changes, position
+
+
+def test_save_load_roundtrip_through_auto_classes(tmp_path):
+    model = ScratchLongformerForMaskedLM(tiny_config(attention_dilation=[1, [1, 2, 2, 1]])).eval()
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["auto_map"] == ScratchLongformerConfig.default_auto_map
+    for module_file in ["modeling_longformer.py", "configuration_longformer.py", "configuration_common.py",
+                        "attention.py", "layers.py", "positional.py"]:
+        assert (tmp_path / module_file).exists(), module_file
+    reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    assert type(reloaded) is ScratchLongformerForMaskedLM
+    assert reloaded.mlm_head.decoder.weight is reloaded.model.embeddings.word.weight
+    input_ids, attention_mask, global_attention_mask = padded_batch()
+    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask)
+    with torch.no_grad():
+        assert torch.equal(model(**inputs).logits, reloaded(**inputs).logits)
+    assert type(AutoModel.from_pretrained(tmp_path)) is ScratchLongformerModel
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_padded_rows_and_padded_globals_give_no_nan(dtype, attn_implementation):
+    config = tiny_config(attention_dilation=[[1, 2, 1, 2], 1])
+    model = ScratchLongformerModel._from_config(config, attn_implementation=attn_implementation).to(dtype)
+    input_ids, attention_mask, global_attention_mask = padded_batch()
+    attention_mask[0] = 0  # a row that may attend nothing at all, with global tokens on it
+    out = model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
+                output_attentions=attn_implementation == "eager")
+    assert torch.isfinite(out.last_hidden_state).all()
+    out.last_hidden_state.float().sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    if out.attentions:
+        assert (out.attentions[0][0] == 0).all() and (out.attentions[0][2, :, 6:] == 0).all()
+
+
+def test_gradient_checkpointing_gives_same_gradients():
+    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    plain = ScratchLongformerForMaskedLM(config).train()
+    checkpointed = ScratchLongformerForMaskedLM(config).train()
+    checkpointed.load_state_dict(plain.state_dict())
+    checkpointed.gradient_checkpointing_enable()
+    assert all(layer.gradient_checkpointing for layer in checkpointed.model.layers)
+    input_ids, attention_mask, global_attention_mask = padded_batch()
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    for model in (plain, checkpointed):
+        model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
+              labels=labels).loss.backward()
+    for (name, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
+
+
+def test_heads_compute_losses():
+    input_ids, attention_mask, _ = padded_batch()
+    regression = ScratchLongformerForSequenceClassification(tiny_config(num_labels=1))
+    assert regression(input_ids=input_ids, labels=torch.tensor([0.5, 1.0, -1.0])).loss.ndim == 0
+    assert regression.config.problem_type == "regression"
+    qa = ScratchLongformerForQuestionAnswering(tiny_config())
+    assert qa(input_ids=input_ids, start_positions=torch.tensor([5, 6, 3]), end_positions=torch.tensor([6, 7, 3])).loss > 0
+    tokens = ScratchLongformerForTokenClassification(tiny_config(num_labels=4)).eval()
+    labels = torch.randint(0, 4, input_ids.shape).masked_fill(attention_mask == 0, -100)
+    count = int((labels != -100).sum())
+    with torch.no_grad():
+        mean = tokens(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        summed = tokens(input_ids=input_ids, attention_mask=attention_mask, labels=labels, num_items_in_batch=2 * count).loss
+    assert mean > 0 and torch.allclose(summed, mean / 2, atol=1e-6)
+
+
+# ---- bad input -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (dict(attention_window=5), "even"),
+        (dict(attention_window=[4, 8, 8]), "one window per layer"),
+        (dict(attention_dilation=0), "≥ 1"),
+        (dict(attention_dilation=[1, 2, 3]), "one entry per layer"),
+        (dict(attention_dilation=[[1, 2], 1]), "one value per head"),
+        (dict(hidden_size=30), "num_attention_heads"),
+        (dict(pad_token_id=None), "pad_token_id"),
+    ],
+)
+def test_config_rejects_impossible_values(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**overrides)
+
+
+@pytest.mark.parametrize(
+    "make_inputs,message",
+    [
+        (lambda: dict(input_ids=torch.randint(3, 97, (2, 63))), "max_position_embeddings"),
+        (lambda: dict(input_ids=torch.tensor([[3, 4, 97]])), "vocab"),
+        (lambda: dict(input_ids=torch.tensor([[3, 4, 5]]), attention_mask=torch.ones(1, 4)), "attention_mask"),
+        (lambda: dict(input_ids=torch.tensor([[3, 4, 5]]), global_attention_mask=torch.ones(1, 2)), "global_attention_mask"),
+        (lambda: dict(input_ids=torch.tensor([[3, 4, 5]]), global_attention_mask=torch.full((1, 3), 2)), "global_attention_mask"),
+    ],
+)
+def test_bad_inputs_raise_value_error(make_inputs, message):
+    model = ScratchLongformerModel(tiny_config()).eval()
+    with pytest.raises(ValueError, match=message):
+        model(**make_inputs())
+
+
+def test_default_global_attention_needs_a_separator():
+    qa = ScratchLongformerForQuestionAnswering(tiny_config()).eval()
+    with pytest.raises(ValueError, match="sep_token_id"):
+        qa(input_ids=torch.tensor([[5, 6, 7, 8]]))
+
+
+def test_dilated_model_does_not_convert_to_transformers():
+    with pytest.raises(ValueError, match="dilat"):
+        to_transformers(ScratchLongformerModel(tiny_config(attention_dilation=2)))
+
+
+# ---- pipelines -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wordpiece(fixtures_dir):
+    return train_tokenizer((fixtures_dir / "shakespeare.txt").read_text().splitlines(), "wordpiece", vocab_size=300)
+
+
+@pytest.fixture(scope="module")
+def pipeline_config(wordpiece):
+    return tiny_config(vocab_size=len(wordpiece), pad_token_id=wordpiece.pad_token_id, sep_token_id=wordpiece.sep_token_id,
+                       num_labels=2, id2label={0: "NEG", 1: "POS"}, label2id={"NEG": 0, "POS": 1},
+                       max_position_embeddings=128, attention_dilation=[1, [1, 2, 1, 2]])
+
+
+PIPELINES = [  # task, head, input, what every result must satisfy
+    ("fill-mask", ScratchLongformerForMaskedLM, "to be or not to [MASK]", lambda out, config: len(out) == 5 and all("token_str" in p for p in out)),
+    ("text-classification", ScratchLongformerForSequenceClassification, "my lord", lambda out, config: out[0]["label"] in {"NEG", "POS"}),
+    ("token-classification", ScratchLongformerForTokenClassification, "my good lord", lambda out, config: out and all(i["entity"] in {"NEG", "POS"} for i in out)),
+    ("feature-extraction", ScratchLongformerModel, "my lord", lambda out, config: torch.tensor(out).shape[-1] == config.hidden_size),
+]
+
+
+@pytest.mark.parametrize("task,head,text,check", PIPELINES, ids=[p[0] for p in PIPELINES])
+def test_transformers_pipelines(task, head, text, check, wordpiece, pipeline_config):
+    runner = pipeline(task, model=head(pipeline_config).eval(), tokenizer=wordpiece)
+    assert check(runner(text), pipeline_config)
+
+
+def test_question_answering_pipeline(wordpiece, pipeline_config, tmp_path):
+    """The extractive QA pipeline of hf_scratch.pipelines, loading a saved Longformer QA model through the Auto
+    classes; the question gets global attention by default."""
+    ScratchLongformerForQuestionAnswering(pipeline_config).eval().save_pretrained(tmp_path)
+    wordpiece.save_pretrained(tmp_path)
+    qa = pipeline("scratch-question-answering", model=str(tmp_path))
+    context = "the players shall laugh when the king is welcome"
+    answer = qa(question="who laughs?", context=context)
+    assert set(answer) >= {"answer", "score", "start", "end"}
+    assert answer["answer"] == context[answer["start"]:answer["end"]] and answer["answer"]
