@@ -632,6 +632,11 @@ def _marian_config_to_ours(reference: dict):
     for name in ("encoder_layerdrop", "decoder_layerdrop"):
         if reference.get(name, 0.0):
             raise ValueError(f"Marian {name}={reference[name]} (LayerDrop) has no counterpart in scratch-transformer.")
+    # Legacy BART-family switches some opus-mt config.json files still carry; all False in Marian's architecture.
+    for name in ("normalize_before", "add_final_layer_norm", "normalize_embedding", "add_bias_logits"):
+        if reference.get(name):
+            raise ValueError(f"Marian config has {name}=True, which transformers' Marian (and scratch-transformer) "
+                             "does not implement: this checkpoint needs a different architecture.")
     fields = {ours: reference[theirs] for theirs, ours in _MARIAN_FIELDS if reference.get(theirs) is not None}
     # Marian: one vocabulary unless stated otherwise; no separate flag means shared (its default).
     fields.setdefault("share_encoder_decoder_embeddings", True)

@@ -224,6 +224,29 @@ def test_marian_checkpoint_directory_loads_and_translates(tmp_path):
     assert torch.equal(reloaded.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10), expected)
 
 
+def test_opus_mt_style_pickle_checkpoint_loads(tmp_path):
+    """Older opus-mt checkpoints: pytorch_model.bin with every key (the tied per-side embedding copies, lm_head,
+    the sinusoidal tables) and a config.json with legacy BART-family keys and generation settings."""
+    reference = marian_reference()
+    directory = tmp_path / "opus-mt-de-en"
+    directory.mkdir()
+    torch.save(reference.state_dict(), directory / "pytorch_model.bin")
+    config = reference.config.to_dict()
+    config.update(architectures=["MarianMTModel"], static_position_embeddings=True, normalize_before=False,
+                  normalize_embedding=False, add_final_layer_norm=False, add_bias_logits=False,
+                  extra_pos_embeddings=PAD + 1)
+    (directory / "config.json").write_text(json.dumps(config))
+    ours = load_reference_checkpoint(directory)
+    input_ids, attention_mask = padded_sources()
+    expected = reference.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=3, max_new_tokens=10)
+    assert torch.equal(ours.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=3, max_new_tokens=10),
+                       expected)
+    config["normalize_before"] = True
+    (directory / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="normalize_before"):
+        load_reference_checkpoint(directory)
+
+
 def test_checkpoint_with_other_position_table_is_refused():
     reference = marian_reference()
     state = {k: v for k, v in reference.state_dict().items()}
