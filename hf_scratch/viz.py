@@ -118,7 +118,13 @@ def plot_attention_for_sentence(path, sentence: str, model_dir: Optional[str] = 
 
         from .convert import load_reference_checkpoint
 
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        except (OSError, ValueError) as error:
+            raise ValueError(
+                f"No tokenizer could be loaded from {model_dir} ({error}): save the tokenizer beside the model "
+                "(tokenizer.save_pretrained(model_dir)) to draw its attention for a sentence."
+            ) from None
         model_type = json.loads((Path(model_dir) / "config.json").read_text()).get("model_type", "")
         # an hf_scratch checkpoint loads as is; a reference one (bert, gpt2, …) is converted to ours first
         model = AutoModel.from_pretrained(model_dir) if model_type.startswith("scratch-") else load_reference_checkpoint(model_dir)
