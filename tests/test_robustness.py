@@ -187,6 +187,13 @@ def _logits(model, kwargs) -> torch.Tensor:
         return model(**kwargs).logits
 
 
+def _changed(ids: torch.Tensor, where, vocab: int) -> torch.Tensor:
+    """A copy of ``ids`` with the tokens at ``where`` (an index or slice of positions) replaced by other ids ≥ 3."""
+    changed = ids.clone()
+    changed[:, where] = (changed[:, where] - 2) % (vocab - 3) + 3
+    return changed
+
+
 def _pad_id(model) -> int:
     return model.config.pad_token_id if model.config.pad_token_id is not None else 0
 
@@ -222,20 +229,12 @@ def test_causal_no_leak(name, data):
     """Changing the token at position t changes no output before t (for seq2seq: decoder positions)."""
     family, s = FAMILIES[name], data.draw(sizes(name))
     model = family.build(s)
-    if family.seq2seq:
-        decoder_ids = s["decoder_ids"]
-        assume(decoder_ids.shape[1] >= 2)
-        t = data.draw(st.integers(1, decoder_ids.shape[1] - 1))
-        changed = decoder_ids.clone()
-        changed[:, t] = (changed[:, t] + 1 - 3) % (s["vocab"] - 3) + 3
-        before = _logits(model, family.inputs(s, s["ids"], None))
-        after = _logits(model, {**family.inputs(s, s["ids"], None), "decoder_input_ids": changed})
-    else:
-        t = data.draw(st.integers(1, s["length"] - 1))
-        changed = s["ids"].clone()
-        changed[:, t] = (changed[:, t] + 1 - 3) % (s["vocab"] - 3) + 3
-        before = _logits(model, family.inputs(s, s["ids"], None))
-        after = _logits(model, family.inputs(s, changed, None))
+    source, targets = s["ids"], s["decoder_ids"] if family.seq2seq else s["ids"]
+    assume(targets.shape[1] >= 2)
+    t = data.draw(st.integers(1, targets.shape[1] - 1))
+    key = "decoder_input_ids" if family.seq2seq else "input_ids"
+    before = _logits(model, family.inputs(s, source, None))
+    after = _logits(model, {**family.inputs(s, source, None), key: _changed(targets, t, s["vocab"])})
     _close(after[:, :t], before[:, :t])
     assert not torch.allclose(after[:, t:], before[:, t:]), "the changed token had no effect at all"
 
@@ -252,12 +251,10 @@ def test_longformer_window_no_leak(data):
     length = reach + 2 + s["pad"]
     ids = torch.randint(3, s["vocab"], (1, length), generator=torch.Generator().manual_seed(s["seed"]))
     model = family.build(s)
-    far = ids.clone()
-    far[:, reach + 1 :] = (far[:, reach + 1 :] + 1 - 3) % (s["vocab"] - 3) + 3
+    far = _changed(ids, slice(reach + 1, None), s["vocab"])
     base = _logits(model, family.inputs(s, ids, None))
     _close(_logits(model, family.inputs(s, far, None))[:, 0], base[:, 0])
-    near = ids.clone()
-    near[:, reach] = (near[:, reach] + 1 - 3) % (s["vocab"] - 3) + 3
+    near = _changed(ids, reach, s["vocab"])
     assert not torch.allclose(_logits(model, family.inputs(s, near, None))[:, 0], base[:, 0])
 
 
