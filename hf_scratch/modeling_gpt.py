@@ -89,6 +89,12 @@ class ScratchGPTEmbeddings(nn.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
+# GPT's GELU is the tanh approximation, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): transformers' "gelu_new" writes
+# it out as seven element-wise kernels, PyTorch's F.gelu(approximate="tanh") ("gelu_pytorch_tanh") is the same
+# function in one fused kernel (they differ by < 1e-6); the fused one is used.
+FUSED_EQUIVALENT_ACTIVATIONS = {"gelu_new": "gelu_pytorch_tanh"}
+
+
 class ScratchGPTBlock(GradientCheckpointingLayer):
     """GPT-1 (post-LN):  h = LN(x + MaskedMultiHead(x)),       out = LN(h + FFN(h))
     GPT-2 (pre-LN):   h = x + MaskedMultiHead(LN(x)),       out = h + FFN(LN(h))
@@ -104,7 +110,8 @@ class ScratchGPTBlock(GradientCheckpointingLayer):
             config, hidden, config.num_attention_heads, config.attention_probs_dropout_prob, layer_idx=layer_idx
         )
         self.attention_residual = ResidualNorm(hidden, eps, dropout, pre_norm=config.pre_norm)
-        self.feed_forward = FeedForward(hidden, config.intermediate_size, config.hidden_act)
+        activation = FUSED_EQUIVALENT_ACTIVATIONS.get(config.hidden_act, config.hidden_act)
+        self.feed_forward = FeedForward(hidden, config.intermediate_size, activation)
         self.feed_forward_residual = ResidualNorm(hidden, eps, dropout, pre_norm=config.pre_norm)
 
     def forward(self, hidden_states, mask: AttentionMask, past_key_values=None, output_attentions: bool = False):
@@ -182,7 +189,7 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         use_cache = self.config.use_cache if use_cache is None else use_cache
-        if self.is_activation_checkpointing and self.training:
+        if self.training and self.is_activation_checkpointing:
             use_cache = False
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=self.config)
@@ -244,6 +251,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):
         super().__init__(config)
         self.model = ScratchGPTModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self._decoding_weight = None  # (weight identity, (hidden, vocab) contiguous copy), see vocabulary_logits
         self.post_init()
 
     def get_output_embeddings(self):
@@ -251,6 +259,20 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):
 
     def set_output_embeddings(self, value):
         self.lm_head = value
+
+    def vocabulary_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """h_n W_eᵀ. While decoding on CPU without autograd (at most 4 rows per step) the product runs against a
+        contiguous (hidden, vocab) copy of the weight: the (vocab, hidden) layout makes x·Wᵀ a GEMV about 2× slower
+        there, and the LM head is the largest matrix of a small GPT (measured in benchmarks/bench_gpt.py). The copy
+        costs one more vocab × hidden matrix of memory and is rebuilt whenever the weight changes."""
+        weight = self.lm_head.weight
+        rows = hidden_states.shape[0] * hidden_states.shape[1]
+        if torch.is_grad_enabled() or weight.device.type != "cpu" or rows > 4:
+            return self.lm_head(hidden_states)
+        identity = (weight.data_ptr(), weight._version, weight.dtype)
+        if self._decoding_weight is None or self._decoding_weight[0] != identity:
+            self._decoding_weight = (identity, weight.detach().t().contiguous())
+        return torch.matmul(hidden_states, self._decoding_weight[1])
 
     def forward(
         self,
@@ -275,7 +297,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):
         hidden_states = outputs.last_hidden_state
         if logits_to_keep:  # generation needs only the last position's distribution
             hidden_states = hidden_states[:, -logits_to_keep:]
-        logits = self.lm_head(hidden_states)
+        logits = self.vocabulary_logits(hidden_states)
         loss = causal_lm_loss(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
         return CausalLMOutputWithPast(
             loss=loss,

@@ -445,3 +445,19 @@ def test_text_generation_and_classification_pipelines(fixtures_dir, tmp_path):
     classify = pipeline("text-classification", model=ScratchGPTForSequenceClassification(config).eval(), tokenizer=tokenizer)
     results = classify(["my lord", "to be or not to be, that is the question"])
     assert [set(r) for r in results] == [{"label", "score"}] * 2 and all(r["label"] in {"NEG", "POS"} for r in results)
+
+
+def test_decoding_lm_head_copy_matches_and_follows_weight_updates():
+    """The (hidden, vocab) copy used for decoding gives the lm_head's logits and is rebuilt when the weight changes."""
+    model = ScratchGPTLMHeadModel(tiny_config()).eval()
+    hidden = torch.randn(2, 1, 32)
+    with torch.no_grad():
+        assert torch.allclose(model.vocabulary_logits(hidden), model.lm_head(hidden), atol=1e-5)
+        model.lm_head.weight.mul_(2.0)  # in place, e.g. an optimizer step; tied: the embeddings change too
+        assert torch.allclose(model.vocabulary_logits(hidden), model.lm_head(hidden), atol=1e-5)
+    model.resize_token_embeddings(VOCAB + 3)  # a new weight tensor
+    with torch.no_grad():
+        assert model.vocabulary_logits(hidden).shape[-1] == VOCAB + 3
+    logits = model.vocabulary_logits(hidden)  # with autograd: the plain lm_head, gradients flow
+    logits.sum().backward()
+    assert model.lm_head.weight.grad is not None
