@@ -62,7 +62,6 @@ class ScratchTransformerEmbeddings(nn.Module):
 
     def __init__(self, config: ScratchTransformerConfig, vocab_size: int):
         super().__init__()
-        self.vocab_size = vocab_size
         self.tokens = nn.Embedding(vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.positions = SinusoidalPositionalEmbedding(
             config.max_position_embeddings, config.hidden_size, layout=config.sinusoidal_layout
@@ -73,7 +72,7 @@ class ScratchTransformerEmbeddings(nn.Module):
     def forward(self, input_ids, inputs_embeds, past_length: int = 0, name: str = "input_ids") -> torch.Tensor:
         """``inputs_embeds`` are used as given (already scaled); positions continue after ``past_length`` cached ones."""
         if inputs_embeds is None:
-            check_input_ids(input_ids, self.vocab_size, name=name)
+            check_input_ids(input_ids, self.tokens.num_embeddings, name=name)
             inputs_embeds = self.tokens(input_ids) * self.scale
         length = inputs_embeds.shape[1]
         position_ids = torch.arange(past_length, past_length + length, device=inputs_embeds.device)[None, :]
@@ -424,6 +423,19 @@ class ScratchTransformerForConditionalGeneration(ScratchTransformerPreTrainedMod
 
     def get_output_embeddings(self):
         return self.lm_head
+
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """Resize the source embeddings (and, when shared, the target embeddings and the tied output projection)."""
+        if not self.config.share_encoder_decoder_embeddings and not self.config.tie_word_embeddings:
+            raise ValueError(
+                "resize_token_embeddings resizes the source vocabulary, but this model's output projection is neither "
+                "shared with it nor tied to the target embeddings: resize model.model.encoder.embeddings.tokens "
+                "(source) and the target side separately."
+            )
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if self.config.share_encoder_decoder_embeddings:
+            self.config.decoder_vocab_size = self.config.vocab_size
+        return embeddings
 
     def set_output_embeddings(self, value):
         self.lm_head = value

@@ -133,6 +133,22 @@ def test_embeddings_shared_and_tied_as_configured(tmp_path):
     assert torch.equal(reloaded.lm_head.weight, untied.lm_head.weight)
 
 
+def test_resize_token_embeddings_keeps_sharing_and_ties():
+    model = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
+    model.resize_token_embeddings(70, mean_resizing=False)
+    assert model.config.vocab_size == model.config.decoder_vocab_size == 70
+    assert model.lm_head.bias.shape == (70,)
+    assert model.lm_head.weight.data_ptr() == model.model.decoder.embeddings.tokens.weight.data_ptr()
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([[65, 3]]), decoder_input_ids=torch.tensor([[1, 69]])).logits
+    assert logits.shape == (1, 2, 70)
+    untied = ScratchTransformerForConditionalGeneration(
+        tiny_config(share_encoder_decoder_embeddings=False, tie_word_embeddings=False)
+    )
+    with pytest.raises(ValueError, match="resize"):
+        untied.resize_token_embeddings(70)
+
+
 # ---- parity with transformers' Marian ------------------------------------------------------------------------
 
 
@@ -368,6 +384,32 @@ def test_save_load_roundtrip_through_auto_classes(tmp_path):
         b = reloaded(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
     assert torch.equal(a, b)
     assert type(AutoModel.from_pretrained(tmp_path)) is ScratchTransformerModel
+
+
+def test_remote_code_generates_the_same_without_hf_scratch(tmp_path):
+    """The saved directory carries its modeling code: a fresh interpreter with hf_scratch hidden loads it with
+    trust_remote_code and generates the same tokens (beam search over the EncoderDecoderCache)."""
+    import os
+    import subprocess
+    import sys
+
+    model = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
+    model.save_pretrained(tmp_path)
+    source = [[5, 6, 7, 8]]
+    expected = model.generate(torch.tensor(source), num_beams=3, max_new_tokens=5, min_new_tokens=5)
+    script = (
+        "import sys; sys.modules['hf_scratch'] = None\n"
+        "import torch; from transformers import AutoModelForSeq2SeqLM\n"
+        f"m = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True).eval()\n"
+        f"out = m.generate(torch.tensor({source}), num_beams=3, max_new_tokens=5, min_new_tokens=5)\n"
+        "print(type(m).__module__, ','.join(map(str, out[0].tolist())))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    module, tokens = result.stdout.split()[-2:]
+    assert "modeling_transformer" in module and not module.startswith("hf_scratch")
+    assert [int(t) for t in tokens.split(",")] == expected[0].tolist()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
