@@ -28,6 +28,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -39,7 +40,13 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 
-from .attention import check_attention_mask, check_attn_implementation, eager_attention, sdpa_attention
+from .attention import (
+    check_attention_mask,
+    check_attn_implementation,
+    eager_attention,
+    masked_softmax,
+    sdpa_attention,
+)
 from .configuration_longformer import ScratchLongformerConfig
 from .layers import (
     FeedForward,
@@ -301,28 +308,51 @@ class ScratchLongformerSelfAttention(nn.Module):
         output = torch.cat(outputs, dim=2)[:, :, inverse]
         return output, (torch.cat(weights, dim=1)[:, inverse] if weights else None)
 
-    def _global(self, hidden_states, key_is_real, globals_, implementation, dropout, output_attentions):
-        """The global tokens' rows: attend every real token with the global projections."""
-        query = self._heads(self.query_global(globals_.gather(hidden_states))).transpose(1, 2)  # (batch, heads, G, d)
-        key = self._heads(self.key_global(hidden_states)).transpose(1, 2)
-        value = self._heads(self.value_global(hidden_states)).transpose(1, 2)
+    def _global(self, hidden_states, key_is_real, globals_, dropout):
+        """The global tokens' rows: softmax(q_g K_gᵀ/√d) V_g over every real token, with the global projections.
+
+        K_g = X W_kᵀ + b_k and V_g = X W_vᵀ + b_v are never formed for all n tokens: per head,
+        q_g·k_j = (q_g W_k^h)·x_j + q_g·b_k^h, and Σ_j p_j v_j = W_v^h (Σ_j p_j x_j) + b_v^h Σ_j p_j. That costs O(G·heads·n·hidden) instead
+        of two n × hidden × hidden projections, and keeps no n × hidden tensor for the backward pass.
+        """
+        batch, length, hidden = hidden_states.shape
+        heads, dim = self.num_heads, self.head_dim
+        query = self._heads(self.query_global(globals_.gather(hidden_states))).transpose(1, 2) * dim**-0.5
+        key_weight = self.key_global.weight.view(heads, dim, hidden)
+        value_weight = self.value_global.weight.view(heads, dim, hidden)
+        query_in_input_space = torch.einsum("bhgd,hdc->bhgc", query, key_weight)  # (batch, heads, G, hidden)
+        scores = torch.matmul(query_in_input_space, hidden_states.transpose(1, 2)[:, None])  # (batch, heads, G, n)
+        # q_g·b_k^h: constant over the keys, kept so that every parameter takes part in the graph (DDP needs that)
+        scores = scores + torch.einsum("bhgd,hd->bhg", query, self.key_global.bias.view(heads, dim))[..., None]
         allowed = key_is_real[:, None, None, :] & globals_.is_real[:, None, :, None]
-        if output_attentions or implementation == "eager":
-            return eager_attention(query, key, value, allowed, dropout=dropout)
-        return sdpa_attention(query, key, value, allowed, dropout=dropout), None
+        weights = masked_softmax(scores, allowed)
+        dropped = F.dropout(weights, p=dropout) if dropout > 0.0 else weights
+        context = torch.matmul(dropped, hidden_states[:, None])  # (batch, heads, G, hidden)
+        output = torch.einsum("bhgc,hdc->bhgd", context, value_weight)
+        output = output + self.value_global.bias.view(1, heads, 1, dim) * dropped.sum(-1, keepdim=True)
+        return output, weights
 
     def forward(self, hidden_states, key_is_real, globals_: GlobalTokens, output_attentions: bool = False):
         implementation = self.config._attn_implementation
         dropout = self.dropout if self.training else 0.0
         query, key, value = (self._heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
-        output, local_weights = self._local(query, key, value, key_is_real, globals_, implementation, dropout, output_attentions)
+        if implementation == "sdpa" and not output_attentions and torch.is_grad_enabled():
+            # Keep only Q, K, V (views of one projection) for the backward pass and rebuild the 3× key windows
+            # there: the windows would be the largest tensors kept, and rebuilding them is cheap.
+            output, local_weights = checkpoint(
+                self._local, query, key, value, key_is_real, globals_, implementation, dropout, False, use_reentrant=False
+            )
+        else:
+            output, local_weights = self._local(query, key, value, key_is_real, globals_, implementation, dropout, output_attentions)
         global_weights = None
         if globals_.count:
-            global_output, global_weights = self._global(hidden_states, key_is_real, globals_, implementation, dropout, output_attentions)
+            global_output, global_weights = self._global(hidden_states, key_is_real, globals_, dropout)
             output = globals_.scatter(output, global_output.transpose(1, 2))
             if local_weights is not None:  # as in transformers: a global row's local weights are not used, zero them
                 local_weights = local_weights.masked_fill(globals_.is_global[:, None, :, None], 0.0)
                 global_weights = global_weights.transpose(2, 3)  # (batch, heads, n, G)
+            else:
+                global_weights = None
         output = self.out_proj(output.reshape(*output.shape[:2], -1))
         return output, local_weights, global_weights
 

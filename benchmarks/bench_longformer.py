@@ -1,0 +1,143 @@
+"""Longformer: ours vs transformers' LongformerForMaskedLM, side by side in one run.
+
+Configuration of issue 6: hidden 256, 2 layers, 4 heads, FFN 1024, window 256, one global token (the first),
+dropout 0, vocabulary 1000 (small, so that the attention rather than the vocabulary projection is measured).
+Our model is converted from the transformers one, so both compute the same function with the same weights.
+
+1. forward + backward (MLM loss on every token) at 4,096 tokens: time (round-robin, median) and peak memory;
+2. time and peak memory from 1k to 16k tokens, and time(16k) / time(4k);
+3. dilation on vs off at equal window (ours only: transformers has no dilation): heads with dilations 1, 2, 4, 8.
+
+Peak memory: each measurement runs in a fresh process (``common.peak_memory_mib``), which builds the model and
+inputs, resets the kernel's high-water mark, runs one forward + backward and reads the peak resident memory: what
+the step adds on top of the weights (activations, saved tensors, temporaries, gradients).
+
+    python benchmarks/bench_longformer.py [--lengths 1024,2048,4096,8192,16384] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from common import bar_plot, compare, in_repo_path, line_plot, peak_memory_mib, setup_threads, write_table
+
+in_repo_path()
+
+VOCAB = 1000
+CONFIG = dict(vocab_size=VOCAB, hidden_size=256, num_hidden_layers=2, num_attention_heads=4, intermediate_size=1024,
+              attention_window=256, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+              max_position_embeddings=16384 + 8)
+
+
+def build(which: str, length: int, dilation=1, seed: int = 0):
+    """The model (``"ours"``, ``"transformers"``) in train mode and its inputs; ours is converted from theirs."""
+    from transformers import LongformerConfig, LongformerForMaskedLM
+
+    import hf_scratch  # noqa: F401  (registers the Auto classes)
+    from hf_scratch.convert import from_transformers
+
+    torch.manual_seed(seed)
+    reference = LongformerForMaskedLM(LongformerConfig(**CONFIG))
+    if which == "transformers":
+        model = reference
+    else:
+        model = from_transformers(reference)
+        if dilation != 1:  # same weights, dilated pattern
+            config = model.config.to_dict()
+            config["attention_dilation"] = dilation
+            dilated = type(model)(type(model.config).from_dict(config))
+            dilated.load_state_dict(model.state_dict())
+            model = dilated
+    model.train()
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(3, VOCAB, (1, length), generator=generator)
+    global_attention_mask = torch.zeros_like(input_ids)
+    global_attention_mask[:, 0] = 1
+    inputs = dict(input_ids=input_ids, global_attention_mask=global_attention_mask, labels=input_ids)
+    return model, inputs
+
+
+def step_fn(model, inputs):
+    """One forward + backward of the MLM loss (no optimizer step: that is the same for both)."""
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        model(**inputs).loss.backward()
+
+    return step
+
+
+def setup_step(which: str, length: int, dilation=1):
+    """For ``peak_memory_mib``: build in the child process, return the step to measure."""
+    setup_threads()
+    model, inputs = build(which, length, dilation)
+    return step_fn(model, inputs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lengths", default="1024,2048,4096,8192,16384")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-memory", action="store_true")
+    args = parser.parse_args()
+    threads = setup_threads()
+    lengths = [int(x) for x in args.lengths.split(",")]
+    notes = [f"{threads} threads; hidden 256, 2 layers, 4 heads, FFN 1024, window 256, 1 global token, dropout 0, "
+             f"vocabulary {VOCAB}; forward + backward of the MLM loss; speed-up = transformers time / ours",
+             "memory: peak RSS a step adds over the built model, each in a fresh process"]
+
+    # 1 + 2: time and memory over lengths (4,096 is the headline row)
+    rows, times = [], {"ours": [], "transformers": []}
+    memory = {"ours": [], "transformers": []}
+    for length in lengths:
+        ours, ours_inputs = build("ours", length)
+        reference, reference_inputs = build("transformers", length)
+        repeats = args.repeats if length <= 4096 else max(2, args.repeats - 1)
+        timing = compare({"ours": step_fn(ours, ours_inputs), "transformers": step_fn(reference, reference_inputs)},
+                         warmup=1, repeats=repeats)
+        del ours, reference
+        row = {"tokens": length,
+               "ours (ms)": round(timing["ours"].median * 1e3, 1),
+               "transformers (ms)": round(timing["transformers"].median * 1e3, 1),
+               "speed-up": round(timing["transformers"].median / timing["ours"].median, 2),
+               "noise": f"{max(timing['ours'].spread, timing['transformers'].spread):.0%}"}
+        times["ours"].append(timing["ours"].median)
+        times["transformers"].append(timing["transformers"].median)
+        if not args.skip_memory:
+            for which in ("ours", "transformers"):
+                memory[which].append(peak_memory_mib(setup_step, which, length))
+            row["ours peak (MiB)"] = round(memory["ours"][-1])
+            row["transformers peak (MiB)"] = round(memory["transformers"][-1])
+            row["memory ratio"] = round(memory["ours"][-1] / memory["transformers"][-1], 2)
+        rows.append(row)
+        print(row, flush=True)
+    if 4096 in lengths and 16384 in lengths:
+        i4, i16 = lengths.index(4096), lengths.index(16384)
+        for which in ("ours", "transformers"):
+            notes.append(f"time(16k) / time(4k), {which}: {times[which][i16] / times[which][i4]:.2f}")
+    write_table("longformer_lengths", "Longformer MLM forward + backward vs length (ours vs transformers)", rows, notes)
+    line_plot("longformer_lengths", lengths, {k: [t * 1e3 for t in v] for k, v in times.items()},
+              xlabel="tokens", ylabel="forward + backward (ms)", logx=True, logy=True)
+    if memory["ours"]:
+        line_plot("longformer_memory", lengths, memory, xlabel="tokens", ylabel="peak memory added (MiB)", logx=True, logy=True)
+
+    # 3: dilation on vs off, equal window
+    length = 4096
+    plain, plain_inputs = build("ours", length)
+    dilated, dilated_inputs = build("ours", length, dilation=[[1, 2, 4, 8]] * 2)
+    timing = compare({"dilated": step_fn(dilated, dilated_inputs), "plain": step_fn(plain, plain_inputs)},
+                     warmup=1, repeats=args.repeats)
+    dilation_rows = [{"case": f"{length} tokens, window 256",
+                      "dilation 1 (ms)": round(timing["plain"].median * 1e3, 1),
+                      "dilations 1,2,4,8 per head (ms)": round(timing["dilated"].median * 1e3, 1),
+                      "dilated / plain": round(timing["dilated"].median / timing["plain"].median, 2),
+                      "noise": f"{max(timing['plain'].spread, timing['dilated'].spread):.0%}"}]
+    write_table("longformer_dilation", "Longformer: dilated vs plain sliding window (ours)", dilation_rows,
+                [f"{threads} threads; same model as above, forward + backward"])
+    bar_plot("longformer_speedup", rows, value_key="speed-up", label_key="tokens", ylabel="transformers time / ours")
+
+
+if __name__ == "__main__":
+    main()
