@@ -128,6 +128,7 @@ def parse_arguments(script: str, extra_dataclasses: tuple = (), args: Optional[l
     if not any(a.startswith("--report_to") for a in args):
         training_args.report_to = ["tensorboard"]
     check_common_arguments(model_args, data_args)
+    transformers.set_seed(training_args.seed)  # before the model is initialised, so runs are reproducible
     return parsed
 
 
@@ -339,13 +340,15 @@ def create_model(model_args: ModelArguments, auto_class, tokenizer, **head_kwarg
 
 def prepare_for_saving(model, tokenizer) -> None:
     """Make the saved folder self-describing: the full auto_map of the family, and the tokenizer's special ids in
-    the generation config of generative models."""
+    the generation config of generative models (padding falls back to the end-of-text token, as for GPT-2)."""
     model.config.auto_map = dict(type(model.config).default_auto_map)
     if model.can_generate():
         generation = model.generation_config
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
             if getattr(generation, name, None) is None and getattr(tokenizer, name, None) is not None:
                 setattr(generation, name, getattr(tokenizer, name))
+        if generation.pad_token_id is None:
+            generation.pad_token_id = generation.eos_token_id
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
 
 from training.common import (
-    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, label_list, load_metric,
+    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, label_list, limit_samples, load_metric,
     load_raw_datasets, parse_arguments, require_columns, train_evaluate_save,
 )
 
@@ -63,10 +63,11 @@ class GPTClassificationCollator:
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, cls_args, training_args = parse_arguments("run_classification", (ClassificationArguments,), args)
     check_model_type(model_args, SUPPORTED)
-    raw = load_raw_datasets(data_args, "plays")
+    raw = load_raw_datasets(data_args, "plays", limit=False)
     text_columns = [cls_args.text_column] + ([cls_args.text_pair_column] if cls_args.text_pair_column else [])
     require_columns(raw, text_columns + [cls_args.label_column], "classification")
-    labels = label_list(raw, cls_args.label_column)
+    labels = label_list(raw, cls_args.label_column)  # from all the data: the label set must not depend on --max_*_samples
+    raw = limit_samples(raw, data_args)
     label_to_id = {label: i for i, label in enumerate(labels)}
     raw = raw.map(lambda row: {"labels": label_to_id[row[cls_args.label_column]]})
     is_gpt = (model_args.model_type or "").endswith("gpt") or "gpt" in str(model_args.model_name_or_path or "")

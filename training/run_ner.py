@@ -23,8 +23,8 @@ import numpy as np
 from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, Trainer
 
 from training.common import (
-    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets,
-    parse_arguments, require_columns, train_evaluate_save,
+    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, limit_samples, load_metric,
+    load_raw_datasets, parse_arguments, require_columns, train_evaluate_save,
 )
 
 SUPPORTED = ("scratch-bert", "scratch-longformer")
@@ -39,13 +39,14 @@ class NERArguments:
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, ner_args, training_args = parse_arguments("run_ner", (NERArguments,), args)
     check_model_type(model_args, SUPPORTED)
-    raw = load_raw_datasets(data_args, "names")
+    raw = load_raw_datasets(data_args, "names", limit=False)
     require_columns(raw, [ner_args.tokens_column, ner_args.tags_column], "token classification")
     tags = sorted({tag for row in raw["train"][ner_args.tags_column] for tag in row})
     tag_to_id = {tag: i for i, tag in enumerate(tags)}
     unseen = {tag for row in raw["validation"][ner_args.tags_column] for tag in row} - set(tags)
     if unseen:
         raise ValueError(f"Validation tags {sorted(unseen)} never occur in the training data.")
+    raw = limit_samples(raw, data_args)  # after collecting the tag set, which must not depend on --max_*_samples
     tokenizer = get_tokenizer(model_args, lambda: (" ".join(words) for words in raw["train"][ner_args.tokens_column]))
     if not tokenizer.is_fast:
         raise ValueError("run_ner needs a fast tokenizer (word_ids() aligns tags to sub-tokens).")

@@ -1,0 +1,388 @@
+"""The training scripts end to end on tiny data: every script runs a few steps and writes a hub-ready folder whose
+model card parses back; checkpoints load where hf_scratch cannot be imported; resume after a kill reproduces the
+uninterrupted run; two gloo processes under ``accelerate launch`` match one process with the same global batch;
+bad arguments and unreadable data fail with clear errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import hf_scratch  # noqa: E402,F401  (registers the families)
+from training import (  # noqa: E402
+    run_classification, run_clm, run_mlm, run_multiple_choice, run_ner, run_pretraining, run_qa, run_translation,
+)
+from training.common import FAMILIES  # noqa: E402
+
+TINY = [
+    "--model_size", "tiny", "--max_steps", "2", "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "4",
+    "--max_train_samples", "16", "--max_eval_samples", "4", "--max_seq_length", "32", "--tokenizer_vocab_size", "300",
+    "--logging_steps", "1", "--save_strategy", "no", "--report_to", "none", "--use_cpu", "--dataloader_pin_memory", "false",
+    "--disable_tqdm", "true", "--seed", "0",
+]
+
+# (script module, model type, extra arguments, the metrics its evaluation must report)
+RUNS = {
+    "mlm-bert": (run_mlm, "scratch-bert", [], ["eval_loss", "eval_perplexity"]),
+    "pretraining-bert": (run_pretraining, "scratch-bert", [], ["eval_loss", "eval_mlm_accuracy", "eval_nsp_accuracy"]),
+    "clm-gpt": (run_clm, "scratch-gpt", [], ["eval_loss", "eval_perplexity"]),
+    "clm-gpt-char": (run_clm, "scratch-gpt", ["--tokenizer_type", "char"], ["eval_loss", "eval_perplexity"]),
+    "classification-bert": (run_classification, "scratch-bert", [], ["eval_loss", "eval_accuracy", "eval_f1"]),
+    "classification-gpt": (run_classification, "scratch-gpt", [], ["eval_loss", "eval_accuracy", "eval_f1"]),
+    "ner-bert": (run_ner, "scratch-bert", [], ["eval_loss", "eval_f1", "eval_precision", "eval_recall", "eval_accuracy"]),
+    "qa-bert": (run_qa, "scratch-bert", ["--max_seq_length", "64", "--doc_stride", "16"], ["eval_exact_match", "eval_f1"]),
+    "multiple-choice-bert": (run_multiple_choice, "scratch-bert", [], ["eval_loss", "eval_accuracy"]),
+    "multiple-choice-gpt": (run_multiple_choice, "scratch-gpt", ["--lm_labels"], ["eval_loss", "eval_accuracy"]),
+    "translation-transformer": (run_translation, "scratch-transformer", ["--generation_max_length", "8"], ["eval_loss", "eval_bleu"]),
+}
+
+
+@pytest.fixture(scope="session")
+def run_outputs(tmp_path_factory):
+    """Run each script once per session (lazily) and share its results and output folder between tests."""
+    cache: dict[str, dict] = {}
+
+    def get(name: str) -> dict:
+        if name not in cache:
+            module, model_type, extra, _ = RUNS[name]
+            output_dir = tmp_path_factory.mktemp(name)
+            cache[name] = module.main(["--model_type", model_type, "--output_dir", str(output_dir), *TINY, *extra])
+        return cache[name]
+
+    return get
+
+
+# ---- every script end to end ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_script_trains_evaluates_and_writes_a_hub_ready_folder(name, run_outputs):
+    from huggingface_hub import ModelCard
+
+    results = run_outputs(name)
+    module, model_type, _, expected_metrics = RUNS[name]
+    assert math.isfinite(results["train"]["train_loss"]) and results["train"]["train_loss"] > 0
+    assert [entry["step"] for entry in results["log_history"] if "loss" in entry] == [1, 2]
+    for metric in expected_metrics:
+        assert metric in results["eval"] and math.isfinite(results["eval"][metric]), (metric, results["eval"])
+
+    folder = Path(results["output_dir"])
+    config = json.loads((folder / "config.json").read_text())
+    from transformers import AutoConfig
+
+    config_class = type(AutoConfig.for_model(model_type))
+    assert config["model_type"] == model_type
+    assert config["auto_map"] == config_class.default_auto_map  # every head loads with trust_remote_code
+    family = FAMILIES[model_type]
+    for code in (f"configuration_{family}.py", f"modeling_{family}.py", "configuration_common.py"):
+        assert (folder / code).is_file(), code
+    assert (folder / "model.safetensors").is_file() and not (folder / "pytorch_model.bin").exists()
+    assert (folder / "tokenizer.json").is_file() and (folder / "tokenizer_config.json").is_file()
+    if module in (run_clm, run_translation):  # generative heads
+        generation = json.loads((folder / "generation_config.json").read_text())
+        assert generation["eos_token_id"] == config["eos_token_id"]
+        assert generation["pad_token_id"] == (config.get("pad_token_id") if config.get("pad_token_id") is not None else config["eos_token_id"])
+
+    card = ModelCard.load(folder / "README.md")
+    data = card.data
+    assert data.library_name == "transformers"
+    assert data.pipeline_tag == {
+        run_mlm: "fill-mask", run_pretraining: "fill-mask", run_clm: "text-generation",
+        run_classification: "text-classification", run_ner: "token-classification", run_qa: "question-answering",
+        run_multiple_choice: "multiple-choice", run_translation: "translation",
+    }[module]
+    assert {"hf_scratch", model_type, "custom_code"} <= set(data.tags)
+    assert data.datasets and data.datasets[0].startswith("hf_scratch embedded")
+    reported = {result.metric_type: result.metric_value for result in data.eval_results}
+    assert reported and set(reported) == set(data.metrics)
+    for metric, value in reported.items():
+        assert value == pytest.approx(results["eval"][f"eval_{metric}"])
+    assert "## Limitations" in card.text and "## Training procedure" in card.text
+    for metric in expected_metrics:  # the evaluation table of the card
+        assert f"| {metric} | " in card.text, metric
+
+
+def test_tensorboard_logs_by_default(tmp_path):
+    args = [a for a in TINY if a not in ("--report_to", "none")]
+    run_mlm.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path), *args])
+    assert list(tmp_path.glob("runs/**/events.out.tfevents.*")) or list(tmp_path.glob("**/events.out.tfevents.*"))
+
+
+# ---- checkpoints load where hf_scratch cannot be imported -----------------------------------------------------
+
+REMOTE_LOADER = textwrap.dedent(
+    """
+    import importlib.abc, json, sys
+    import torch
+
+    class Blocker(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_scratch" or name.startswith("hf_scratch.") or name == "training" or name.startswith("training."):
+                raise ImportError(f"{name} is blocked in this process")
+
+    sys.meta_path.insert(0, Blocker())
+    try:
+        import hf_scratch  # noqa: F401
+        raise SystemExit("hf_scratch is importable: the test would prove nothing")
+    except ImportError:
+        pass
+
+    import transformers
+    jobs = json.loads(sys.argv[1])
+    outputs = {}
+    for job in jobs:
+        model = getattr(transformers, job["auto_class"]).from_pretrained(job["folder"], trust_remote_code=True).eval()
+        assert not type(model).__module__.startswith("hf_scratch"), type(model).__module__
+        inputs = {k: torch.tensor(v) for k, v in job["inputs"].items()}
+        with torch.no_grad():
+            outputs[job["folder"]] = model(**inputs).logits
+    assert not any(m == "hf_scratch" or m.startswith("hf_scratch.") for m in sys.modules)
+    torch.save(outputs, sys.argv[2])
+    """
+)
+
+
+def test_checkpoints_load_with_remote_code_without_hf_scratch(run_outputs, tmp_path):
+    import shutil
+
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+
+    jobs, expected = [], {}
+    for name, auto_class in (("mlm-bert", AutoModelForMaskedLM), ("clm-gpt", AutoModelForCausalLM),
+                             ("translation-transformer", AutoModelForSeq2SeqLM)):
+        folder = tmp_path / name  # a copy, far from the repository
+        shutil.copytree(run_outputs(name)["output_dir"], folder, ignore=shutil.ignore_patterns("checkpoint-*", "runs"))
+        inputs = {"input_ids": [[5, 6, 7, 8, 9], [10, 11, 12, 0, 0]], "attention_mask": [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]}
+        if auto_class is AutoModelForSeq2SeqLM:
+            inputs["decoder_input_ids"] = [[1, 5, 6], [1, 7, 8]]
+        jobs.append({"folder": str(folder), "auto_class": auto_class.__name__, "inputs": inputs})
+        model = auto_class.from_pretrained(folder).eval()
+        assert type(model).__module__.startswith("hf_scratch")
+        with torch.no_grad():
+            expected[str(folder)] = model(**{k: torch.tensor(v) for k, v in inputs.items()}).logits
+    script = tmp_path / "load_remote.py"
+    script.write_text(REMOTE_LOADER)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env.update(HF_MODULES_CACHE=str(tmp_path / "modules"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    completed = subprocess.run(
+        [sys.executable, "-I", str(script), json.dumps(jobs), str(tmp_path / "out.pt")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    loaded = torch.load(tmp_path / "out.pt")
+    for folder, logits in expected.items():
+        mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
+        if logits.shape[1] != mask.shape[1]:
+            mask = torch.ones(logits.shape[:2], dtype=torch.bool)
+        assert torch.allclose(loaded[folder][mask], logits[mask], atol=1e-5), folder
+
+
+# ---- resume after a kill ------------------------------------------------------------------------------------
+
+
+class Killed(RuntimeError):
+    pass
+
+
+def test_resume_after_kill_gives_the_uninterrupted_loss(tmp_path):
+    from transformers import TrainerCallback
+
+    class KillAfterCheckpoint(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            if state.global_step == 2:
+                raise Killed("simulated kill right after checkpoint-2 was written")
+
+    args = [*TINY, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2", "--tokenizer_type", "char"]
+    full = run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "full"), *args])
+    with pytest.raises(Killed):
+        run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "killed"), *args], callbacks=[KillAfterCheckpoint()])
+    checkpoint = tmp_path / "killed" / "checkpoint-2"
+    assert (checkpoint / "model.safetensors").is_file() and not (tmp_path / "killed" / "checkpoint-4").exists()
+    resumed = run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "killed"), *args,
+                            "--resume_from_checkpoint", str(checkpoint)])
+    losses = lambda results: {e["step"]: e["loss"] for e in results["log_history"] if "loss" in e}  # noqa: E731
+    assert set(losses(resumed)) >= {3, 4}
+    for step in (3, 4):
+        assert losses(resumed)[step] == pytest.approx(losses(full)[step], abs=1e-6)
+    assert resumed["eval"]["eval_loss"] == pytest.approx(full["eval"]["eval_loss"], abs=1e-6)
+
+
+# ---- two processes under accelerate launch ------------------------------------------------------------------
+
+DDP_WRAPPER = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, {repo!r})
+    import torch
+    from transformers import TrainerCallback
+    from training import run_clm
+
+    class DumpParameters(TrainerCallback):
+        def on_train_end(self, args, state, control, model=None, **kwargs):
+            torch.save({{k: v.detach().clone() for k, v in model.state_dict().items()}}, {out!r} + f"/params-rank{{args.process_index}}.pt")
+
+    results = run_clm.main(sys.argv[1:], callbacks=[DumpParameters()])
+    if results.get("train") is not None:
+        json.dump([e for e in results["log_history"] if "loss" in e], open({out!r} + "/losses.json", "w"))
+    """
+)
+
+
+def test_accelerate_two_processes_match_one_process(run_outputs, tmp_path):
+    tokenizer_dir = run_outputs("clm-gpt-char")["output_dir"]
+    common = ["--model_type", "scratch-gpt", "--tokenizer_name", tokenizer_dir, *TINY, "--max_steps", "3",
+              "--config_overrides", "hidden_dropout_prob=0,attention_probs_dropout_prob=0,embedding_dropout_prob=0", "--ddp_find_unused_parameters", "false",
+              "--train_sampling_strategy", "sequential"]  # the same examples form each global batch in both runs
+    single = run_clm.main([*common, "--output_dir", str(tmp_path / "single"), "--per_device_train_batch_size", "4"])
+    wrapper = tmp_path / "ddp_wrapper.py"
+    wrapper.write_text(DDP_WRAPPER.format(repo=str(REPO), out=str(tmp_path)))
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    completed = subprocess.run(
+        ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+         "--dynamo_backend", "no", "--main_process_port", "29533", str(wrapper),
+         *common, "--output_dir", str(tmp_path / "ddp"), "--per_device_train_batch_size", "2"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=400,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    rank0, rank1 = (torch.load(tmp_path / f"params-rank{r}.pt") for r in (0, 1))
+    assert rank0.keys() == rank1.keys()
+    for key in rank0:
+        assert torch.equal(rank0[key], rank1[key]), key
+    ddp_losses = {e["step"]: e["loss"] for e in json.loads((tmp_path / "losses.json").read_text())}
+    single_losses = {e["step"]: e["loss"] for e in single["log_history"] if "loss" in e}
+    assert set(ddp_losses) == set(single_losses) == {1, 2, 3}
+    for step, loss in single_losses.items():
+        assert ddp_losses[step] == pytest.approx(loss, rel=1e-4), (step, ddp_losses, single_losses)
+
+
+@pytest.mark.parametrize("name, distributed_type", [
+    ("ddp", "MULTI_GPU"), ("cpu_ddp", "MULTI_GPU"), ("fsdp", "FSDP"), ("deepspeed_zero2", "DEEPSPEED"),
+])
+def test_accelerate_configs_parse(name, distributed_type):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    config = load_config_from_file(str(REPO / "training" / "accelerate_configs" / f"{name}.yaml"))
+    assert config.distributed_type.value == distributed_type and config.num_processes >= 2 and config.num_machines == 1
+    if name == "fsdp":
+        assert config.fsdp_config["fsdp_sharding_strategy"] == "FULL_SHARD"
+        assert config.fsdp_config["fsdp_auto_wrap_policy"] == "TRANSFORMER_BASED_WRAP"
+    if name == "deepspeed_zero2":
+        assert config.deepspeed_config["zero_stage"] == 2
+
+
+# ---- a reference checkpoint converted on the fly ------------------------------------------------------------
+
+
+def test_fine_tune_a_reference_bert_checkpoint(tmp_path, run_outputs):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForMaskedLM
+
+    tokenizer = AutoTokenizer.from_pretrained(run_outputs("mlm-bert")["output_dir"])
+    reference = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=64))
+    reference.save_pretrained(tmp_path / "bert")
+    tokenizer.save_pretrained(tmp_path / "bert")
+    results = run_classification.main(["--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "out"),
+                                      *[a for a in TINY if a not in ("--model_size", "tiny")]])
+    model = AutoModelForSequenceClassification.from_pretrained(results["output_dir"])
+    assert type(model).__name__ == "ScratchBertForSequenceClassification" and model.config.num_labels == 3
+    assert model.config.id2label == {0: "hamlet", 1: "macbeth", 2: "romeo_and_juliet"}
+    # the encoder came from the reference weights (two steps at lr 5e-5 move them by ~1e-4), not a fresh init
+    delta = (model.model.embeddings.word.weight - reference.bert.embeddings.word_embeddings.weight).abs().max()
+    assert delta < 1e-3
+
+
+# ---- bad arguments and unreadable data ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "--model_type"),
+    (["--model_type", "scratch-gpt"], "trains ['scratch-bert', 'scratch-longformer']"),
+    (["--model_type", "scratch-bert", "--model_name_or_path", "x"], "not both"),
+    (["--model_type", "scratch-bert", "--model_size", "huge"], "preset"),
+    (["--model_type", "scratch-bert", "--train_file", "data.parquet"], "unsupported extension"),
+    (["--model_type", "scratch-bert", "--train_file", "/nonexistent/train.txt"], "does not exist"),
+    (["--model_type", "scratch-bert", "--config_overrides", "hidden_size"], "key=value"),
+    (["--model_type", "scratch-bert", "--config_overrides", "no_such_field=3"], "no_such_field"),
+    (["--model_type", "scratch-bert", "--config_overrides", "num_attention_heads=3"], "divisible"),
+    (["--model_type", "scratch-bert", "--mlm_probability", "1.5"], "mlm_probability"),
+    (["--model_type", "scratch-bert", "--no_such_flag", "1"], "no_such_flag"),
+])
+def test_bad_arguments_raise_clear_errors(args, message, tmp_path):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        run_mlm.main([*args, "--output_dir", str(tmp_path), *[a for a in TINY if a not in ("--model_size", "tiny")]])
+
+
+def test_unreadable_or_wrong_data_raises_clear_errors(tmp_path):
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"text": "fine", "label": "a"}\n{this is not json\n')
+    with pytest.raises(ValueError, match="broken.jsonl"):
+        run_classification.main(["--model_type", "scratch-bert", "--train_file", str(broken), "--output_dir", str(tmp_path), *TINY[2:]])
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text("".join(json.dumps({"sentence": f"s{i}", "label": i % 2}) + "\n" for i in range(10)))
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['text'\]"):
+        run_classification.main(["--model_type", "scratch-bert", "--train_file", str(wrong), "--output_dir", str(tmp_path), *TINY[2:]])
+    with pytest.raises(ValueError, match="languages"):
+        run_translation.main(["--model_type", "scratch-transformer", "--source_lang", "fr", "--output_dir", str(tmp_path), *TINY[2:]])
+
+
+# ---- metric modules and model card templates ------------------------------------------------------------------
+
+
+def test_metric_modules_compute_known_values():
+    import sacrebleu
+
+    from training.common import load_metric
+
+    scores = load_metric("accuracy_f1").compute(predictions=[0, 1, 1, 2], references=[0, 1, 0, 2])
+    # class 0: p=1 r=.5 f=2/3; class 1: p=.5 r=1 f=2/3; class 2: f=1
+    assert scores["accuracy"] == 0.75 and scores["f1"] == pytest.approx((2 / 3 + 2 / 3 + 1) / 3)
+    tags = load_metric("seqeval").compute(predictions=[["B-PER", "O", "B-LOC"]], references=[["B-PER", "O", "O"]])
+    assert tags["overall_precision"] == 0.5 and tags["overall_recall"] == 1.0 and tags["overall_accuracy"] == pytest.approx(2 / 3)
+    squad = load_metric("squad").compute(
+        predictions=[{"id": "a", "prediction_text": "the Ham."}, {"id": "b", "prediction_text": "lord Polonius"}],
+        references=[{"id": "a", "answers": {"text": ["Ham"], "answer_start": [0]}},
+                    {"id": "b", "answers": {"text": ["Polonius"], "answer_start": [3]}}],
+    )
+    assert squad["exact_match"] == 50.0 and squad["f1"] == pytest.approx(100 * (1 + 2 / 3) / 2)
+    hypotheses, references = ["i want a beer", "the cat sat on a mat"], ["i want a beer", "the cat sat on the mat"]
+    bleu = load_metric("sacrebleu").compute(predictions=hypotheses, references=[[r] for r in references])
+    assert bleu["score"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+
+
+@pytest.mark.parametrize("family", sorted(set(FAMILIES.values())))
+def test_model_card_template_renders_valid_metadata(family, tmp_path):
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    from training.common import MODEL_CARDS_DIR
+
+    data = ModelCardData(library_name="transformers", pipeline_tag="text-generation", tags=["hf_scratch", family],
+                         datasets=["tiny"], metrics=["perplexity"], model_name="demo",
+                         eval_results=[EvalResult(task_type="text-generation", dataset_type="tiny", dataset_name="tiny",
+                                                  metric_type="perplexity", metric_value=12.5)])
+    card = ModelCard.from_template(
+        data, template_path=str(MODEL_CARDS_DIR / f"{family}.md"), model_name="demo", model_class="X", auto_class="AutoModel",
+        task="language modelling", dataset="tiny", num_parameters="1,000", architecture={"hidden_size": 64},
+        hyperparameters={"learning_rate": 0.001}, eval_metrics={"eval_perplexity": 12.5}, usage="", tokenizer_class="T",
+        hf_scratch_version="0", transformers_version="5",
+    )
+    card.save(tmp_path / "README.md")
+    parsed = ModelCard.load(tmp_path / "README.md").data
+    assert parsed.library_name == "transformers" and parsed.pipeline_tag == "text-generation"
+    assert parsed.tags == ["hf_scratch", family] and parsed.datasets == ["tiny"] and parsed.metrics == ["perplexity"]
+    assert parsed.eval_results[0].metric_value == 12.5
+    text = (tmp_path / "README.md").read_text()
+    for section in ("## Architecture and paper", "## Training data", "## Training procedure", "## Evaluation results",
+                    "## Intended use", "## Limitations", "| hidden_size | 64 |".replace("hidden_size", "`hidden_size`"), "| eval_perplexity | 12.5 |"):
+        assert section in text, section
+    assert "{{" not in text and "{%" not in text
