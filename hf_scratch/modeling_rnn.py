@@ -143,6 +143,11 @@ def check_right_padded(key_is_real: torch.Tensor, name: str = "attention_mask") 
         )
 
 
+def select_state(keep_old: torch.Tensor, old: LayerState, new: LayerState) -> LayerState:
+    """Per batch row, the old state where ``keep_old`` (broadcastable bool) and the new one elsewhere."""
+    return tuple(torch.where(keep_old, o, n) if n is not None else None for o, n in zip(old, new))
+
+
 class ScratchRNNLayer(GradientCheckpointingLayer):
     """One recurrent layer over a (batch, length, input_size) sequence, forward only or both directions.
 
@@ -193,16 +198,18 @@ class ScratchRNNLayer(GradientCheckpointingLayer):
             outputs, final = self.recurrence(packed, initial)
             outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=inputs.shape[1])
             outputs = outputs.masked_fill(~key_is_real[..., None], 0.0)
-            empty = (lengths == 0)[None, :, None]
-            final = tuple(torch.where(empty, s, f) for s, f in zip(state, final)) if self.has_cell_state else torch.where(empty, state[0], final)
-        return outputs, (final if self.has_cell_state else (final, None))
+        final = final if self.has_cell_state else (final, None)
+        if key_is_real is not None:
+            final = select_state((key_is_real.sum(-1) == 0)[None, :, None], state, final)
+        return outputs, final
 
     def _cells(self, inputs, key_is_real, state: LayerState):
         hidden, cell = state
         outputs, final_hidden, final_cell = [], [], []
         for direction in range(self.num_directions):
             suffix = "_l0_reverse" if direction else "_l0"
-            weights = [getattr(self.recurrence, name + suffix) for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh")]
+            names = ("weight_ih", "bias_ih", "weight_hh", "bias_hh")
+            weights = [getattr(self.recurrence, name + suffix) for name in names]
             sequence = reverse_padded(inputs, key_is_real) if direction else inputs
             direction_state = (hidden[direction], cell[direction] if cell is not None else None)
             output, (h, c) = self._run_direction(sequence, key_is_real, direction_state, *weights)
@@ -218,8 +225,7 @@ class ScratchRNNLayer(GradientCheckpointingLayer):
         for t in range(sequence.shape[1]):
             new_state = self.cell(x_projected[:, t], state, weight_hh, bias_hh, self.nonlinearity)
             if key_is_real is not None:  # padding: keep the state of the last real token
-                real = key_is_real[:, t, None]
-                new_state = tuple(torch.where(real, new, old) if new is not None else None for new, old in zip(new_state, state))
+                new_state = select_state(~key_is_real[:, t, None], state, new_state)
             state = new_state
             steps.append(state[0])
         outputs = torch.stack(steps, dim=1)

@@ -381,11 +381,26 @@ def toy_pairs(fixtures_dir):
     return [json.loads(line)["translation"] for line in (fixtures_dir / "de_en_toy.jsonl").read_text().splitlines()]
 
 
-def test_seed_toy_learned_by_lstm_bahdanau_with_the_trainer(toy_pairs, tmp_path):
+@pytest.fixture(scope="module")
+def toy_tokenizer(toy_pairs):
+    return train_tokenizer([p["de"] for p in toy_pairs] + [p["en"] for p in toy_pairs], "seq2seq", vocab_size=60)
+
+
+def test_text_classification_pipeline(toy_tokenizer):
+    config = tiny_config(vocab_size=len(toy_tokenizer), num_labels=2, id2label={0: "NEG", 1: "POS"},
+                         label2id={"NEG": 0, "POS": 1}, bidirectional_encoder=True)
+    classify = pipeline("text-classification", model=ScratchRNNForSequenceClassification(config).eval(),
+                        tokenizer=toy_tokenizer)
+    results = classify(["ich mochte ein bier", "du mochtest"], top_k=None)
+    assert [sorted(r["label"] for r in result) for result in results] == [["NEG", "POS"]] * 2
+    assert all(abs(sum(r["score"] for r in result) - 1) < 1e-5 for result in results)
+
+
+def test_seed_toy_learned_by_lstm_bahdanau_with_the_trainer(toy_pairs, toy_tokenizer, tmp_path):
     from datasets import Dataset
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-    tokenizer = train_tokenizer([p["de"] for p in toy_pairs] + [p["en"] for p in toy_pairs], "seq2seq", vocab_size=60)
+    tokenizer = toy_tokenizer
     config = ScratchRNNConfig(vocab_size=len(tokenizer), hidden_size=32, cell_type="lstm", attention_type="bahdanau",
                               hidden_dropout_prob=0.0, pad_token_id=tokenizer.pad_token_id,
                               eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id)
