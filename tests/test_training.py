@@ -45,6 +45,11 @@ RUNS = {
     "multiple-choice-bert": (run_multiple_choice, "scratch-bert", [], ["eval_loss", "eval_accuracy"]),
     "multiple-choice-gpt": (run_multiple_choice, "scratch-gpt", ["--lm_labels"], ["eval_loss", "eval_accuracy"]),
     "translation-transformer": (run_translation, "scratch-transformer", ["--generation_max_length", "8"], ["eval_loss", "eval_bleu"]),
+    "translation-rnn": (run_translation, "scratch-rnn", ["--generation_max_length", "8"], ["eval_loss", "eval_bleu"]),
+    "clm-transfo-xl": (run_clm, "scratch-transfo-xl", [], ["eval_loss", "eval_perplexity"]),
+    "mlm-longformer": (run_mlm, "scratch-longformer", [], ["eval_loss", "eval_perplexity"]),
+    "classification-longformer": (run_classification, "scratch-longformer", [], ["eval_loss", "eval_accuracy", "eval_f1"]),
+    "qa-longformer": (run_qa, "scratch-longformer", ["--max_seq_length", "64", "--doc_stride", "16"], ["eval_exact_match", "eval_f1"]),
 }
 
 
@@ -153,24 +158,36 @@ REMOTE_LOADER = textwrap.dedent(
 )
 
 
+PADDED = {"input_ids": [[5, 6, 7, 8, 9], [10, 11, 12, 0, 0]], "attention_mask": [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]}
+# one checkpoint per family: (run, auto class, inputs)
+REMOTE_CASES = [
+    ("mlm-bert", "AutoModelForMaskedLM", PADDED),
+    ("clm-gpt", "AutoModelForCausalLM", PADDED),
+    ("translation-transformer", "AutoModelForSeq2SeqLM", {**PADDED, "decoder_input_ids": [[1, 5, 6], [1, 7, 8]]}),
+    ("translation-rnn", "AutoModelForSeq2SeqLM", {**PADDED, "decoder_input_ids": [[1, 5, 6], [1, 7, 8]]}),
+    ("clm-transfo-xl", "AutoModelForCausalLM", {"input_ids": [[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]}),
+    ("mlm-longformer", "AutoModelForMaskedLM", PADDED),
+]
+
+
 def test_checkpoints_load_with_remote_code_without_hf_scratch(run_outputs, tmp_path):
+    """Every family's saved folder, copied away from the repository, loads with trust_remote_code=True in a fresh
+    `python -I` process where importing hf_scratch fails, and gives the same logits as hf_scratch here."""
     import shutil
 
-    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+    import transformers
 
     jobs, expected = [], {}
-    for name, auto_class in (("mlm-bert", AutoModelForMaskedLM), ("clm-gpt", AutoModelForCausalLM),
-                             ("translation-transformer", AutoModelForSeq2SeqLM)):
-        folder = tmp_path / name  # a copy, far from the repository
+    for name, auto_class, inputs in REMOTE_CASES:
+        folder = tmp_path / name
         shutil.copytree(run_outputs(name)["output_dir"], folder, ignore=shutil.ignore_patterns("checkpoint-*", "runs"))
-        inputs = {"input_ids": [[5, 6, 7, 8, 9], [10, 11, 12, 0, 0]], "attention_mask": [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]}
-        if auto_class is AutoModelForSeq2SeqLM:
-            inputs["decoder_input_ids"] = [[1, 5, 6], [1, 7, 8]]
-        jobs.append({"folder": str(folder), "auto_class": auto_class.__name__, "inputs": inputs})
-        model = auto_class.from_pretrained(folder).eval()
+        jobs.append({"folder": str(folder), "auto_class": auto_class, "inputs": inputs})
+        model = getattr(transformers, auto_class).from_pretrained(folder).eval()
         assert type(model).__module__.startswith("hf_scratch")
         with torch.no_grad():
-            expected[str(folder)] = model(**{k: torch.tensor(v) for k, v in inputs.items()}).logits
+            logits = model(**{k: torch.tensor(v) for k, v in inputs.items()}).logits
+        real = torch.tensor(inputs.get("attention_mask", [[1] * 5] * 2), dtype=torch.bool)
+        expected[str(folder)] = (logits, real if logits.shape[1] == real.shape[1] else torch.ones(logits.shape[:2], dtype=torch.bool))
     script = tmp_path / "load_remote.py"
     script.write_text(REMOTE_LOADER)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
@@ -181,11 +198,9 @@ def test_checkpoints_load_with_remote_code_without_hf_scratch(run_outputs, tmp_p
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     loaded = torch.load(tmp_path / "out.pt")
-    for folder, logits in expected.items():
-        mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
-        if logits.shape[1] != mask.shape[1]:
-            mask = torch.ones(logits.shape[:2], dtype=torch.bool)
-        assert torch.allclose(loaded[folder][mask], logits[mask], atol=1e-5), folder
+    assert set(loaded) == set(expected)
+    for folder, (logits, real) in expected.items():  # compared at the non-padding positions
+        assert torch.allclose(loaded[folder][real], logits[real], atol=1e-5), folder
 
 
 # ---- resume after a kill ------------------------------------------------------------------------------------
@@ -195,7 +210,10 @@ class Killed(RuntimeError):
     pass
 
 
-def test_resume_after_kill_gives_the_uninterrupted_loss(tmp_path):
+@pytest.mark.parametrize("model_type", ["scratch-gpt", "scratch-transfo-xl"])
+def test_resume_after_kill_gives_the_uninterrupted_loss(model_type, tmp_path):
+    """Kill right after checkpoint-2 of 4, resume from it: steps 3-4 and the final eval match the uninterrupted run
+    (dropout on, so the RNG state is restored too; Transformer-XL's memory is in the checkpoint)."""
     from transformers import TrainerCallback
 
     class KillAfterCheckpoint(TrainerCallback):
@@ -204,12 +222,14 @@ def test_resume_after_kill_gives_the_uninterrupted_loss(tmp_path):
                 raise Killed("simulated kill right after checkpoint-2 was written")
 
     args = [*TINY, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2", "--tokenizer_type", "char"]
-    full = run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "full"), *args])
+    full = run_clm.main(["--model_type", model_type, "--output_dir", str(tmp_path / "full"), *args])
     with pytest.raises(Killed):
-        run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "killed"), *args], callbacks=[KillAfterCheckpoint()])
+        run_clm.main(["--model_type", model_type, "--output_dir", str(tmp_path / "killed"), *args], callbacks=[KillAfterCheckpoint()])
     checkpoint = tmp_path / "killed" / "checkpoint-2"
     assert (checkpoint / "model.safetensors").is_file() and not (tmp_path / "killed" / "checkpoint-4").exists()
-    resumed = run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "killed"), *args,
+    if model_type == "scratch-transfo-xl":
+        assert list(checkpoint.glob("transfo_xl_mems_*.pt"))
+    resumed = run_clm.main(["--model_type", model_type, "--output_dir", str(tmp_path / "killed"), *args,
                             "--resume_from_checkpoint", str(checkpoint)])
     losses = lambda results: {e["step"]: e["loss"] for e in results["log_history"] if "loss" in e}  # noqa: E731
     assert set(losses(resumed)) >= {3, 4}

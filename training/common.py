@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -61,6 +62,16 @@ SIZE_PRESETS: dict[str, dict[str, int]] = {
     "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128},
     "small": {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 1024},
     "base": {},
+}
+# what a family needs on top of the shared sizes (a trained tokenizer's small vocabulary has no use for
+# Transformer-XL's adaptive-softmax cutoffs, which are sized for WikiText-103's 267k words)
+FAMILY_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "scratch-transfo-xl": {
+        "tiny": {"embedding_size": 64, "head_dim": 32, "mem_len": 32, "cutoffs": []},
+        "small": {"embedding_size": 256, "head_dim": 64, "mem_len": 128, "cutoffs": []},
+        "base": {"cutoffs": []},
+    },
+    "scratch-longformer": {"tiny": {"attention_window": 16}, "small": {"attention_window": 64}, "base": {}},
 }
 # encoder-decoder configs size each side with their own names
 _SIDE_NAMES = {
@@ -276,9 +287,10 @@ def get_tokenizer(model_args: ModelArguments, texts: Callable[[], Iterable[str]]
 
 
 def parse_config_overrides(text: Optional[str]) -> dict[str, Any]:
-    """'a=1,b=0.5,c=relu,d=true' → {'a': 1, 'b': 0.5, 'c': 'relu', 'd': True} (values read as JSON, else strings)."""
+    """'a=1,b=0.5,c=relu,d=true,e=[1,2]' → {'a': 1, 'b': 0.5, 'c': 'relu', 'd': True, 'e': [1, 2]} (values read
+    as JSON, else strings; commas inside [...] belong to the list)."""
     overrides: dict[str, Any] = {}
-    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+    for item in filter(None, (part.strip() for part in re.split(r",(?![^\[]*\])", text or ""))):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"--config_overrides: {item!r} is not key=value (write e.g. 'hidden_size=128,hidden_act=relu').")
@@ -302,6 +314,7 @@ def scratch_config(model_args: ModelArguments, tokenizer, **head_kwargs):
             kwargs["d_model"] = value
         elif has(name):
             kwargs[name] = value
+    kwargs.update(FAMILY_PRESETS.get(model_args.model_type, {}).get(model_args.model_size, {}))
     kwargs["vocab_size"] = len(tokenizer)
     for name in ("pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id", "cls_token_id", "mask_token_id"):
         token_id = getattr(tokenizer, name, None)

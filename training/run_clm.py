@@ -7,8 +7,9 @@ transformers' run_clm.py.
 
 Text is tokenized (byte-level BPE by default, one token per character with ``--tokenizer_type char``),
 concatenated and cut into blocks of ``--max_seq_length`` tokens; labels are the inputs (the model shifts them).
-Transformer-XL trains through ``hf_scratch.training_transfo_xl``: batches stream the corpus in order so that row i
-of batch k+1 continues row i of batch k, and the memory is carried between steps and saved in every checkpoint.
+Transformer-XL trains through ``hf_scratch.training_transfo_xl.TransfoXLTrainer``: batches stream the corpus in
+order so that row i of batch k+1 continues row i of batch k, the memory is carried between steps and saved in every
+checkpoint (resume continues exactly), and evaluation runs with memory.
 Without data arguments it trains on the embedded Shakespeare excerpt in ``training/data/shakespeare``. Reports
 perplexity.
 """
@@ -47,11 +48,10 @@ def main(args=None, callbacks=None) -> dict:
     data = tokenize_text_blocks(raw, tokenizer, clm_args.text_column, data_args, line_by_line=False,
                                 training_args=training_args, special_tokens=False)
     data = data.map(lambda batch: {"labels": batch["input_ids"]}, batched=True, desc="labels")
-    trainer_class, extra = Trainer, {}
+    trainer_class = Trainer
     if model.config.model_type == "scratch-transfo-xl":
-        from hf_scratch.training_transfo_xl import memory_trainer_kwargs
-
-        trainer_class, extra = memory_trainer_kwargs(training_args)
+        # blocks are in corpus order; the XL trainer streams them, carries `mems` and checkpoints them
+        from hf_scratch.training_transfo_xl import TransfoXLTrainer as trainer_class
     trainer = trainer_class(
         model=model,
         args=training_args,
@@ -60,7 +60,6 @@ def main(args=None, callbacks=None) -> dict:
         processing_class=tokenizer,
         data_collator=default_data_collator,
         callbacks=callbacks,
-        **extra,
     )
     card = CardInfo(
         task="causal language modelling",
