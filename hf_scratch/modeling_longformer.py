@@ -22,7 +22,7 @@ thus costs what no dilation costs. Both kernels — ``"eager"`` (softmax written
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -131,13 +131,33 @@ def merge_residues(x: torch.Tensor, dilation: int) -> torch.Tensor:
     return x.reshape(batch, dilation, length // dilation, *rest).transpose(1, 2).reshape(batch, length, *rest)
 
 
-def key_windows(x: torch.Tensor, block: int) -> torch.Tensor:
-    """(batch, n, heads, d) → (batch·n/block, heads, 3·block, d): for every query block, the keys of the previous,
-    the same and the next block (zeros beyond the ends)."""
+def key_windows(x: torch.Tensor, block: int, prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """(batch, n, heads, d) → (batch·n/block, heads, [G +] 3·block, d): for every query block, the keys of the
+    previous, the same and the next block (zeros beyond the ends), after the G ``prefix`` keys (batch, G, heads, d)
+    shared by all blocks. One copy: the windows are a strided view until then."""
     batch, length, heads, dim = x.shape
+    blocks = length // block
     padded = F.pad(x, (0, 0, 0, 0, block, block))
-    windows = padded.unfold(1, 3 * block, block)  # (batch, blocks, heads, d, 3·block), a view
-    return windows.permute(0, 1, 2, 4, 3).reshape(batch * (length // block), heads, 3 * block, dim)
+    windows = padded.unfold(1, 3 * block, block).transpose(3, 4)  # (batch, blocks, heads, 3·block, d), a view
+    if prefix is not None and prefix.shape[1]:
+        shared = prefix.transpose(1, 2)[:, None].expand(batch, blocks, heads, prefix.shape[1], dim)
+        windows = torch.cat([shared, windows], dim=3)
+    return windows.reshape(batch * blocks, heads, windows.shape[3], dim)
+
+
+def block_mask(
+    key_is_local: torch.Tensor, query_is_real: torch.Tensor, block: int, global_slot_is_real: Optional[torch.Tensor]
+) -> torch.Tensor:
+    """The "may attend" relation of ``sliding_window_attention``, block by block: (batch·n/block, 1, block,
+    [G +] 3·block) bool — the G global slots that exist, then |i - j| ≤ w among local keys; padded queries none."""
+    batch, length = key_is_local.shape
+    blocks = length // block
+    query_ok = query_is_real.reshape(batch, blocks, block, 1)
+    key_ok = F.pad(key_is_local, (block, block)).unfold(1, 3 * block, block)  # (batch, blocks, 3·block)
+    allowed = band_mask(block, key_is_local.device) & key_ok[:, :, None, :]
+    if global_slot_is_real is not None and global_slot_is_real.shape[1]:
+        allowed = torch.cat([global_slot_is_real[:, None, None, :].expand(-1, blocks, block, -1), allowed], dim=-1)
+    return (allowed & query_ok).reshape(batch * blocks, 1, block, allowed.shape[-1])
 
 
 def band_mask(block: int, device) -> torch.Tensor:
@@ -158,12 +178,10 @@ def sliding_window_attention(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    key_is_local: torch.Tensor,
-    query_is_real: torch.Tensor,
+    allowed: torch.Tensor,
     one_sided_window: int,
     global_keys: Optional[torch.Tensor] = None,
     global_values: Optional[torch.Tensor] = None,
-    global_slot_is_real: Optional[torch.Tensor] = None,
     implementation: str = "sdpa",
     dropout: float = 0.0,
     output_attentions: bool = False,
@@ -171,29 +189,17 @@ def sliding_window_attention(
     """softmax(Q Kᵀ/√d + M) V with M allowing |i - j| ≤ w (w = ``one_sided_window``) among local keys, plus the
     global keys, computed block by block (blocks of w queries × 3w keys).
 
-    ``query``, ``key``, ``value``: (batch, n, heads, d) with n a multiple of w; ``key_is_local`` (batch, n): keys a
-    window may attend (real and not global: global keys come in once, through ``global_keys``); ``query_is_real``
-    (batch, n): padded query rows attend nothing and give zeros. ``global_keys`` / ``global_values``: (batch, G,
-    heads, d) with ``global_slot_is_real`` (batch, G). Returns the output (batch, n, heads, d) and, when asked, the
-    weights (batch, heads, n, G + 2w + 1): global columns first, then key offsets -w … w.
+    ``query``, ``key``, ``value``: (batch, n, heads, d) with n a multiple of w; ``allowed``: ``block_mask(...)``
+    (global keys come in once, through ``global_keys`` / ``global_values`` (batch, G, heads, d), so the window must
+    not attend them again; padded query rows attend nothing and give zeros). Returns the output (batch, n, heads,
+    d) and, when asked, the weights (batch, heads, n, G + 2w + 1): global columns first, then key offsets -w … w.
     """
     batch, length, heads, dim = query.shape
     block = one_sided_window
     blocks = length // block
     queries = query.reshape(batch, blocks, block, heads, dim).transpose(2, 3).reshape(batch * blocks, heads, block, dim)
-    keys, values = key_windows(key, block), key_windows(value, block)
-    query_ok = query_is_real.reshape(batch, blocks, block, 1)
-    key_ok = F.pad(key_is_local, (block, block)).unfold(1, 3 * block, block)  # (batch, blocks, 3·block)
-    allowed = band_mask(block, query.device) & key_ok[:, :, None, :] & query_ok
-    num_global = 0 if global_keys is None else global_keys.shape[1]
-    if num_global:
-        def per_block(x):  # (batch, G, heads, d) → (batch·blocks, heads, G, d)
-            return x.transpose(1, 2)[:, None].expand(batch, blocks, heads, num_global, dim).reshape(batch * blocks, heads, num_global, dim)
-
-        keys = torch.cat([per_block(global_keys), keys], dim=2)
-        values = torch.cat([per_block(global_values), values], dim=2)
-        allowed = torch.cat([global_slot_is_real[:, None, None, :] & query_ok, allowed], dim=-1)
-    allowed = allowed.reshape(batch * blocks, 1, block, allowed.shape[-1])
+    keys, values = key_windows(key, block, global_keys), key_windows(value, block, global_values)
+    num_global = keys.shape[2] - 3 * block
 
     weights = None
     if output_attentions or implementation == "eager":
@@ -212,11 +218,25 @@ def sliding_window_attention(
 @dataclass
 class GlobalTokens:
     """Where the global tokens are: ``positions`` (batch, G) in increasing order, ``is_real`` (batch, G) False for
-    the slots of rows with fewer than G global tokens. G = 0 when no token is global."""
+    the slots of rows with fewer than G global tokens. G = 0 when no token is global. Built once per forward pass,
+    it also keeps the block masks every layer with the same window and dilation shares."""
 
     is_global: torch.Tensor  # (batch, n) bool, already ∧ real
     positions: torch.Tensor
     is_real: torch.Tensor
+    block_masks: dict = field(default_factory=dict)
+
+    def block_mask(self, key_is_real: torch.Tensor, block: int, dilation: int) -> torch.Tensor:
+        """``block_mask`` for the residue classes of ``dilation`` (padded to a multiple of block · dilation)."""
+        if (block, dilation) not in self.block_masks:
+            def prepare(x):
+                return split_residues(pad_length(x, block * dilation, False), dilation)
+
+            slots = self.is_real.repeat_interleave(dilation, dim=0) if self.count else None
+            self.block_masks[block, dilation] = block_mask(
+                prepare(key_is_real & ~self.is_global), prepare(key_is_real), block, slots
+            )
+        return self.block_masks[block, dilation]
 
     @classmethod
     def from_mask(cls, is_global: torch.Tensor) -> "GlobalTokens":
@@ -271,7 +291,6 @@ class ScratchLongformerSelfAttention(nn.Module):
     def _local(self, query, key, value, key_is_real, globals_, implementation, dropout, output_attentions):
         """Sliding-window (+ global keys) attention for every head, one call per dilation group."""
         batch, length = key_is_real.shape
-        key_is_local = key_is_real & ~globals_.is_global
         global_keys = globals_.gather(key) if globals_.count else None
         global_values = globals_.gather(value) if globals_.count else None
         outputs, weights = [], []
@@ -291,10 +310,8 @@ class ScratchLongformerSelfAttention(nn.Module):
 
             output, weight = sliding_window_attention(
                 prepare(query), prepare(key), prepare(value),
-                split_residues(pad_length(key_is_local, multiple, False), dilation),
-                split_residues(pad_length(key_is_real, multiple, False), dilation),
+                globals_.block_mask(key_is_real, self.one_sided_window, dilation),
                 self.one_sided_window, repeat(global_keys), repeat(global_values),
-                globals_.is_real.repeat_interleave(dilation, dim=0) if globals_.count else None,
                 implementation=implementation, dropout=dropout, output_attentions=output_attentions,
             )
             outputs.append(merge_residues(output, dilation)[:, :length])
@@ -312,8 +329,9 @@ class ScratchLongformerSelfAttention(nn.Module):
         """The global tokens' rows: softmax(q_g K_gᵀ/√d) V_g over every real token, with the global projections.
 
         K_g = X W_kᵀ + b_k and V_g = X W_vᵀ + b_v are never formed for all n tokens: per head,
-        q_g·k_j = (q_g W_k^h)·x_j + q_g·b_k^h, and Σ_j p_j v_j = W_v^h (Σ_j p_j x_j) + b_v^h Σ_j p_j. That costs O(G·heads·n·hidden) instead
-        of two n × hidden × hidden projections, and keeps no n × hidden tensor for the backward pass.
+        q_g·k_j = (q_g W_k^h)·x_j + q_g·b_k^h and Σ_j p_j v_j = W_v^h (Σ_j p_j x_j) + b_v^h Σ_j p_j. That costs
+        O(G·heads·n·hidden) instead of two n × hidden × hidden projections, and keeps no n × hidden tensor for the
+        backward pass.
         """
         batch, length, hidden = hidden_states.shape
         heads, dim = self.num_heads, self.head_dim
@@ -360,6 +378,42 @@ class ScratchLongformerSelfAttention(nn.Module):
 # ---- 3. the encoder ------------------------------------------------------------------------------------------
 
 
+class ActivationThenLinear(torch.autograd.Function):
+    """y = act(x) Wᵀ + b, keeping only x for the backward pass and recomputing act(x) there.
+
+    The feed-forward network's two largest tensors are x = W₁h + b₁ and act(x) (n × intermediate each); autograd
+    would keep both. Recomputing the elementwise activation is cheap and halves that memory."""
+
+    @staticmethod
+    def forward(ctx, x, activation, weight, bias):
+        ctx.activation = activation
+        ctx.save_for_backward(x, weight)
+        with torch.no_grad():
+            return F.linear(activation(x), weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, weight = ctx.saved_tensors
+        with torch.enable_grad():
+            x = x.detach().requires_grad_(True)
+            activated = ctx.activation(x)
+        grad_activated = grad_output.matmul(weight.to(grad_output.dtype))
+        (grad_x,) = torch.autograd.grad(activated, x, grad_activated)
+        flat_grad, flat_activated = grad_output.reshape(-1, grad_output.shape[-1]), activated.detach().reshape(-1, activated.shape[-1])
+        grad_weight = flat_grad.t().matmul(flat_activated.to(flat_grad.dtype)).to(weight.dtype)
+        grad_bias = flat_grad.sum(0)
+        return grad_x, None, grad_weight, grad_bias
+
+
+def feed_forward_recomputing_activation(feed_forward: FeedForward, hidden_states: torch.Tensor) -> torch.Tensor:
+    """``feed_forward(hidden_states)`` (seed 000 eq. 7: act(x W₁ + b₁) W₂ + b₂) with the activation recomputed in
+    the backward pass instead of kept (no activation dropout in Longformer's FFN)."""
+    inner = feed_forward.fc_in(hidden_states)
+    if not (torch.is_grad_enabled() and inner.requires_grad) or torch.is_autocast_enabled(inner.device.type):
+        return feed_forward(hidden_states)
+    return ActivationThenLinear.apply(inner, feed_forward.activation, feed_forward.fc_out.weight, feed_forward.fc_out.bias)
+
+
 class ScratchLongformerLayer(GradientCheckpointingLayer):
     """h = LN(x + LongformerAttention(x)), out = LN(h + FFN(h)) (seed 000 eq. 5-7 with the sparse attention)."""
 
@@ -373,7 +427,7 @@ class ScratchLongformerLayer(GradientCheckpointingLayer):
     def forward(self, hidden_states, key_is_real, globals_: GlobalTokens, output_attentions: bool = False):
         attended, local_weights, global_weights = self.attention(hidden_states, key_is_real, globals_, output_attentions)
         hidden_states = self.attention_residual.after(hidden_states, attended)
-        transformed = self.feed_forward(hidden_states)
+        transformed = feed_forward_recomputing_activation(self.feed_forward, hidden_states)
         return self.feed_forward_residual.after(hidden_states, transformed), local_weights, global_weights
 
 
