@@ -7,6 +7,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, pipeline
 
@@ -171,6 +173,22 @@ def test_padding_invariance(attention_type, implementation):
         batched = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
         alone = model(input_ids=input_ids[2:, :3], decoder_input_ids=decoder_input_ids[2:]).logits
     assert (batched[2:] - alone).abs().max() <= 1e-5
+
+
+@given(lengths=st.lists(st.integers(1, 8), min_size=1, max_size=4), cell_type=st.sampled_from(["rnn", "lstm", "gru", "gru_cho"]),
+       implementation=st.sampled_from(["cells", "fused"]))
+def test_encoder_states_do_not_depend_on_padding(lengths, cell_type, implementation):
+    torch.manual_seed(0)
+    model = ScratchRNNModel(tiny_config(cell_type=cell_type, bidirectional_encoder=True, rnn_implementation=implementation))
+    input_ids = torch.randint(4, 61, (len(lengths), 8))
+    attention_mask = (torch.arange(8)[None, :] < torch.tensor(lengths)[:, None]).long()
+    with torch.no_grad():
+        batched = model.encoder(input_ids=input_ids, attention_mask=attention_mask)
+        for row, length in enumerate(lengths):
+            alone = model.encoder(input_ids=input_ids[row : row + 1, :length])
+            assert (batched.last_hidden_state[row, :length] - alone.last_hidden_state[0]).abs().max() <= 1e-5
+            assert (batched.last_hidden_state[row, length:] == 0).all()
+            assert (batched.final_hidden_state[row] - alone.final_hidden_state[0]).abs().max() <= 1e-5
 
 
 def test_fused_equals_cells_for_the_whole_model():
