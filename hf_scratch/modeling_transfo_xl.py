@@ -286,6 +286,31 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
             hidden = F.linear(hidden, projection.t())
         return F.linear(hidden, weight, bias)
 
+    def target_log_probs(
+        self, hidden_states: torch.Tensor, targets: torch.Tensor, embedding: ScratchTransfoXLAdaptiveEmbedding
+    ) -> torch.Tensor:
+        """log p(target | h) for (N, hidden) states and N targets, without the full distribution: the head for
+        every token, each tail cluster only for the tokens whose target lies in it (what makes the adaptive
+        softmax cheap, Grave et al. §3). Targets of -100 get 0."""
+        weight, bias, projection = self.cluster_parameters(0, embedding)
+        if len(self.bounds) > 1:
+            weight, bias = torch.cat([weight, self.cluster_weight], dim=0), torch.cat([bias, self.cluster_bias], dim=0)
+        head = torch.log_softmax(self._logits(hidden_states, weight, bias, projection).float(), dim=-1)
+        log_probs = torch.zeros(targets.shape, dtype=head.dtype, device=head.device)
+        shortlist = self.bounds[0][1]
+        in_head = (targets >= 0) & (targets < shortlist)
+        log_probs[in_head] = head[in_head].gather(-1, targets[in_head, None])[:, 0]
+        for cluster in range(1, len(self.bounds)):
+            low, high = self.bounds[cluster]
+            rows = ((targets >= low) & (targets < high)).nonzero().squeeze(1)
+            if rows.numel() == 0:
+                continue
+            tail = torch.log_softmax(
+                self._logits(hidden_states[rows], *self.cluster_parameters(cluster, embedding)).float(), dim=-1
+            )
+            log_probs[rows] = head[rows, shortlist + cluster - 1] + tail.gather(-1, (targets[rows] - low)[:, None])[:, 0]
+        return log_probs
+
     def forward(self, hidden_states: torch.Tensor, embedding: ScratchTransfoXLAdaptiveEmbedding) -> torch.Tensor:
         """(…, hidden_size) → (…, vocab_size) log-probabilities."""
         weight, bias, projection = self.cluster_parameters(0, embedding)
@@ -526,36 +551,59 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
         output_hidden_states: Optional[bool] = None,
         return_dict: Optional[bool] = None,
         num_items_in_batch: Optional[int] = None,
+        logits_to_keep: int = 0,
         **kwargs,
     ) -> ScratchTransfoXLLMHeadModelOutput:
+        """``logits_to_keep``: log-probabilities only for the last n positions (0: all); ``generate`` asks for 1.
+        The loss never needs them: with ``logits_to_keep`` set it scores only each target (the adaptive softmax's
+        cheap path), the way perplexity evaluation should."""
         outputs = self.model(
             input_ids, mems=mems, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
         )
-        logits = self.lm_head(outputs.last_hidden_state, self.model.word_embeddings)
+        hidden_states = outputs.last_hidden_state
+        logits = self.lm_head(hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states, self.model.word_embeddings)
         loss = None
         if labels is not None:
-            if labels.shape != logits.shape[:2]:
+            if labels.shape != hidden_states.shape[:2]:
                 raise ValueError(
-                    f"labels must have the shape of input_ids {tuple(logits.shape[:2])}, got {tuple(labels.shape)} "
-                    "(they are shifted inside: pass labels = input_ids, with -100 where nothing is predicted)."
+                    f"labels must have the shape of input_ids {tuple(hidden_states.shape[:2])}, got "
+                    f"{tuple(labels.shape)} (they are shifted inside: pass labels = input_ids, with -100 where nothing "
+                    "is predicted)."
                 )
-            loss = token_cross_entropy(logits[:, :-1], labels[:, 1:], num_items_in_batch)
+            if not logits_to_keep:
+                loss = token_cross_entropy(logits[:, :-1], labels[:, 1:], num_items_in_batch)
+            else:
+                loss = self._target_only_loss(hidden_states[:, :-1], labels[:, 1:], num_items_in_batch)
         return ScratchTransfoXLLMHeadModelOutput(
             loss=loss, logits=logits, mems=outputs.mems, hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
+
+    def _target_only_loss(self, hidden_states, targets, num_items_in_batch) -> torch.Tensor:
+        """The same mean (or sum / num_items_in_batch) negative log-likelihood as token_cross_entropy, from the
+        targets' log-probabilities alone."""
+        targets = targets.reshape(-1).to(hidden_states.device)
+        log_probs = self.lm_head.target_log_probs(hidden_states.reshape(-1, hidden_states.shape[-1]), targets, self.model.word_embeddings)
+        total = -log_probs.sum()
+        count = (targets != -100).sum() if num_items_in_batch is None else num_items_in_batch
+        if isinstance(count, torch.Tensor):
+            count = count.to(total.device)
+        return total / count
 
     # -- generate() carries the memory: outputs.mems → model_kwargs["past_key_values"] → mems ----------------
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
         return False  # the memory is not a transformers Cache
 
-    def prepare_inputs_for_generation(self, input_ids, past_key_values=None, attention_mask=None, **kwargs):
+    def prepare_inputs_for_generation(self, input_ids, past_key_values=None, attention_mask=None, logits_to_keep=None, **kwargs):
         """After the first step only the newest token is fed; everything before it lives in the memory."""
         if past_key_values is not None:
             input_ids = input_ids[:, -1:]
-        return {"input_ids": input_ids, "mems": past_key_values, "attention_mask": attention_mask}
+        inputs = {"input_ids": input_ids, "mems": past_key_values, "attention_mask": attention_mask}
+        if logits_to_keep is not None:
+            inputs["logits_to_keep"] = logits_to_keep
+        return inputs
 
     @staticmethod
     def _reorder_cache(mems: list[torch.Tensor], beam_idx: torch.Tensor) -> list[torch.Tensor]:

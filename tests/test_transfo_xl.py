@@ -177,6 +177,21 @@ def test_adaptive_softmax_is_a_distribution_and_loss_is_mean_of_token_losses():
     assert torch.allclose(out.loss, token_losses[targets != -100].mean(), atol=1e-6)
 
 
+@pytest.mark.parametrize("overrides", [{}, {"cutoffs": []}, {"div_val": 1, "embedding_size": 12, "tie_word_embeddings": False}])
+def test_target_only_loss_equals_full_softmax_loss(overrides):
+    model = tiny_model(**overrides)
+    ids = torch.randint(0, 40, (2, 9))
+    labels = ids.clone()
+    labels[1, :4] = -100
+    with torch.no_grad():
+        full = model(ids, labels=labels)
+        last = model(ids, labels=labels, logits_to_keep=1)
+        summed = model(ids, labels=labels, logits_to_keep=1, num_items_in_batch=5)
+    assert last.logits.shape == (2, 1, 40) and torch.allclose(last.logits, full.logits[:, -1:], atol=1e-6)
+    assert torch.allclose(last.loss, full.loss, atol=1e-5)
+    assert torch.allclose(summed.loss, full.loss * (labels[:, 1:] != -100).sum() / 5, atol=1e-5)
+
+
 def test_save_load_and_auto_classes(tmp_path):
     model = tiny_model()
     ids = torch.randint(0, 40, (1, 6))
