@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 
 import numpy as np
@@ -64,7 +65,7 @@ def train_and_score(name, model, tokenizer, train, validation, metric, args):
         return [tokenizer(s, text_target=t, truncation=True, max_length=args.max_length) for s, t in pairs]
 
     training_args = Seq2SeqTrainingArguments(
-        output_dir=str(REPO_ROOT / "benchmarks" / "results" / "_translation_run"), seed=args.seed, data_seed=args.seed,
+        output_dir=tempfile.mkdtemp(prefix="translation_"), seed=args.seed, data_seed=args.seed,
         per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=64, max_steps=args.max_steps,
         learning_rate=args.learning_rate, adam_beta2=0.98, warmup_steps=args.max_steps // 10,
         lr_scheduler_type="linear", weight_decay=0.0, label_smoothing_factor=0.1, max_grad_norm=1.0,

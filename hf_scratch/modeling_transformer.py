@@ -308,8 +308,8 @@ class ScratchTransformerPreTrainedModel(PreTrainedModel):
             init.copy_(module.table, sinusoidal_table(num_positions, dim, self.config.sinusoidal_layout))
 
     def _embedding_ties(self, prefix: str = "") -> dict[str, str]:
-        """{target: source} from the config: source ↔ target embeddings (``share_encoder_decoder_embeddings``)
-        and, in the generation head, output projection ↔ target embeddings (``tie_word_embeddings``)."""
+        """{target: source} for ``share_encoder_decoder_embeddings``: the target embeddings are the source ones.
+        (The generation head adds output projection ↔ target embeddings for ``tie_word_embeddings``.)"""
         ties = {}
         if self.config.share_encoder_decoder_embeddings:
             ties[f"{prefix}decoder.embeddings.tokens.weight"] = f"{prefix}encoder.embeddings.tokens.weight"
