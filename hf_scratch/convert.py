@@ -784,6 +784,11 @@ def _transfo_xl_config_to_ours(reference: dict):
     if reference.get("sample_softmax", -1) > 0:
         raise ValueError("Transformer-XL checkpoints with a sampled softmax (sample_softmax > 0) are not supported.")
     fields = {ours: reference[name] for name, ours in _TRANSFO_XL_FIELDS.items() if reference.get(name) is not None}
+    # the original hub configs (e.g. transfo-xl-wt103) name these n_token and tie_weight
+    if "vocab_size" not in fields and reference.get("n_token") is not None:
+        fields["vocab_size"] = reference["n_token"]
+    if "tie_word_embeddings" not in fields and reference.get("tie_weight") is not None:
+        fields["tie_word_embeddings"] = reference["tie_weight"]
     if "tie_projs" not in fields and "cutoffs" in fields:  # configs that only carry proj_share_all_but_first
         share = reference.get("proj_share_all_but_first", True)
         fields["tie_projs"] = [False] + [share] * len(fields["cutoffs"])

@@ -101,6 +101,19 @@ def test_memory_is_detached_from_the_graph():
     model(ids, mems=first.mems, labels=ids).loss.backward()  # no error: nothing flows into the first segment
 
 
+def test_activation_checkpointing_gives_the_same_gradients():
+    model = tiny_model().train()
+    ids = torch.randint(0, 40, (2, 6))
+    memory = model(ids).mems
+    model(ids, mems=memory, labels=ids).loss.backward()
+    plain = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model.activation_checkpointing_enable()
+    assert model.model.layers[0].gradient_checkpointing
+    model(ids, mems=memory, labels=ids).loss.backward()
+    assert max((a - p.grad).abs().max().item() for a, p in zip(plain, model.parameters())) <= 1e-6
+
+
 def test_mem_len_is_read_at_call_time():
     model = tiny_model(mem_len=4)
     ids = torch.randint(0, 40, (1, 6))
@@ -279,6 +292,18 @@ def test_hand_made_reference_checkpoint_loads_and_scores(tmp_path, tie):
                              + torch.cat([state["crit.out_layers.0.bias"], state["crit.cluster_bias"]]), -1)
     tail = torch.log_softmax(state["crit.out_layers.3.weight"] @ (state["crit.out_projs.3"].t() @ hidden) + state["crit.out_layers.3.bias"], -1)
     assert torch.allclose(log_probs[0, 0, 40], head[8 + 2] + tail[40 - 32], atol=1e-5)
+
+
+def test_original_hub_config_names_are_understood(tmp_path):
+    """transfo-xl-wt103's config.json predates vocab_size/tie_word_embeddings: n_token, tie_weight, no architectures."""
+    config, state = _hand_made_reference(True)
+    del config["architectures"], config["tie_word_embeddings"]
+    config["n_token"], config["tie_weight"] = config.pop("vocab_size"), True
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    model = load_reference_checkpoint(tmp_path)
+    assert isinstance(model, ScratchTransfoXLLMHeadModel)
+    assert model.config.vocab_size == 64 and model.config.tie_word_embeddings
 
 
 def test_reference_checkpoint_with_foreign_weights_is_refused(tmp_path):
