@@ -406,3 +406,14 @@ def test_model_card_template_renders_valid_metadata(family, tmp_path):
                     "## Intended use", "## Limitations", "| hidden_size | 64 |".replace("hidden_size", "`hidden_size`"), "| eval_perplexity | 12.5 |"):
         assert section in text, section
     assert "{{" not in text and "{%" not in text
+
+
+def test_quickstart_runs_end_to_end(tmp_path, capsys):
+    from training import quickstart
+
+    outcome = quickstart.main(["--max_steps", "2", "--output_dir", str(tmp_path / "qs"), "--prompt", "HAMLET."])
+    printed = capsys.readouterr().out
+    for step in ("1. Training", "2. Wrote the hub-ready folder", "3. Reloading", "4. Generating"):
+        assert step in printed
+    assert outcome["sample"].startswith("HAMLET.") and len(outcome["sample"]) > len("HAMLET.")
+    assert (tmp_path / "qs" / "README.md").is_file() and (tmp_path / "qs" / "modeling_gpt.py").is_file()
