@@ -417,3 +417,43 @@ def test_quickstart_runs_end_to_end(tmp_path, capsys):
         assert step in printed
     assert outcome["sample"].startswith("HAMLET.") and len(outcome["sample"]) > len("HAMLET.")
     assert (tmp_path / "qs" / "README.md").is_file() and (tmp_path / "qs" / "modeling_gpt.py").is_file()
+
+
+def test_push_to_hub_uploads_the_folder_and_our_model_card(tmp_path, monkeypatch):
+    """The upload itself needs the hub; everything up to it is checked: the Trainer pushes the finished folder and
+    our card (not the Trainer's generic one, which its push writes first) is uploaded as README.md."""
+    import huggingface_hub
+    import transformers
+
+    pushed, uploaded = [], {}
+
+    def init_hf_repo(self, token=None, private=None):
+        self.hub_model_id = self.args.hub_model_id
+
+    def push_to_hub(self, commit_message="End of training", **kwargs):
+        folder = Path(self.args.output_dir)
+        (folder / "README.md").write_text("---\nlicense: other\n---\ngeneric Trainer card\n")  # what create_model_card does
+        pushed.append(sorted(p.name for p in folder.iterdir()))
+
+    def upload_file(path_or_fileobj, path_in_repo, repo_id, token=None, commit_message=None):
+        uploaded[path_in_repo] = (Path(path_or_fileobj).read_text(), repo_id)
+
+    monkeypatch.setattr(transformers.Trainer, "init_hf_repo", init_hf_repo)
+    monkeypatch.setattr(transformers.Trainer, "push_to_hub", push_to_hub)
+    monkeypatch.setattr(huggingface_hub, "upload_file", upload_file)
+    run_mlm.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "out"), *TINY,
+                  "--push_to_hub", "--hub_model_id", "someone/tiny-scratch-bert"])
+    assert pushed and {"model.safetensors", "config.json", "modeling_bert.py", "tokenizer.json"} <= set(pushed[-1])
+    card, repo_id = uploaded["README.md"]
+    assert repo_id == "someone/tiny-scratch-bert"
+    assert "library_name: transformers" in card and "name: tiny-scratch-bert" in card and "generic Trainer card" not in card
+
+
+def test_dataset_name_reads_through_datasets(tmp_path):
+    """--dataset_name goes through datasets.load_dataset (here a local folder: the hub is not reachable)."""
+    results = run_classification.main(["--model_type", "scratch-bert", "--dataset_name", str(REPO / "training" / "data" / "plays"),
+                                       "--output_dir", str(tmp_path), *TINY])
+    assert results["eval"]["eval_accuracy"] >= 0.0
+    from huggingface_hub import ModelCard
+
+    assert ModelCard.load(tmp_path / "README.md").data.datasets == [str(REPO / "training" / "data" / "plays")]

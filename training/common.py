@@ -421,12 +421,15 @@ def train_evaluate_save(trainer, model_args, data_args, training_args, card: Car
         trainer.save_model()
         write_model_card(training_args.output_dir, model, tokenizer, training_args, card, results.get("eval", {}))
     if training_args.push_to_hub:
-        # Trainer.push_to_hub writes its own README: upload ours afterwards through the same repository
+        # Trainer.push_to_hub uploads the folder (weights, code, tokenizer) but first overwrites README.md with its
+        # own generic card: write ours again and upload it on top
         trainer.push_to_hub(commit_message="End of training")
-        from huggingface_hub import upload_file
+        if training_args.should_save:
+            from huggingface_hub import upload_file
 
-        upload_file(path_or_fileobj=str(Path(training_args.output_dir) / "README.md"), path_in_repo="README.md",
-                    repo_id=trainer.hub_model_id, token=training_args.hub_token, commit_message="Model card")
+            card_path = write_model_card(training_args.output_dir, model, tokenizer, training_args, card, results.get("eval", {}))
+            upload_file(path_or_fileobj=str(card_path), path_in_repo="README.md", repo_id=trainer.hub_model_id,
+                        token=training_args.hub_token, commit_message="Model card")
     return results
 
 
