@@ -400,7 +400,11 @@ class ScratchTransfoXLPreTrainedModel(PreTrainedModel):
 
 
 class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
-    """Adaptive input → L relative-attention layers over [memory ∘ segment]; returns the new memory (``mems``)."""
+    """Adaptive input → L relative-attention layers over [memory ∘ segment]; returns the new memory (``mems``).
+
+    Without ``mems`` the first segment starts from an empty memory, as in the paper and the original code.
+    (transformers' TransfoXL started from ``mem_len`` zero vectors per layer; pass those as ``mems`` to reproduce
+    its outputs for a first segment.)"""
 
     def __init__(self, config: ScratchTransfoXLConfig):
         super().__init__(config)

@@ -340,6 +340,17 @@ def test_greedy_generation_with_mems_equals_recomputing(same_length):
     assert torch.equal(without_memory, sequence)
 
 
+def test_left_padded_batch_generation_equals_one_by_one():
+    model = tiny_model(mem_len=16)
+    short, long = torch.randint(1, 40, (1, 3)), torch.randint(1, 40, (1, 5))
+    batch = torch.cat([torch.cat([torch.zeros(1, 2, dtype=torch.long), short], dim=1), long])
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    together = model.generate(batch, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None)
+    for row, prompt in enumerate((short, long)):
+        alone = model.generate(prompt, max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None)
+        assert torch.equal(together[row, -6:], alone[0, -6:])
+
+
 def test_beam_search_runs_with_mems():
     model = tiny_model()
     out = model.generate(torch.randint(0, 40, (1, 3)), max_new_tokens=4, num_beams=3, do_sample=False, pad_token_id=0, eos_token_id=None)
