@@ -457,3 +457,22 @@ def test_dataset_name_reads_through_datasets(tmp_path):
     from huggingface_hub import ModelCard
 
     assert ModelCard.load(tmp_path / "README.md").data.datasets == [str(REPO / "training" / "data" / "plays")]
+
+
+def test_reference_gpt2_checkpoint_is_converted_on_the_fly(tmp_path, run_outputs):
+    """run_clm --model_name_or_path <a transformers GPT-2 folder>: the folder it writes holds an hf_scratch GPT
+    giving the reference logits (eval only, so the weights are the converted ones)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    tokenizer = AutoTokenizer.from_pretrained(run_outputs("clm-gpt")["output_dir"])
+    reference = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=64)).eval()
+    reference.save_pretrained(tmp_path / "gpt2")
+    tokenizer.save_pretrained(tmp_path / "gpt2")
+    results = run_clm.main(["--model_name_or_path", str(tmp_path / "gpt2"), "--output_dir", str(tmp_path / "out"), "--do_eval",
+                            *[a for a in TINY if a not in ("--model_size", "tiny")]])
+    assert "train" not in results and math.isfinite(results["eval"]["eval_loss"])
+    ours = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    assert type(ours).__name__ == "ScratchGPTLMHeadModel"
+    ids = torch.randint(0, len(tokenizer), (2, 12))
+    with torch.no_grad():
+        assert torch.allclose(ours(input_ids=ids).logits, reference(input_ids=ids).logits, atol=1e-4)

@@ -167,8 +167,9 @@ def check_common_arguments(model_args: ModelArguments, data_args: DataArguments)
         raise ValueError(f"--max_seq_length must be positive, got {data_args.max_seq_length}.")
 
 
-def check_model_type(model_args: ModelArguments, supported: Iterable[str]) -> None:
-    """The script supports these families; the family must also be importable from hf_scratch."""
+def check_model_type(model_args: ModelArguments, supported: Iterable[str]) -> str:
+    """The hf_scratch model type this run trains (a reference checkpoint's type mapped to ours); the script must
+    support it and hf_scratch must register it."""
     supported = list(supported)
     model_type = model_args.model_type or _checkpoint_model_type(model_args.model_name_or_path)
     scratch_type = model_type if model_type in FAMILIES else _SCRATCH_OF_REFERENCE.get(model_type, model_type)
@@ -178,6 +179,7 @@ def check_model_type(model_args: ModelArguments, supported: Iterable[str]) -> No
         AutoConfig.for_model(scratch_type)
     except ValueError as error:
         raise ValueError(f"{scratch_type} is not registered by this hf_scratch installation ({error}).") from None
+    return scratch_type
 
 
 _SCRATCH_OF_REFERENCE = {
@@ -341,6 +343,10 @@ def create_model(model_args: ModelArguments, auto_class, tokenizer, **head_kwarg
         config = scratch_config(model_args, tokenizer, **head_kwargs)
         return auto_class.from_config(config, **load_kwargs)
     path = model_args.model_name_or_path
+    if not Path(path).is_dir():  # a hub id: fetch the folder (conversion reads files)
+        from huggingface_hub import snapshot_download
+
+        path = snapshot_download(path)
     if _checkpoint_model_type(path) not in FAMILIES:
         from hf_scratch.convert import load_reference_checkpoint
 

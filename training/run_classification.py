@@ -62,7 +62,7 @@ class GPTClassificationCollator:
 
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, cls_args, training_args = parse_arguments("run_classification", (ClassificationArguments,), args)
-    check_model_type(model_args, SUPPORTED)
+    is_gpt = check_model_type(model_args, SUPPORTED) == "scratch-gpt"
     raw = load_raw_datasets(data_args, "plays", limit=False)
     text_columns = [cls_args.text_column] + ([cls_args.text_pair_column] if cls_args.text_pair_column else [])
     require_columns(raw, text_columns + [cls_args.label_column], "classification")
@@ -70,7 +70,6 @@ def main(args=None, callbacks=None) -> dict:
     raw = limit_samples(raw, data_args)
     label_to_id = {label: i for i, label in enumerate(labels)}
     raw = raw.map(lambda row: {"labels": label_to_id[row[cls_args.label_column]]})
-    is_gpt = (model_args.model_type or "").endswith("gpt") or "gpt" in str(model_args.model_name_or_path or "")
     tokenizer = get_tokenizer(model_args, lambda: (t for c in text_columns for t in raw["train"][c]), needs_padding=True)
     head = dict(num_labels=len(labels), id2label=dict(enumerate(map(str, labels))), label2id={str(l): i for l, i in label_to_id.items()})
     if is_gpt:

@@ -65,7 +65,7 @@ def choice_logits(logits, labels):
 
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, mc_args, training_args = parse_arguments("run_multiple_choice", (MultipleChoiceArguments,), args)
-    check_model_type(model_args, SUPPORTED)
+    is_gpt = check_model_type(model_args, SUPPORTED) == "scratch-gpt"
     raw = load_raw_datasets(data_args, "next_line")
     require_columns(raw, [mc_args.context_column, mc_args.endings_column, mc_args.label_column], "multiple choice")
     counts = {len(e) for split in raw.values() for e in split[mc_args.endings_column]}
@@ -78,7 +78,6 @@ def main(args=None, callbacks=None) -> dict:
     raw = raw.map(lambda row: {"labels": int(row[mc_args.label_column])})
     texts = lambda: (t for row in raw["train"] for t in [row[mc_args.context_column], *row[mc_args.endings_column]])  # noqa: E731
     tokenizer = get_tokenizer(model_args, texts, needs_padding=True)
-    is_gpt = (model_args.model_type or "").endswith("gpt") or "gpt" in str(model_args.model_name_or_path or "")
     if is_gpt:
         from hf_scratch.gpt_input_transforms import GPTTaskInputs
 
