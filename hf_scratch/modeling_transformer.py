@@ -238,6 +238,11 @@ class ScratchTransformerDecoder(nn.Module):
         use_cache = self.config.use_cache if use_cache is None else use_cache
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
+            raise ValueError(
+                f"past_key_values is a {type(past_key_values).__name__}; the decoder caches self- and cross-attention "
+                "separately: pass an EncoderDecoderCache(DynamicCache(), DynamicCache()) or None (one is created)."
+            )
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
         if not use_cache:

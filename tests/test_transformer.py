@@ -481,6 +481,8 @@ def test_config_rejects_impossible_values(overrides, field):
         (lambda: dict(input_ids=torch.tensor([[3, 4]]), decoder_input_ids=torch.tensor([[1, 3]]), decoder_attention_mask=torch.ones(1, 5)), "decoder_attention_mask"),
         (lambda: dict(input_ids=torch.tensor([[3, 4]])), "decoder_input_ids"),
         (lambda: dict(input_ids=torch.tensor([[3, 4]]), labels=torch.tensor([1, 2])), "labels"),
+        (lambda: dict(input_ids=torch.tensor([[3, 4]]), decoder_input_ids=torch.tensor([[1]]),
+                      past_key_values=transformers.DynamicCache()), "EncoderDecoderCache"),
     ],
 )
 def test_bad_inputs_raise_value_error(make_inputs, message):
