@@ -22,6 +22,7 @@ thus costs what no dilation costs. Both kernels — ``"eager"`` (softmax written
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -137,7 +138,8 @@ def key_windows(x: torch.Tensor, block: int, prefix: Optional[torch.Tensor] = No
     shared by all blocks. One copy: the windows are a strided view until then."""
     batch, length, heads, dim = x.shape
     blocks = length // block
-    padded = F.pad(x, (0, 0, 0, 0, block, block))
+    edge = x.new_zeros(batch, block, heads, dim)
+    padded = torch.cat([edge, x, edge], dim=1)  # (F.pad would first fill all of it with zeros)
     windows = padded.unfold(1, 3 * block, block).transpose(3, 4)  # (batch, blocks, heads, 3·block, d), a view
     if prefix is not None and prefix.shape[1]:
         shared = prefix.transpose(1, 2)[:, None].expand(batch, blocks, heads, prefix.shape[1], dim)
@@ -148,7 +150,7 @@ def key_windows(x: torch.Tensor, block: int, prefix: Optional[torch.Tensor] = No
 def block_mask(
     key_is_local: torch.Tensor, query_is_real: torch.Tensor, block: int, global_slot_is_real: Optional[torch.Tensor]
 ) -> torch.Tensor:
-    """The "may attend" relation of ``sliding_window_attention``, block by block: (batch·n/block, 1, block,
+    """The "may attend" relation of ``block_attention``, block by block: (batch·n/block, 1, block,
     [G +] 3·block) bool — the G global slots that exist, then |i - j| ≤ w among local keys; padded queries none."""
     batch, length = key_is_local.shape
     blocks = length // block
@@ -174,45 +176,27 @@ def band_to_diagonals(weights: torch.Tensor, block: int) -> torch.Tensor:
     return weights.gather(-1, index.expand(*weights.shape[:-2], block, 2 * block + 1))
 
 
-def sliding_window_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    allowed: torch.Tensor,
-    one_sided_window: int,
-    global_keys: Optional[torch.Tensor] = None,
-    global_values: Optional[torch.Tensor] = None,
-    implementation: str = "sdpa",
-    dropout: float = 0.0,
-    output_attentions: bool = False,
-) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """softmax(Q Kᵀ/√d + M) V with M allowing |i - j| ≤ w (w = ``one_sided_window``) among local keys, plus the
-    global keys, computed block by block (blocks of w queries × 3w keys).
+def query_blocks(x: torch.Tensor, block: int) -> torch.Tensor:
+    """(batch, n, heads, d) → (batch·n/block, heads, block, d): the queries, block by block."""
+    batch, length, heads, dim = x.shape
+    return x.reshape(batch, length // block, block, heads, dim).transpose(2, 3).reshape(-1, heads, block, dim)
 
-    ``query``, ``key``, ``value``: (batch, n, heads, d) with n a multiple of w; ``allowed``: ``block_mask(...)``
-    (global keys come in once, through ``global_keys`` / ``global_values`` (batch, G, heads, d), so the window must
-    not attend them again; padded query rows attend nothing and give zeros). Returns the output (batch, n, heads,
-    d) and, when asked, the weights (batch, heads, n, G + 2w + 1): global columns first, then key offsets -w … w.
-    """
-    batch, length, heads, dim = query.shape
-    block = one_sided_window
-    blocks = length // block
-    queries = query.reshape(batch, blocks, block, heads, dim).transpose(2, 3).reshape(batch * blocks, heads, block, dim)
-    keys, values = key_windows(key, block, global_keys), key_windows(value, block, global_values)
-    num_global = keys.shape[2] - 3 * block
 
-    weights = None
+def from_blocks(x: torch.Tensor, batch: int) -> torch.Tensor:
+    """Inverse of ``query_blocks`` for any last dimension: (batch·blocks, heads, block, C) → (batch, n, heads, C)."""
+    blocks_total, heads, block, channels = x.shape
+    blocks = blocks_total // batch
+    return x.reshape(batch, blocks, heads, block, channels).transpose(2, 3).reshape(batch, blocks * block, heads, channels)
+
+
+def block_attention(queries, keys, values, allowed, implementation: str, dropout: float, output_attentions: bool):
+    """softmax(Q Kᵀ/√d + M) V in every block at once: ``queries`` (blocks, heads, w, d) against ``keys`` /
+    ``values`` (blocks, heads, G + 3w, d) from ``key_windows``, M from ``block_mask``. Returns (output, weights or
+    None); the eager kernel is the one that can return the weights."""
     if output_attentions or implementation == "eager":
         output, weights = eager_attention(queries, keys, values, allowed, dropout=dropout)
-    else:
-        output = sdpa_attention(queries, keys, values, allowed, dropout=dropout)
-    output = output.reshape(batch, blocks, heads, block, dim).transpose(2, 3).reshape(batch, length, heads, dim)
-    if output_attentions:
-        local = band_to_diagonals(weights[..., num_global:], block)
-        weights = torch.cat([weights[..., :num_global], local], dim=-1)
-        weights = weights.reshape(batch, blocks, heads, block, -1).transpose(1, 2).reshape(batch, heads, length, -1)
-        return output, weights
-    return output, None
+        return output, (weights if output_attentions else None)
+    return sdpa_attention(queries, keys, values, allowed, dropout=dropout), None
 
 
 @dataclass
@@ -226,17 +210,17 @@ class GlobalTokens:
     is_real: torch.Tensor
     block_masks: dict = field(default_factory=dict)
 
-    def block_mask(self, key_is_real: torch.Tensor, block: int, dilation: int) -> torch.Tensor:
-        """``block_mask`` for the residue classes of ``dilation`` (padded to a multiple of block · dilation)."""
-        if (block, dilation) not in self.block_masks:
+    def block_mask(self, key_is_real: torch.Tensor, block: int, dilation: int, multiple: int) -> torch.Tensor:
+        """``block_mask`` for the residue classes of ``dilation``, the length padded to a multiple of ``multiple``."""
+        if (block, dilation, multiple) not in self.block_masks:
             def prepare(x):
-                return split_residues(pad_length(x, block * dilation, False), dilation)
+                return split_residues(pad_length(x, multiple, False), dilation)
 
             slots = self.is_real.repeat_interleave(dilation, dim=0) if self.count else None
-            self.block_masks[block, dilation] = block_mask(
+            self.block_masks[block, dilation, multiple] = block_mask(
                 prepare(key_is_real & ~self.is_global), prepare(key_is_real), block, slots
             )
-        return self.block_masks[block, dilation]
+        return self.block_masks[block, dilation, multiple]
 
     @classmethod
     def from_mask(cls, is_global: torch.Tensor) -> "GlobalTokens":
@@ -289,41 +273,60 @@ class ScratchLongformerSelfAttention(nn.Module):
         return x.reshape(*x.shape[:2], self.num_heads, self.head_dim)
 
     def _local(self, query, key, value, key_is_real, globals_, implementation, dropout, output_attentions):
-        """Sliding-window (+ global keys) attention for every head, one call per dilation group."""
+        """Sliding-window (+ global keys) attention for every head in one kernel call.
+
+        Each dilation group's heads are split into residue classes and cut into blocks; with the length padded to
+        a multiple of w/2 · lcm(dilations) every group has the same number of blocks, so the groups stack along
+        the head dimension, each with its own block mask."""
         batch, length = key_is_real.shape
+        block = self.one_sided_window
+        multiple = block * math.lcm(*self.head_groups)
         global_keys = globals_.gather(key) if globals_.count else None
         global_values = globals_.gather(value) if globals_.count else None
-        outputs, weights = [], []
+        # heads sorted by dilation (a no-op when they already are), then each group is a view of consecutive heads
+        head_order = sorted(range(self.num_heads), key=lambda h: self.dilations[h])
+        sorted_already = head_order == list(range(self.num_heads))
+
+        def by_dilation(x):
+            return x if x is None or sorted_already else x[:, :, head_order]
+
+        query, key, value, global_keys, global_values = map(by_dilation, (query, key, value, global_keys, global_values))
+        groups, first = [], 0
         for dilation, heads in self.head_groups.items():
-            every_head = len(heads) == self.num_heads
-            multiple = self.one_sided_window * dilation
+            groups.append((dilation, slice(first, first + len(heads))))
+            first += len(heads)
 
-            def prepare(x, pad_value=0):
-                x = x if every_head or x is None else x[:, :, heads]
-                return None if x is None else split_residues(pad_length(x, multiple, pad_value), dilation)
+        def stacked(make):
+            parts = [make(dilation, group) for dilation, group in groups]
+            return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
-            def repeat(x):
-                if x is None:
-                    return None
-                x = x if every_head else x[:, :, heads]
-                return x.repeat_interleave(dilation, dim=0) if dilation > 1 else x
+        def residues(x, dilation, group):
+            return split_residues(pad_length(x[:, :, group], multiple), dilation)
 
-            output, weight = sliding_window_attention(
-                prepare(query), prepare(key), prepare(value),
-                globals_.block_mask(key_is_real, self.one_sided_window, dilation),
-                self.one_sided_window, repeat(global_keys), repeat(global_values),
-                implementation=implementation, dropout=dropout, output_attentions=output_attentions,
-            )
-            outputs.append(merge_residues(output, dilation)[:, :length])
-            if weight is not None:  # (batch·d, heads, n/d, C) → (batch, heads, n, C)
-                weight = merge_residues(weight.transpose(1, 2), dilation)[:, :length].transpose(1, 2)
-                weights.append(weight)
-        if len(outputs) == 1:
-            return outputs[0], (weights[0] if weights else None)
-        order = torch.tensor([h for heads in self.head_groups.values() for h in heads], device=query.device)
-        inverse = torch.argsort(order)
-        output = torch.cat(outputs, dim=2)[:, :, inverse]
-        return output, (torch.cat(weights, dim=1)[:, inverse] if weights else None)
+        def shared(x, dilation, group):
+            return None if x is None else x[:, :, group].repeat_interleave(dilation, dim=0)
+
+        queries = stacked(lambda d, g: query_blocks(residues(query, d, g), block))
+        keys = stacked(lambda d, g: key_windows(residues(key, d, g), block, shared(global_keys, d, g)))
+        values = stacked(lambda d, g: key_windows(residues(value, d, g), block, shared(global_values, d, g)))
+        allowed = stacked(lambda d, g: globals_.block_mask(key_is_real, block, d, multiple).expand(-1, g.stop - g.start, -1, -1))
+        output, weights = block_attention(queries, keys, values, allowed, implementation, dropout, output_attentions)
+
+        num_global = keys.shape[2] - 3 * block
+        outputs, all_weights = [], []
+        for dilation, group in groups:
+            outputs.append(merge_residues(from_blocks(output[:, group], batch * dilation), dilation)[:, :length])
+            if weights is not None:  # → (batch, heads, n, G + 2w + 1): global columns, then offsets -w … w
+                weight = weights[:, group]
+                weight = torch.cat([weight[..., :num_global], band_to_diagonals(weight[..., num_global:], block)], dim=-1)
+                weight = merge_residues(from_blocks(weight, batch * dilation), dilation)[:, :length]
+                all_weights.append(weight.transpose(1, 2))
+        output = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
+        weights = None if not all_weights else torch.cat(all_weights, dim=1)
+        if not sorted_already:
+            inverse = torch.argsort(torch.tensor(head_order, device=output.device))
+            output, weights = output[:, :, inverse], (None if weights is None else weights[:, inverse])
+        return output, weights
 
     def _global(self, hidden_states, key_is_real, globals_, dropout):
         """The global tokens' rows: softmax(q_g K_gᵀ/√d) V_g over every real token, with the global projections.
@@ -339,13 +342,15 @@ class ScratchLongformerSelfAttention(nn.Module):
         key_weight = self.key_global.weight.view(heads, dim, hidden)
         value_weight = self.value_global.weight.view(heads, dim, hidden)
         query_in_input_space = torch.einsum("bhgd,hdc->bhgc", query, key_weight)  # (batch, heads, G, hidden)
-        scores = torch.matmul(query_in_input_space, hidden_states.transpose(1, 2)[:, None])  # (batch, heads, G, n)
+        # heads × G rows against the n input vectors in one product (the input is read once, not once per head)
+        scores = torch.bmm(query_in_input_space.reshape(batch, -1, hidden), hidden_states.transpose(1, 2))
+        scores = scores.view(batch, heads, -1, length)  # (batch, heads, G, n)
         # q_g·b_k^h: constant over the keys, kept so that every parameter takes part in the graph (DDP needs that)
         scores = scores + torch.einsum("bhgd,hd->bhg", query, self.key_global.bias.view(heads, dim))[..., None]
         allowed = key_is_real[:, None, None, :] & globals_.is_real[:, None, :, None]
         weights = masked_softmax(scores, allowed)
         dropped = F.dropout(weights, p=dropout) if dropout > 0.0 else weights
-        context = torch.matmul(dropped, hidden_states[:, None])  # (batch, heads, G, hidden)
+        context = torch.bmm(dropped.reshape(batch, -1, length), hidden_states).view(batch, heads, -1, hidden)
         output = torch.einsum("bhgc,hdc->bhgd", context, value_weight)
         output = output + self.value_global.bias.view(1, heads, 1, dim) * dropped.sum(-1, keepdim=True)
         return output, weights
