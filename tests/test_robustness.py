@@ -373,3 +373,15 @@ def test_missing_tokenizer_for_pictures(saved_checkpoint, tmp_path):
 
     with pytest.raises(ValueError, match="tokenizer"):
         viz.plot_attention_for_sentence(tmp_path / "a.png", "a b c", model_dir=str(saved_checkpoint))
+
+
+def test_sharded_checkpoint_loads_and_a_missing_shard_is_named(tmp_path):
+    model = tiny(PRESENT[0])
+    model.save_pretrained(tmp_path, max_shard_size="1KB")
+    shards = sorted(tmp_path.glob("model-*.safetensors"))
+    assert len(shards) > 1
+    loaded = type(model).from_pretrained(tmp_path)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
+    shards[-1].unlink()
+    with pytest.raises(ValueError, match=shards[-1].name):
+        type(model).from_pretrained(tmp_path)
