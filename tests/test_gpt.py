@@ -222,7 +222,7 @@ def test_cached_generation_equals_uncached_greedy_and_beam(placement):
     model = ScratchGPTLMHeadModel(tiny_config(placement)).eval()
     input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9], [11, 12, 13]])
     for settings in (dict(do_sample=False), dict(do_sample=False, num_beams=3, num_return_sequences=2)):
-        common = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10, pad_token_id=0,
+        common = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, pad_token_id=0,
                       eos_token_id=None, **settings)
         with torch.no_grad():
             cached = model.generate(**common, use_cache=True)
@@ -461,3 +461,33 @@ def test_decoding_lm_head_copy_matches_and_follows_weight_updates():
     logits = model.vocabulary_logits(hidden)  # with autograd: the plain lm_head, gradients flow
     logits.sum().backward()
     assert model.lm_head.weight.grad is not None
+
+
+def test_remote_code_loads_every_head_from_the_copied_files(tmp_path):
+    """save_pretrained copies the modeling code; loaded as a dynamic module (what trust_remote_code=True does where
+    hf_scratch is not installed) every head in auto_map comes from those copies and gives the same logits."""
+    import ast
+    import sys
+
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    model = ScratchGPTLMHeadModel(tiny_config("post")).eval()
+    model.save_pretrained(tmp_path)
+    for module_file in tmp_path.glob("*.py"):  # only relative imports of siblings, torch and transformers
+        for node in ast.walk(ast.parse(module_file.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                relative = isinstance(node, ast.ImportFrom) and node.level == 1
+                allowed = set(sys.stdlib_module_names) | {"torch", "transformers", "safetensors", "huggingface_hub"}
+                assert relative or all(n.split(".")[0] in allowed for n in names), (module_file.name, names)
+    loaded = {}
+    for auto_class, reference in ScratchGPTConfig.default_auto_map.items():
+        cls = get_class_from_dynamic_module(reference, str(tmp_path))
+        assert cls.__module__.startswith("transformers_modules"), cls.__module__
+        loaded[auto_class] = cls
+    remote = loaded["AutoModelForCausalLM"].from_pretrained(tmp_path).eval()
+    input_ids, attention_mask = right_padded_batch()
+    with torch.no_grad():
+        assert torch.equal(remote(input_ids=input_ids, attention_mask=attention_mask).logits,
+                           model(input_ids=input_ids, attention_mask=attention_mask).logits)
+    assert loaded["AutoModelForMultipleChoice"].__name__ == "ScratchGPTDoubleHeadsModel"
