@@ -343,8 +343,9 @@ class ScratchLongformerSelfAttention(nn.Module):
         value_weight = self.value_global.weight.view(heads, dim, hidden)
         query_in_input_space = torch.einsum("bhgd,hdc->bhgc", query, key_weight)  # (batch, heads, G, hidden)
         # heads × G rows against the n input vectors in one product (the input is read once, not once per head)
-        scores = torch.bmm(query_in_input_space.reshape(batch, -1, hidden), hidden_states.transpose(1, 2))
-        scores = scores.view(batch, heads, -1, length)  # (batch, heads, G, n)
+        # (n × hidden)·(hidden × heads·G): the product with n as the long side is the fast one on CPU
+        scores = torch.bmm(hidden_states, query_in_input_space.reshape(batch, -1, hidden).transpose(1, 2))
+        scores = scores.transpose(1, 2).reshape(batch, heads, -1, length)  # (batch, heads, G, n)
         # q_g·b_k^h: constant over the keys, kept so that every parameter takes part in the graph (DDP needs that)
         scores = scores + torch.einsum("bhgd,hd->bhg", query, self.key_global.bias.view(heads, dim))[..., None]
         allowed = key_is_real[:, None, None, :] & globals_.is_real[:, None, :, None]
