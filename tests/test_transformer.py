@@ -97,6 +97,14 @@ def test_labels_shift_right_behind_the_start_token():
     assert shifted.tolist() == [[S, i, want, a, beer], [S, i, want, E, P]]
     model = ScratchTransformerForConditionalGeneration(tiny_config(bos_token_id=S, decoder_start_token_id=S))
     assert torch.equal(model.prepare_decoder_input_ids_from_labels(labels), shifted)
+    # DataCollatorForSeq2Seq pads the labels with -100 and builds the decoder inputs through the model
+    from transformers import DataCollatorForSeq2Seq
+
+    tokenizer = train_tokenizer(["i want a beer"], "seq2seq", vocab_size=30)
+    features = [{"input_ids": [5, 6, 2], "labels": [i, want, a, beer, E]}, {"input_ids": [5, 2], "labels": [i, want, E]}]
+    batch = DataCollatorForSeq2Seq(tokenizer, model=model)(features)
+    assert batch["labels"].tolist()[1] == [i, want, E, -100, -100]
+    assert batch["decoder_input_ids"].tolist() == shifted.tolist()
 
 
 def test_loss_is_non_shifted_cross_entropy_with_label_smoothing():
