@@ -242,7 +242,7 @@ class GlobalTokens:
     def scatter(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """``x`` (batch, n, …) with the global tokens' rows replaced by ``rows`` (batch, G, …)."""
         batch_index = torch.arange(x.shape[0], device=x.device)[:, None].expand_as(self.positions)
-        return x.index_put((batch_index[self.is_real], self.positions[self.is_real]), rows[self.is_real])
+        return x.index_put((batch_index[self.is_real], self.positions[self.is_real]), rows[self.is_real].to(x.dtype))
 
 
 class ScratchLongformerSelfAttention(nn.Module):
