@@ -126,7 +126,7 @@ def parse_arguments(script: str, extra_dataclasses: tuple = (), args: Optional[l
     """Parse ``args`` (default: ``sys.argv[1:]``) into (ModelArguments, DataArguments, *extra, TrainingArguments).
 
     Defaults differ from the Trainer's where a script needs them: with neither ``--do_train`` nor ``--do_eval`` a
-    script does both; logs go to TensorBoard unless ``--report_to`` says otherwise; ``--output_dir`` defaults to
+    script does both; logs go to TensorBoard (when installed) unless ``--report_to`` says otherwise; ``--output_dir`` defaults to
     ``outputs/<script>``. Bad values raise ValueError (unknown flags: the parser's usage error)."""
     args = list(sys.argv[1:] if args is None else args)
     if not any(a == "--output_dir" or a.startswith("--output_dir=") for a in args):
@@ -137,7 +137,9 @@ def parse_arguments(script: str, extra_dataclasses: tuple = (), args: Optional[l
     if "--do_train" not in args and "--do_eval" not in args:
         training_args.do_train = training_args.do_eval = True
     if not any(a.startswith("--report_to") for a in args):
-        training_args.report_to = ["tensorboard"]
+        from transformers.integrations import is_tensorboard_available
+
+        training_args.report_to = ["tensorboard"] if is_tensorboard_available() else []
     check_common_arguments(model_args, data_args)
     transformers.set_seed(training_args.seed)  # before the model is initialised, so runs are reproducible
     return parsed
