@@ -2,7 +2,7 @@
 write a hub-ready folder (safetensors, config with auto_map, modeling code, tokenizer, generation config, model
 card), reload it through ``AutoModelForCausalLM`` and generate through a ``pipeline``.
 
-    python training/quickstart.py                         # 300 steps: about 3 minutes on 2 CPU cores
+    python training/quickstart.py                         # 2000 steps: about 2-3 minutes on 2 CPU cores
     python training/quickstart.py --max_steps 20          # a smoke test
 
 It uses ``training/run_clm.py`` (the script for any amount of data and any GPT size) with a character-level
@@ -25,7 +25,7 @@ if __package__ in (None, ""):
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output_dir", default="outputs/quickstart-gpt", help="Where the hub-ready folder goes.")
-    parser.add_argument("--max_steps", type=int, default=300, help="Training steps (batches of 8 blocks of 128 characters).")
+    parser.add_argument("--max_steps", type=int, default=2000, help="Training steps (batches of 8 blocks of 128 characters).")
     parser.add_argument("--prompt", default="HAMLET.\nTo be, or not", help="Text the trained model continues.")
     options = parser.parse_args(argv)
     if options.max_steps <= 0:
