@@ -375,8 +375,8 @@ def test_trainer_pretraining_loss_falls(wordpiece, fixtures_dir, tmp_path):
                          intermediate_size=96, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     model = ScratchBertForPreTraining(config)
     args = TrainingArguments(
-        output_dir=str(tmp_path), per_device_train_batch_size=16, max_steps=60, learning_rate=3e-3,
-        logging_steps=5, save_strategy="no", report_to=[], seed=0, use_cpu=True, warmup_steps=5, lr_scheduler_type="constant_with_warmup",
+        output_dir=str(tmp_path), per_device_train_batch_size=16, max_steps=200, learning_rate=3e-3,
+        logging_steps=10, save_strategy="no", report_to=[], seed=0, use_cpu=True, warmup_steps=10, lr_scheduler_type="constant_with_warmup",
     )
     trainer = Trainer(model=model, args=args, train_dataset=examples,
                       data_collator=DataCollatorForBertPreTraining(wordpiece, mlm_probability=0.15, seed=0))
