@@ -122,6 +122,12 @@ class AttentionMask:
 # --------------------------------------------------------------------------------------------------------------
 
 
+def softmax_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Half-precision scores are normalised in float32; float32/float64 stay as they are (a float64 finfo.min
+    cast to float32 would become -inf and make fully masked rows NaN)."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
 def eager_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -135,7 +141,7 @@ def eager_attention(
     scores = torch.matmul(query, key.transpose(-1, -2)) * scale
     if allowed is not None:
         scores = scores + mask_to_bias(allowed, scores.dtype)
-    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = torch.softmax(scores, dim=-1, dtype=softmax_dtype(scores.dtype)).to(query.dtype)
     if allowed is not None:
         # A row that may attend nothing has a uniform softmax over masked keys: make it exactly zero instead.
         weights = weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
@@ -324,8 +330,8 @@ def masked_softmax(scores: torch.Tensor, allowed: Optional[torch.Tensor]) -> tor
     (broadcastable to ``scores``): exactly 0 where a key may not be attended, and an all-zero row (never NaN) where
     none may. For score functions other than Q·Kᵀ/√d, e.g. the RNN baselines' additive and Luong scores."""
     if allowed is None:
-        return torch.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
-    weights = torch.softmax(scores + mask_to_bias(allowed, scores.dtype), dim=-1, dtype=torch.float32).to(scores.dtype)
+        return torch.softmax(scores, dim=-1, dtype=softmax_dtype(scores.dtype)).to(scores.dtype)
+    weights = torch.softmax(scores + mask_to_bias(allowed, scores.dtype), dim=-1, dtype=softmax_dtype(scores.dtype)).to(scores.dtype)
     return weights.masked_fill(~allowed, 0.0)
 
 

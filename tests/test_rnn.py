@@ -429,7 +429,7 @@ def test_seed_toy_learned_by_lstm_bahdanau_with_the_trainer(toy_pairs, toy_token
 
     dataset = Dataset.from_list(toy_pairs).map(encode, remove_columns=["de", "en"])
     args = Seq2SeqTrainingArguments(
-        output_dir=str(tmp_path), per_device_train_batch_size=6, max_steps=80, learning_rate=5e-2, save_strategy="no",
+        output_dir=str(tmp_path), per_device_train_batch_size=6, max_steps=200, learning_rate=2e-2, save_strategy="no",
         report_to=[], seed=0, use_cpu=True, logging_steps=20, lr_scheduler_type="constant",
     )
     trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=dataset,
