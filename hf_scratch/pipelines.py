@@ -70,8 +70,8 @@ class ScratchQuestionAnsweringPipeline(Pipeline):
             allowed = outputs["context_token"][window]
             if not bool(allowed.any()):
                 continue
-            start = outputs["start_logits"][window].float().masked_fill(~allowed, float("-inf")).softmax(-1)
-            end = outputs["end_logits"][window].float().masked_fill(~allowed, float("-inf")).softmax(-1)
+            start = outputs["start_logits"][window].float().masked_fill(~allowed, torch.finfo(torch.float32).min).softmax(-1)
+            end = outputs["end_logits"][window].float().masked_fill(~allowed, torch.finfo(torch.float32).min).softmax(-1)
             # p(start=i) · p(end=j) for i ≤ j < i + max_answer_len
             scores = torch.triu(torch.tril(start[:, None] * end[None, :], diagonal=max_answer_len - 1))
             index = int(scores.argmax())
