@@ -269,7 +269,7 @@ def test_accelerate_two_processes_match_one_process(run_outputs, tmp_path):
     wrapper.write_text(DDP_WRAPPER.format(repo=str(REPO), out=str(tmp_path)))
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     completed = subprocess.run(
-        ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+        [sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
          "--dynamo_backend", "no", "--main_process_port", "29533", str(wrapper),
          *common, "--output_dir", str(tmp_path / "ddp"), "--per_device_train_batch_size", "2"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=400,
