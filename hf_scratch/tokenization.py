@@ -62,7 +62,7 @@ def train_tokenizer(texts: Iterable[str], kind: str = "wordpiece", vocab_size: i
 
     if kind == "char":
         special = ["<pad>", "<unk>", "<eos>"]
-        alphabet = sorted(set("".join(texts)))
+        alphabet = sorted(set("".join(texts)) | {"\n"})  # lines passed without their newline still need it
         vocab = {token: index for index, token in enumerate(special + alphabet)}
         tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
         tokenizer.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")

@@ -385,3 +385,10 @@ def test_trainer_pretraining_loss_falls(wordpiece, fixtures_dir, tmp_path):
     assert len(losses) >= 10
     first, last = sum(losses[:2]) / 2, sum(losses[-2:]) / 2
     assert last < first - 0.5, (first, last)
+
+
+def test_char_tokenizer_keeps_newlines_when_trained_on_lines():
+    tokenizer = train_tokenizer(["to be", "or not"], "char")
+    ids = tokenizer("be\nor").input_ids
+    assert tokenizer.unk_token_id not in ids
+    assert tokenizer.decode(ids) == "be\nor"
