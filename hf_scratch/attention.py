@@ -6,7 +6,7 @@ Scaled dot-product attention (Vaswani et al. 2017, eq. 1 in the paper, eq. 3-4 i
 
 where M is 0 where a query may attend a key and a very large negative number where it may not. Masks are kept
 as boolean "may attend" relations (True = may attend) and combined with logic — key padding ∧ causal ∧ … — and
-only the eager kernel turns them into the additive M, with ``torch.finfo(dtype).min`` (never -1e9 or -inf, which
+only the eager kernel turns them into the additive M, with ``torch.finfo(dtype).min`` (never a fixed constant or infinity, which
 overflow in half precision or give NaN). A query row that may attend nothing returns zeros, never NaN.
 
 Two kernels, chosen by ``config._attn_implementation``:
