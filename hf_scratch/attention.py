@@ -128,6 +128,16 @@ def softmax_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
+def masked_softmax(scores: torch.Tensor, allowed: Optional[torch.Tensor]) -> torch.Tensor:
+    """softmax over the last dimension of ``scores`` + M, M = 0 / ``finfo.min`` from the boolean "may attend" mask
+    (broadcastable to ``scores``): exactly 0 where a key may not be attended, and an all-zero row (never NaN) where
+    none may. The eager kernel uses it, and so do other score functions (the RNN baselines' additive and Luong scores)."""
+    if allowed is None:
+        return torch.softmax(scores, dim=-1, dtype=softmax_dtype(scores.dtype)).to(scores.dtype)
+    weights = torch.softmax(scores + mask_to_bias(allowed, scores.dtype), dim=-1, dtype=softmax_dtype(scores.dtype)).to(scores.dtype)
+    return weights.masked_fill(~allowed, 0.0)
+
+
 def eager_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -135,16 +145,15 @@ def eager_attention(
     allowed: Optional[torch.Tensor],
     dropout: float = 0.0,
     scale: Optional[float] = None,
+    score_bias: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(Q Kᵀ/√d + M) V, written out; returns (output, weights). Inputs are (batch, heads, length, head_dim)."""
+    """softmax(Q Kᵀ/√d + B + M) V, written out; returns (output, weights). Inputs are (batch, heads, length,
+    head_dim); B is an optional extra score term (e.g. Transformer-XL's relative-position terms)."""
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = torch.matmul(query, key.transpose(-1, -2)) * scale
-    if allowed is not None:
-        scores = scores + mask_to_bias(allowed, scores.dtype)
-    weights = torch.softmax(scores, dim=-1, dtype=softmax_dtype(scores.dtype)).to(query.dtype)
-    if allowed is not None:
-        # A row that may attend nothing has a uniform softmax over masked keys: make it exactly zero instead.
-        weights = weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+    if score_bias is not None:
+        scores = scores + score_bias
+    weights = masked_softmax(scores, allowed).to(query.dtype)
     weights_dropped = F.dropout(weights, p=dropout) if dropout > 0.0 else weights
     return torch.matmul(weights_dropped, value), weights
 
@@ -325,16 +334,6 @@ def longformer_mask(
     return pattern & key_is_real[:, None, :, None] & key_is_real[:, None, None, :]
 
 
-def masked_softmax(scores: torch.Tensor, allowed: Optional[torch.Tensor]) -> torch.Tensor:
-    """softmax over the last dimension of ``scores`` + M, M = 0 / ``finfo.min`` from the boolean "may attend" mask
-    (broadcastable to ``scores``): exactly 0 where a key may not be attended, and an all-zero row (never NaN) where
-    none may. For score functions other than Q·Kᵀ/√d, e.g. the RNN baselines' additive and Luong scores."""
-    if allowed is None:
-        return torch.softmax(scores, dim=-1, dtype=softmax_dtype(scores.dtype)).to(scores.dtype)
-    weights = torch.softmax(scores + mask_to_bias(allowed, scores.dtype), dim=-1, dtype=softmax_dtype(scores.dtype)).to(scores.dtype)
-    return weights.masked_fill(~allowed, 0.0)
-
-
 def causal_window_mask(query_length: int, key_length: int, window: int, device: torch.device) -> torch.Tensor:
     """(1, 1, query_length, key_length) bool: query i (the last ``query_length`` of ``key_length`` positions, as in
     ``causal_mask``) may attend key j iff 0 ≤ pos(i) - j < ``window`` — the causal mask restricted to the ``window``
@@ -362,10 +361,8 @@ def attend_with_score_bias(
     None); a row that may attend nothing gives zeros with either kernel. SDPA receives B (masked with
     ``finfo.min``) as its additive mask."""
     if output_attentions or implementation == "eager":
-        scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-        weights = masked_softmax(torch.matmul(query, key.transpose(-1, -2)) * scale + score_bias, allowed)
-        weights_dropped = F.dropout(weights, p=dropout) if dropout > 0.0 else weights
-        return torch.matmul(weights_dropped, value), (weights if output_attentions else None)
+        output, weights = eager_attention(query, key, value, allowed, dropout=dropout, scale=scale, score_bias=score_bias)
+        return output, (weights if output_attentions else None)
     bias = score_bias.to(query.dtype)
     if allowed is not None:
         bias = bias.masked_fill(~allowed, torch.finfo(query.dtype).min)
