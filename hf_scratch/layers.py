@@ -61,7 +61,11 @@ class FeedForward(nn.Module):
         self.fc_out = nn.Linear(intermediate_size, hidden_size)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.fc_out(self.activation_dropout(self.activation(self.fc_in(hidden_states))))
+        return self.output(self.fc_in(hidden_states))
+
+    def output(self, inner: torch.Tensor) -> torch.Tensor:
+        """The second half, from ``inner`` = x W₁ + b₁: act(inner) W₂ + b₂."""
+        return self.fc_out(self.activation_dropout(self.activation(inner)))
 
 
 class ResidualNorm(nn.Module):
@@ -122,6 +126,17 @@ def token_cross_entropy(
     if isinstance(num_items_in_batch, torch.Tensor):
         num_items_in_batch = num_items_in_batch.to(total.device)
     return total / num_items_in_batch
+
+
+def next_token_cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: Optional[int] = None
+) -> torch.Tensor:
+    """``token_cross_entropy`` where the logits at position i predict the label at i + 1 (causal LM; labels are the
+    inputs, shifted inside). The labels are shifted left and end in -100, so the logits are used as they are —
+    slicing them would copy the largest tensor of the step, and the zero-filled gradient of a slice costs as much.
+    Works for any leading shape (batch[, choices], length)."""
+    shifted = F.pad(labels[..., 1:], (0, 1), value=-100).to(logits.device)
+    return token_cross_entropy(logits, shifted, num_items_in_batch)
 
 
 def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:

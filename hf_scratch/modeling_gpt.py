@@ -41,6 +41,7 @@ from .layers import (
     check_input_ids,
     check_one_input,
     get_activation,
+    next_token_cross_entropy,
     sequence_classification_loss,
     token_cross_entropy,
 )
@@ -239,7 +240,7 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
 def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
     """L1 as a mean negative log-likelihood: the logits at position i predict the label at i + 1 (labels are the
     inputs, shifted inside), -100 labels are ignored. Works for any leading shape (batch[, choices], length)."""
-    return token_cross_entropy(logits[..., :-1, :], labels[..., 1:].to(logits.device), num_items_in_batch)
+    return next_token_cross_entropy(logits, labels, num_items_in_batch)
 
 
 class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):

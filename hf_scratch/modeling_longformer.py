@@ -416,7 +416,7 @@ def feed_forward_recomputing_activation(feed_forward: FeedForward, hidden_states
     the backward pass instead of kept (no activation dropout in Longformer's FFN)."""
     inner = feed_forward.fc_in(hidden_states)
     if not (torch.is_grad_enabled() and inner.requires_grad) or torch.is_autocast_enabled(inner.device.type):
-        return feed_forward(hidden_states)
+        return feed_forward.output(inner)
     return ActivationThenLinear.apply(inner, feed_forward.activation, feed_forward.fc_out.weight, feed_forward.fc_out.bias)
 
 

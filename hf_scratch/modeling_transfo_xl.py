@@ -43,7 +43,7 @@ from .attention import (
     padding_mask,
 )
 from .configuration_transfo_xl import ScratchTransfoXLConfig
-from .layers import FeedForward, ResidualNorm, check_input_ids, check_one_input, token_cross_entropy
+from .layers import FeedForward, ResidualNorm, check_input_ids, check_one_input, next_token_cross_entropy
 from .positional import relative_sinusoidal_embedding
 
 # --------------------------------------------------------------------------------------------------------------
@@ -576,7 +576,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
                     "is predicted)."
                 )
             if not logits_to_keep:
-                loss = token_cross_entropy(logits[:, :-1], labels[:, 1:], num_items_in_batch)
+                loss = next_token_cross_entropy(logits, labels, num_items_in_batch)
             else:
                 loss = self._target_only_loss(hidden_states[:, :-1], labels[:, 1:], num_items_in_batch)
         return ScratchTransfoXLLMHeadModelOutput(

@@ -366,6 +366,20 @@ def test_gradient_checkpointing_gives_same_gradients():
         assert torch.allclose(a.grad, b.grad, atol=1e-6), name
 
 
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_feed_forward_input_projection_runs_once_per_layer(mode):
+    """The feed-forward network recomputes its activation in the backward pass; no mode may run x W₁ twice."""
+    model = ScratchLongformerForMaskedLM(tiny_config())
+    model.train(mode == "train")
+    calls = []
+    for layer in model.model.layers:
+        layer.feed_forward.fc_in.register_forward_hook(lambda *_: calls.append(1))
+    input_ids, attention_mask, global_attention_mask = padded_batch()
+    with torch.set_grad_enabled(mode == "train"):
+        model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask)
+    assert len(calls) == len(model.model.layers)
+
+
 def test_bf16_autocast_trains():
     model = ScratchLongformerForMaskedLM(tiny_config(attention_dilation=[1, [1, 2, 1, 2]])).train()
     input_ids, attention_mask, global_attention_mask = padded_batch()
