@@ -309,7 +309,10 @@ class ScratchLongformerSelfAttention(nn.Module):
         queries = stacked(lambda d, g: query_blocks(residues(query, d, g), block))
         keys = stacked(lambda d, g: key_windows(residues(key, d, g), block, shared(global_keys, d, g)))
         values = stacked(lambda d, g: key_windows(residues(value, d, g), block, shared(global_values, d, g)))
-        allowed = stacked(lambda d, g: globals_.block_mask(key_is_real, block, d, multiple).expand(-1, g.stop - g.start, -1, -1))
+        if len(groups) == 1:  # one mask for every head: it broadcasts (an expanded one would be materialised)
+            allowed = globals_.block_mask(key_is_real, block, groups[0][0], multiple)
+        else:
+            allowed = stacked(lambda d, g: globals_.block_mask(key_is_real, block, d, multiple).expand(-1, g.stop - g.start, -1, -1))
         output, weights = block_attention(queries, keys, values, allowed, implementation, dropout, output_attentions)
 
         num_global = keys.shape[2] - 3 * block
