@@ -113,6 +113,26 @@ def attention_step(which: str, length: int):
     return step
 
 
+def shared_linear_layers_step(length: int):
+    """Forward + backward of only the matrix products both implementations must compute for the MLM step: per
+    layer Q, K, V (one 256 → 768 product), the output projection and the two feed-forward products; then the MLM
+    head's dense layer and its vocabulary projection. Its time bounds the speed-up from below the attention:
+    speed-up ≤ transformers' step / this, however fast the attention."""
+    hidden, ffn = CONFIG["hidden_size"], CONFIG["intermediate_size"]
+    shapes = [(hidden, 3 * hidden), (hidden, hidden), (hidden, ffn), (ffn, hidden)] * CONFIG["num_hidden_layers"]
+    shapes += [(hidden, hidden), (hidden, VOCAB)]
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(a, b) for a, b in shapes]
+    inputs = [torch.randn(1, length, a, requires_grad=True) for a, _ in shapes]
+
+    def step():
+        for layer, x in zip(layers, inputs):
+            layer.zero_grad(set_to_none=True)
+            layer(x).sum().backward()
+
+    return step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lengths", default="1024,2048,4096,8192,16384")
@@ -150,6 +170,14 @@ def main() -> None:
             row["memory ratio"] = round(memory["ours"][-1] / memory["transformers"][-1], 2)
         rows.append(row)
         print(row, flush=True)
+    if 4096 in lengths:  # the floor every implementation pays: the shared matrix products
+        bound = compare({"linear layers": shared_linear_layers_step(4096)}, warmup=1, repeats=args.repeats)["linear layers"]
+        i4 = lengths.index(4096)
+        notes.append(
+            f"at 4,096 tokens the matrix products both implementations share (Q/K/V, output, feed-forward, MLM head; "
+            f"forward + backward) take {bound.median * 1e3:.0f} ms on their own: however fast the attention, the "
+            f"speed-up cannot exceed {times['transformers'][i4] / bound.median:.2f}× here"
+        )
     if 4096 in lengths and 16384 in lengths:
         i4, i16 = lengths.index(4096), lengths.index(16384)
         for which in ("ours", "transformers"):

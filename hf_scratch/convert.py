@@ -252,7 +252,8 @@ def _build_ours(conversion: Conversion, reference_config: dict, reference_class:
 
 
 def from_transformers(model):
-    """A transformers model → the hf_scratch model with the same head, config and weights (same train/eval mode)."""
+    """A transformers model → the hf_scratch model with the same head, config and weights (same train/eval mode,
+    device and dtype)."""
     conversion = _conversion_for_reference(model.config.model_type)
     reference_state = _untied_state(model)
     if _is_base_model(model):
@@ -260,11 +261,13 @@ def from_transformers(model):
     ours = _build_ours(conversion, model.config.to_dict(), type(model).__name__, reference_state)
     if getattr(model, "generation_config", None) is not None and getattr(ours, "generation_config", None) is not None:
         ours.generation_config = model.generation_config
-    return ours.train(model.training)
+    parameter = next(model.parameters())
+    return ours.to(device=parameter.device, dtype=parameter.dtype).train(model.training)
 
 
 def to_transformers(model):
-    """An hf_scratch model → the transformers model with the same head and weights."""
+    """An hf_scratch model → the transformers model with the same head and weights (same train/eval mode, device
+    and dtype)."""
     import transformers
 
     conversion = _conversion_for_scratch(model.config)
@@ -283,7 +286,7 @@ def to_transformers(model):
     _load_exactly(reference, {k: v.to(dtype) if v.is_floating_point() else v for k, v in reference_state.items()})
     if getattr(model, "generation_config", None) is not None and getattr(reference, "generation_config", None) is not None:
         reference.generation_config = model.generation_config
-    return reference.to(dtype).train(model.training)
+    return reference.to(device=next(model.parameters()).device, dtype=dtype).train(model.training)
 
 
 # --------------------------------------------------------------------------------------------------------------

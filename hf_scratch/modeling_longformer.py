@@ -240,9 +240,14 @@ class GlobalTokens:
         return x.gather(1, index)
 
     def scatter(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """``x`` (batch, n, …) with the global tokens' rows replaced by ``rows`` (batch, G, …)."""
-        batch_index = torch.arange(x.shape[0], device=x.device)[:, None].expand_as(self.positions)
-        return x.index_put((batch_index[self.is_real], self.positions[self.is_real]), rows[self.is_real].to(x.dtype))
+        """``x`` (batch, n, …) with the global tokens' rows replaced by ``rows`` (batch, G, …). The empty slots of
+        rows with fewer than G global tokens write to a spare row n, dropped afterwards (selecting the real slots
+        instead would make the host wait for the device on every layer)."""
+        length = x.shape[1]
+        spare = torch.cat([x, x.new_zeros(x.shape[0], 1, *x.shape[2:])], dim=1)
+        positions = self.positions.masked_fill(~self.is_real, length)
+        index = positions.reshape(*positions.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
+        return spare.scatter(1, index, rows.to(x.dtype))[:, :length]
 
 
 class ScratchLongformerSelfAttention(nn.Module):

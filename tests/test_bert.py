@@ -83,6 +83,15 @@ def test_parity_with_transformers(reference_name, field, extra, attn_implementat
         assert torch.equal(reference_state[key], back_state[key]), key
 
 
+def test_conversion_keeps_dtype_and_mode():
+    reference = transformers.BertForMaskedLM(BertConfig(**TINY)).to(torch.bfloat16).train()
+    ours = from_transformers(reference)
+    assert {p.dtype for p in ours.parameters()} == {torch.bfloat16} and ours.training
+    back = to_transformers(ours.eval())
+    assert {p.dtype for p in back.parameters()} == {torch.bfloat16} and not back.training
+    assert all(torch.equal(back.state_dict()[k], v) for k, v in reference.state_dict().items())
+
+
 def test_multiple_choice_parity():
     reference = transformers.BertForMultipleChoice(BertConfig(**TINY)).eval()
     ours = from_transformers(reference).eval()
