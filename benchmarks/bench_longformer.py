@@ -32,7 +32,7 @@ CONFIG = dict(vocab_size=VOCAB, hidden_size=256, num_hidden_layers=2, num_attent
               max_position_embeddings=16384 + 8)
 
 
-def build(which: str, length: int, dilation=1, seed: int = 0):
+def build(which: str, length: int, dilation=1, seed: int = 0, batch: int = 1):
     """The model (``"ours"``, ``"transformers"``) in train mode and its inputs; ours is converted from theirs."""
     from transformers import LongformerConfig, LongformerForMaskedLM
 
@@ -53,7 +53,7 @@ def build(which: str, length: int, dilation=1, seed: int = 0):
             model = dilated
     model.train()
     generator = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(3, VOCAB, (1, length), generator=generator)
+    input_ids = torch.randint(3, VOCAB, (batch, length), generator=generator)
     global_attention_mask = torch.zeros_like(input_ids)
     global_attention_mask[:, 0] = 1
     inputs = dict(input_ids=input_ids, global_attention_mask=global_attention_mask, labels=input_ids)

@@ -147,7 +147,7 @@ def main(argv=None):
         if family in args.only:
             skipped.append(run_case(f"{family} small", family, SMALL, args.warmup, args.repeats, rows_train, rows_infer))
     if not args.no_base and "bert" in args.only:
-        skipped.append(run_case("bert base", "bert", BERT_BASE, 1, max(2, args.repeats // 2), rows_train, rows_infer))
+        skipped.append(run_case("bert base", "bert", BERT_BASE, 1, max(3, args.repeats // 2), rows_train, rows_infer))
 
     notes = [
         f"batch {BATCH} × {LENGTH} tokens, dropout 0, SDPA on both sides, {threads} threads; small = hidden 256, "

@@ -23,11 +23,11 @@ import torch
 import transformers
 from transformers import LongformerConfig, LongformerForMaskedLM
 
+import bench_longformer
 import hf_scratch  # noqa: F401
 from hf_scratch import ScratchLongformerConfig, ScratchLongformerForMaskedLM
-from hf_scratch.attention import eager_attention, longformer_mask, merge_heads, split_heads
 from hf_scratch.convert import from_transformers
-from hf_scratch.modeling_longformer import GlobalTokens, ScratchLongformerSelfAttention
+from hf_scratch.modeling_longformer import GlobalTokens, ScratchLongformerSelfAttention, dense_longformer_attention
 
 RESULTS = []
 
@@ -113,20 +113,6 @@ def check_parity(device, lengths):
 
 
 # ---- 2. dilation: banded kernel vs dense oracle ---------------------------------------------------------------
-
-
-def dense_longformer_attention(attention, hidden, key_is_real, is_global):
-    heads = attention.num_heads
-    query, key, value = (split_heads(x, heads) for x in attention.qkv_proj(hidden).chunk(3, dim=-1))
-    allowed = longformer_mask(key_is_real, is_global, attention.one_sided_window, attention.dilations)
-    local, _ = eager_attention(query, key, value, allowed)
-    is_global = is_global & key_is_real
-    global_allowed = key_is_real[:, None, None, :] & is_global[:, None, :, None]
-    global_query = split_heads(attention.query_global(hidden), heads)
-    global_key, global_value = split_heads(attention.key_global(hidden), heads), split_heads(attention.value_global(hidden), heads)
-    global_rows, _ = eager_attention(global_query, global_key, global_value, global_allowed)
-    output = torch.where(is_global[:, None, :, None], global_rows, local)
-    return attention.out_proj(merge_heads(output))
 
 
 def run_attention(attention, hidden, upstream, fn):
@@ -246,30 +232,10 @@ def check_bf16(device, length):
 
 # ---- 4. timing ----------------------------------------------------------------------------------------------------
 
-BENCH = dict(vocab_size=1000, hidden_size=256, num_hidden_layers=2, num_attention_heads=4, intermediate_size=1024,
-             attention_window=256, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-             max_position_embeddings=16384 + 8)
-
-
-def build(which, length, device, dilation=1, seed=0, batch=1):
-    torch.manual_seed(seed)
-    reference = LongformerForMaskedLM(LongformerConfig(**BENCH))
-    if which == "transformers":
-        model = reference
-    else:
-        model = from_transformers(reference)
-        if dilation != 1:
-            config = model.config.to_dict()
-            config["attention_dilation"] = dilation
-            dilated = type(model)(type(model.config).from_dict(config))
-            dilated.load_state_dict(model.state_dict())
-            model = dilated
-    model = model.to(device).train()
-    g = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(3, 1000, (batch, length), generator=g)
-    gam = torch.zeros_like(input_ids)
-    gam[:, 0] = 1
-    return model, {k: v.to(device) for k, v in dict(input_ids=input_ids, global_attention_mask=gam, labels=input_ids).items()}
+def build(which, length, device, dilation=1, batch=1):
+    """bench_longformer's models and inputs (issue 6's configuration, ours converted from transformers'), on ``device``."""
+    model, inputs = bench_longformer.build(which, length, dilation, batch=batch)
+    return model.to(device), {name: tensor.to(device) for name, tensor in inputs.items()}
 
 
 def measure(model, inputs, device, bf16, warmup, repeats):

@@ -20,9 +20,9 @@ from hf_scratch import (
     ScratchLongformerForTokenClassification,
     ScratchLongformerModel,
 )
-from hf_scratch.attention import eager_attention, longformer_mask, merge_heads, sliding_window_mask, split_heads
+from hf_scratch.attention import sliding_window_mask
 from hf_scratch.convert import from_transformers, to_transformers
-from hf_scratch.modeling_longformer import GlobalTokens, ScratchLongformerSelfAttention
+from hf_scratch.modeling_longformer import GlobalTokens, ScratchLongformerSelfAttention, dense_longformer_attention
 from hf_scratch.tokenization import train_tokenizer
 
 PAD, SEP = 1, 2
@@ -163,22 +163,6 @@ def test_load_reference_checkpoint_directory(tmp_path):
 
 
 # ---- the kernel against dense attention under the equivalent boolean mask ------------------------------------
-
-
-def dense_longformer_attention(attention: ScratchLongformerSelfAttention, hidden, key_is_real, is_global):
-    """The oracle: full n×n attention with ``longformer_mask`` for local rows, and the global projections over
-    every real key for the global rows (padded global tokens are not global)."""
-    heads = attention.num_heads
-    query, key, value = (split_heads(x, heads) for x in attention.qkv_proj(hidden).chunk(3, dim=-1))
-    allowed = longformer_mask(key_is_real, is_global, attention.one_sided_window, attention.dilations)
-    local, _ = eager_attention(query, key, value, allowed)
-    is_global = is_global & key_is_real
-    global_allowed = key_is_real[:, None, None, :] & is_global[:, None, :, None]
-    global_query = split_heads(attention.query_global(hidden), heads)
-    global_key, global_value = split_heads(attention.key_global(hidden), heads), split_heads(attention.value_global(hidden), heads)
-    global_rows, _ = eager_attention(global_query, global_key, global_value, global_allowed)
-    output = torch.where(is_global[:, None, :, None], global_rows, local)
-    return attention.out_proj(merge_heads(output))
 
 
 @st.composite
