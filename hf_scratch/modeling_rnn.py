@@ -188,6 +188,13 @@ class ScratchRNNLayer(GradientCheckpointingLayer):
         return self._cells(inputs, key_is_real, state)
 
     def _fused(self, inputs, key_is_real, state: LayerState):
+        if inputs.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            # oneDNN's fused recurrence has no bfloat16 kernel on CPUs without native bfloat16 ("could not create a
+            # primitive descriptor"): run it outside autocast, in the precision of the weights
+            dtype = self.recurrence.weight_ih_l0.dtype
+            with torch.autocast("cpu", enabled=False):
+                state = tuple(None if s is None else s.to(dtype) for s in state)
+                return self._fused(inputs.to(dtype), key_is_real, state)
         initial = state if self.has_cell_state else state[0]
         if key_is_real is None:
             outputs, final = self.recurrence(inputs, initial)

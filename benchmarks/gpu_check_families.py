@@ -1,0 +1,131 @@
+"""Every family on a CUDA GPU against the same model on the CPU: forward (padded batch; eager and the fast kernel),
+loss and gradients, greedy generation, save → load onto the GPU, and bf16 autocast. Not part of CI (it needs a GPU);
+the tiny configurations are the test suite's (``tests/families.py``).
+
+    python benchmarks/gpu_check_families.py [--device cuda]      (--device cpu: a dry run, CPU against CPU)
+
+Prints one PASS/FAIL line per check and exits non-zero if any fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from families import FAMILIES, PRESENT, fixed_sizes  # noqa: E402
+
+RESULTS: list[str] = []
+
+
+def report(name: str, ok: bool, detail: str) -> None:
+    RESULTS.append(f"{'PASS' if ok else 'FAIL'}: {name}: {detail}")
+    print(RESULTS[-1], flush=True)
+
+
+def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a.detach().float().cpu() - b.detach().float().cpu()).abs().max().item()
+
+
+def padded_inputs(name: str, device: torch.device) -> tuple[dict, dict]:
+    family, sizes = FAMILIES[name], fixed_sizes()
+    torch.manual_seed(1)
+    sizes["ids"] = torch.randint(3, sizes["vocab"], (2, 6))
+    sizes["decoder_ids"] = torch.randint(3, sizes["vocab"], (2, 3))
+    mask = torch.ones_like(sizes["ids"])
+    mask[1, 4:] = 0
+    if family.padding_side == "left":
+        mask = mask.flip(1)
+    inputs = family.inputs(sizes, sizes["ids"], mask)
+    return sizes, {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+def check_family(name: str, device: torch.device) -> None:
+    family = FAMILIES[name]
+    sizes, cpu_inputs = padded_inputs(name, torch.device("cpu"))
+    _, gpu_inputs = padded_inputs(name, device)
+    for implementation in ("eager", "sdpa"):
+        cpu_model = family.build(sizes, attn_implementation=implementation)
+        gpu_model = copy.deepcopy(cpu_model).to(device)
+        with torch.no_grad():
+            expected, actual = cpu_model(**cpu_inputs).logits, gpu_model(**gpu_inputs).logits
+        difference = max_diff(expected, actual)
+        finite = bool(torch.isfinite(actual).all())
+        report(f"{name} {implementation} forward", difference <= 1e-4 and finite, f"max |Δ logits| {difference:.2e}, finite {finite}")
+
+    # loss and gradients (training mode, -100 on padding)
+    cpu_model = family.build(sizes).train()
+    gpu_model = copy.deepcopy(cpu_model).to(device).train()
+    key = "input_ids" if not family.seq2seq else "decoder_input_ids"
+    labels = cpu_inputs[key].clone()
+    if not family.seq2seq:
+        labels = labels.masked_fill(cpu_inputs["attention_mask"] == 0, -100)
+    losses = []
+    for model, inputs, label in ((cpu_model, cpu_inputs, labels), (gpu_model, gpu_inputs, labels.to(device))):
+        loss = model(**inputs, labels=label).loss
+        loss.backward()
+        losses.append(loss)
+    gradient = max(max_diff(a.grad, b.grad) for a, b in zip(cpu_model.parameters(), gpu_model.parameters()) if a.grad is not None)
+    loss_difference = abs(losses[0].item() - losses[1].item())
+    report(f"{name} loss and gradients", loss_difference <= 1e-4 and gradient <= 1e-4,
+           f"|Δ loss| {loss_difference:.2e}, max |Δ grad| {gradient:.2e}")
+
+    # greedy generation (the generative heads)
+    if family.causal or family.seq2seq:
+        cpu_model, gpu_model = cpu_model.eval(), gpu_model.eval()
+        generate_inputs = {k: v for k, v in cpu_inputs.items() if k != "decoder_input_ids"}
+        kwargs = dict(max_new_tokens=5, do_sample=False, pad_token_id=0)
+        cpu_tokens = cpu_model.generate(**generate_inputs, **kwargs)
+        gpu_tokens = gpu_model.generate(**{k: v.to(device) for k, v in generate_inputs.items()}, **kwargs)
+        same = torch.equal(cpu_tokens, gpu_tokens.cpu())
+        report(f"{name} greedy generation", same and gpu_tokens.device.type == device.type,
+               f"same tokens {same}, on {gpu_tokens.device}")
+
+    # save on the GPU → load onto the GPU
+    with tempfile.TemporaryDirectory() as directory:
+        gpu_model.save_pretrained(directory)
+        reloaded = type(gpu_model).from_pretrained(directory, device_map=str(device)).eval()
+        with torch.no_grad():
+            difference = max_diff(gpu_model.eval()(**gpu_inputs).logits, reloaded(**gpu_inputs).logits)
+        on_device = next(reloaded.parameters()).device.type == device.type
+        report(f"{name} save → load", difference == 0.0 and on_device, f"max |Δ| {difference:.1e}, on {device.type} {on_device}")
+
+    # bf16 autocast, a fully padded row included
+    model = family.build(sizes).to(device).train()
+    inputs = dict(gpu_inputs)
+    inputs["attention_mask"] = inputs["attention_mask"].clone()
+    inputs["attention_mask"][1] = 0
+    with torch.autocast(device.type, dtype=torch.bfloat16):
+        out = model(**inputs, labels=labels.to(device).masked_fill(labels.to(device) >= 0, 5) if not family.seq2seq else labels.to(device))
+    out.loss.backward()
+    finite = bool(torch.isfinite(out.loss)) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    report(f"{name} bf16 autocast", finite, f"loss {out.loss.item():.4f}, gradients finite {finite}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print(f"torch {torch.__version__}; device {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}", flush=True)
+    for name in PRESENT:
+        try:
+            check_family(name, device)
+        except Exception:
+            traceback.print_exc()
+            report(name, False, "exception: " + traceback.format_exc().strip().splitlines()[-1])
+    failures = sum(line.startswith("FAIL") for line in RESULTS)
+    print(f"{len(RESULTS) - failures} PASS, {failures} FAIL")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
