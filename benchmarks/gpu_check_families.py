@@ -101,8 +101,11 @@ def check_family(name: str, device: torch.device) -> None:
     inputs = dict(gpu_inputs)
     inputs["attention_mask"] = inputs["attention_mask"].clone()
     inputs["attention_mask"][1] = 0
+    bf16_labels = labels.to(device)
+    if not family.seq2seq:  # nothing to predict in the padded row
+        bf16_labels = bf16_labels.masked_fill(inputs["attention_mask"] == 0, -100)
     with torch.autocast(device.type, dtype=torch.bfloat16):
-        out = model(**inputs, labels=labels.to(device).masked_fill(labels.to(device) >= 0, 5) if not family.seq2seq else labels.to(device))
+        out = model(**inputs, labels=bf16_labels)
     out.loss.backward()
     finite = bool(torch.isfinite(out.loss)) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     report(f"{name} bf16 autocast", finite, f"loss {out.loss.item():.4f}, gradients finite {finite}")
