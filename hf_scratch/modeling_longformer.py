@@ -22,6 +22,7 @@ thus costs what no dilation costs. Both kernels — ``"eager"`` (softmax written
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Optional
@@ -29,7 +30,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 from transformers import PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -202,6 +203,25 @@ def block_attention(queries, keys, values, allowed, implementation: str, dropout
     return sdpa_attention(queries, keys, values, allowed, dropout=dropout), None
 
 
+# The fused attention kernels SDPA dispatches to (those this torch build has). Their outputs are kept when the
+# local attention is checkpointed, so that the backward pass rebuilds the key windows but not the attention.
+ATTENTION_KERNELS = frozenset(
+    getattr(torch.ops.aten, name).default
+    for name in (
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+    )
+    if hasattr(torch.ops.aten, name)
+)
+
+
+def keep_attention_kernels(ctx, op, *args, **kwargs) -> CheckpointPolicy:
+    """Selective-checkpoint policy: save the attention kernel's outputs, recompute everything else."""
+    return CheckpointPolicy.MUST_SAVE if op in ATTENTION_KERNELS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
 @dataclass
 class GlobalTokens:
     """Where the global tokens are: ``positions`` (batch, G) in increasing order, ``is_real`` (batch, G) False for
@@ -372,10 +392,12 @@ class ScratchLongformerSelfAttention(nn.Module):
         dropout = self.dropout if self.training else 0.0
         query, key, value = (self._heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
         if implementation == "sdpa" and not output_attentions and torch.is_grad_enabled():
-            # Keep only Q, K, V (views of one projection) for the backward pass and rebuild the 3× key windows
-            # there: the windows would be the largest tensors kept, and rebuilding them is cheap.
+            # Keep only Q, K, V (views of one projection) and the attention kernel's output for the backward pass
+            # and rebuild the 3× key windows there: the windows would be the largest tensors kept, and rebuilding
+            # them is cheap; the attention itself is not run again.
             output, local_weights = checkpoint(
-                self._local, query, key, value, key_is_real, globals_, implementation, dropout, False, use_reentrant=False
+                self._local, query, key, value, key_is_real, globals_, implementation, dropout, False,
+                use_reentrant=False, context_fn=functools.partial(create_selective_checkpoint_contexts, keep_attention_kernels),
             )
         else:
             output, local_weights = self._local(query, key, value, key_is_real, globals_, implementation, dropout, output_attentions)

@@ -22,7 +22,12 @@ from hf_scratch import (
 )
 from hf_scratch.attention import sliding_window_mask
 from hf_scratch.convert import from_transformers, to_transformers
-from hf_scratch.modeling_longformer import GlobalTokens, ScratchLongformerSelfAttention, dense_longformer_attention
+from hf_scratch.modeling_longformer import (
+    ATTENTION_KERNELS,
+    GlobalTokens,
+    ScratchLongformerSelfAttention,
+    dense_longformer_attention,
+)
 from hf_scratch.tokenization import train_tokenizer
 
 PAD, SEP = 1, 2
@@ -363,6 +368,28 @@ def test_feed_forward_input_projection_runs_once_per_layer(mode):
         model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask)
     assert len(calls) == len(model.model.layers)
 
+
+
+class _OpCalls(TorchDispatchMode):
+    def __init__(self, ops):
+        super().__init__()
+        self.ops, self.calls = ops, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls += func in self.ops
+        return func(*args, **(kwargs or {}))
+
+
+def test_training_runs_the_attention_kernel_once_per_layer():
+    """The local attention is checkpointed (its key windows are rebuilt in the backward pass), but the kernel's
+    output is kept: forward + backward runs the fused attention once per layer, not twice. (Without attention
+    dropout: with it, SDPA on the CPU takes the unfused path.)"""
+    model = ScratchLongformerForMaskedLM(tiny_config(attention_probs_dropout_prob=0.0)).train()
+    input_ids, attention_mask, global_attention_mask = padded_batch()
+    with _OpCalls(ATTENTION_KERNELS) as counter:
+        model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
+              labels=input_ids.masked_fill(attention_mask == 0, -100)).loss.backward()
+    assert counter.calls == len(model.model.layers)
 
 def test_bf16_autocast_trains():
     model = ScratchLongformerForMaskedLM(tiny_config(attention_dilation=[1, [1, 2, 1, 2]])).train()
