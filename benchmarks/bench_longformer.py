@@ -133,6 +133,17 @@ def shared_linear_layers_step(length: int):
     return step
 
 
+def matrix_product_flops(length: int) -> dict:
+    """Forward + backward FLOPs (one multiply-add = 2) of the step's matrix products at the least work any exact
+    implementation does: the linear layers of ``shared_linear_layers_step``, and the attention's Q Kᵀ and P V with
+    every query against exactly its w + 1 window keys (the one global token's row and column left out)."""
+    hidden, ffn, layers = CONFIG["hidden_size"], CONFIG["intermediate_size"], CONFIG["num_hidden_layers"]
+    per_token = layers * (hidden * 3 * hidden + hidden * hidden + 2 * hidden * ffn) + hidden * hidden + hidden * VOCAB
+    window_keys = CONFIG["attention_window"] + 1
+    return {"linear": 3 * 2 * length * per_token,  # forward, and two products backward
+            "attention": 3 * 2 * 2 * layers * length * window_keys * hidden}  # Q Kᵀ and P V over all heads
+
+
 # glibc returns every block of 32 MB or more to the kernel when it is freed, so each new one is page-faulted in again:
 # at 16k tokens most activations are that large, at 4k none is, and the faults (slow on this virtual machine) add a
 # cost that grows faster than the work. Keeping freed memory in the process removes that allocator effect.
@@ -213,6 +224,15 @@ def main() -> None:
             f"at 4,096 tokens the matrix products both implementations share (Q/K/V, output, feed-forward, MLM head; "
             f"forward + backward) take {bound.median * 1e3:.0f} ms on their own: however fast the attention, the "
             f"speed-up cannot exceed {times['transformers'][i4] / bound.median:.2f}× here"
+        )
+        flops = matrix_product_flops(4096)
+        floor = bound.median * (1 + flops["attention"] / flops["linear"])
+        notes.append(
+            f"adding the attention's own products at their least ({flops['attention'] / 1e9:.1f} GFLOP: each query against "
+            f"exactly its {CONFIG['attention_window'] + 1} window keys) at the rate the linear layers reach "
+            f"({flops['linear'] / bound.median / 1e9:.0f} GFLOP/s) gives {floor * 1e3:.0f} ms of matrix products alone, "
+            f"before any softmax, normalisation, activation or loss: no exact implementation can be more than "
+            f"{times['transformers'][i4] / floor:.2f}× faster than transformers at 4,096 tokens here"
         )
     if 4096 in lengths and 16384 in lengths:
         i4, i16 = lengths.index(4096), lengths.index(16384)

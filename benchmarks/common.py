@@ -132,6 +132,63 @@ def train_step_fn(model: torch.nn.Module, inputs: dict, lr: float = 1e-4) -> Cal
     return step
 
 
+def matrix_products_fn(fn: Callable[[], object]) -> Callable[[], None]:
+    """Run ``fn`` once, recording the dense matrix products it dispatches (aten ``mm`` / ``addmm``: the linear
+    layers, forward and backward — attention kernels and batched products are left out); return a callable that
+    runs only those products again, with the same shapes and memory layouts, on fixed random data. Its time is a
+    floor under ``fn``'s: what the step would cost if nothing but these products took any time."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    products = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
+    calls = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func in products:
+                calls.append((func, [_layout(a) for a in args], dict(kwargs or {})))
+            return func(*args, **(kwargs or {}))
+
+    with Recorder():
+        fn()
+    tensors: dict = {}  # one tensor per distinct layout, as a step reuses its weights
+
+    def materialise(spec):
+        if not (isinstance(spec, tuple) and spec and spec[0] == "tensor"):
+            return spec
+        if spec not in tensors:
+            _, size, stride, dtype = spec
+            extent = 1 + sum((n - 1) * s for n, s in zip(size, stride))
+            tensors[spec] = torch.randn(extent).to(dtype).as_strided(size, stride)
+        return tensors[spec]
+
+    replayed = [(func, [materialise(a) for a in args], kwargs) for func, args, kwargs in calls]
+
+    def replay() -> None:
+        with torch.no_grad():
+            for func, args, kwargs in replayed:
+                func(*args, **kwargs)
+
+    return replay
+
+
+def _layout(x):
+    return ("tensor", tuple(x.shape), tuple(x.stride()), x.dtype) if isinstance(x, torch.Tensor) else x
+
+
+def optimizer_step_fn(model: torch.nn.Module, lr: float = 1e-4) -> Callable[[], None]:
+    """AdamW's update alone, over copies of the parameters of ``model`` that have a gradient (run a backward pass
+    first) and of those gradients: the same update a training step of ``model`` makes, timed on its own."""
+    parameters = []
+    for p in model.parameters():
+        if p.grad is not None:
+            copy = p.detach().clone().requires_grad_(True)
+            copy.grad = p.grad.detach().clone()
+            parameters.append(copy)
+    if not parameters:
+        raise ValueError("no parameter has a gradient: run a backward pass of the model before optimizer_step_fn")
+    return torch.optim.AdamW(parameters, lr=lr).step
+
+
 def inference_fn(model: torch.nn.Module, inputs: dict) -> Callable[[], object]:
     """A forward pass in eval mode without autograd, as a callable."""
     model.eval()
