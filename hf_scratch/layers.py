@@ -1,5 +1,6 @@
-"""Building blocks shared by the families: input checks, the position-wise feed-forward network, the residual +
-LayerNorm wrapper (post-LN and pre-LN), and the task heads and losses several families use."""
+"""Building blocks shared by the families: the PreTrainedModel base they subclass, input checks, the position-wise
+feed-forward network, the residual + LayerNorm wrapper (post-LN and pre-LN), and the task heads and losses several
+families use."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from typing import Optional
 import torch
 from torch import nn
 from torch.nn import functional as F
+from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
+
+from .attention import check_attn_implementation
 
 
 def get_activation(name: str) -> nn.Module:
@@ -16,6 +20,22 @@ def get_activation(name: str) -> nn.Module:
     if name not in ACT2FN:
         raise ValueError(f"Unknown activation {name!r} (hidden_act): choose one of {sorted(ACT2FN.keys())}.")
     return ACT2FN[name]
+
+
+class ScratchPreTrainedModel(PreTrainedModel):
+    """What every family's ``PreTrainedModel`` shares: the base model sits under ``model``, gradient checkpointing
+    and both attention kernels (``"eager"``, ``"sdpa"``) are supported, and any other ``attn_implementation`` is
+    refused with a ValueError when the model is built. Each family adds ``config_class``, ``_no_split_modules``
+    and its weight initialisation."""
+
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+
+    def __init__(self, config, *inputs, **kwargs):
+        super().__init__(config, *inputs, **kwargs)
+        check_attn_implementation(config._attn_implementation)
 
 
 # --------------------------------------------------------------------------------------------------------------

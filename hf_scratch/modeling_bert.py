@@ -15,7 +15,6 @@ from typing import Optional
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPooling,
@@ -28,12 +27,13 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import AttentionMask, MultiHeadAttention, check_attention_mask, check_attn_implementation
+from .attention import AttentionMask, MultiHeadAttention, check_attention_mask
 from .configuration_bert import ScratchBertConfig
 from .layers import (
     FeedForward,
     MaskedLMHead,
     ResidualNorm,
+    ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
     sequence_classification_loss,
@@ -101,17 +101,9 @@ class ScratchBertPooler(nn.Module):
         return torch.tanh(self.dense(hidden_states[:, 0]))
 
 
-class ScratchBertPreTrainedModel(PreTrainedModel):
+class ScratchBertPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchBertConfig
-    base_model_prefix = "model"
-    main_input_name = "input_ids"
     _no_split_modules = ["ScratchBertLayer", "ScratchBertEmbeddings"]
-    supports_gradient_checkpointing = True
-    _supports_sdpa = True
-
-    def __init__(self, config: ScratchBertConfig, *inputs, **kwargs):
-        super().__init__(config, *inputs, **kwargs)
-        check_attn_implementation(config._attn_implementation)
 
 
 class ScratchBertModel(ScratchBertPreTrainedModel):

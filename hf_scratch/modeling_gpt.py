@@ -23,7 +23,7 @@ from typing import Optional
 
 import torch
 from torch import nn
-from transformers import DynamicCache, GenerationMixin, PreTrainedModel
+from transformers import DynamicCache, GenerationMixin
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -33,11 +33,12 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import AttentionMask, MultiHeadAttention, check_attention_mask, check_attn_implementation
+from .attention import AttentionMask, MultiHeadAttention, check_attention_mask
 from .configuration_gpt import ScratchGPTConfig
 from .layers import (
     FeedForward,
     ResidualNorm,
+    ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
     get_activation,
@@ -127,18 +128,10 @@ class ScratchGPTBlock(GradientCheckpointingLayer):
         return self.feed_forward_residual.after(hidden_states, transformed), weights
 
 
-class ScratchGPTPreTrainedModel(PreTrainedModel):
+class ScratchGPTPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchGPTConfig
-    base_model_prefix = "model"
-    main_input_name = "input_ids"
     _no_split_modules = ["ScratchGPTBlock"]
     _skip_keys_device_placement = ["past_key_values"]
-    supports_gradient_checkpointing = True
-    _supports_sdpa = True
-
-    def __init__(self, config: ScratchGPTConfig, *inputs, **kwargs):
-        super().__init__(config, *inputs, **kwargs)
-        check_attn_implementation(config._attn_implementation)
 
     @torch.no_grad()
     def _init_weights(self, module):

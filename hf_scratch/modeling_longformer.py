@@ -31,7 +31,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
-from transformers import PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPooling,
@@ -44,7 +43,6 @@ from transformers.modeling_outputs import (
 
 from .attention import (
     check_attention_mask,
-    check_attn_implementation,
     eager_attention,
     longformer_mask,
     masked_softmax,
@@ -57,6 +55,7 @@ from .layers import (
     FeedForward,
     MaskedLMHead,
     ResidualNorm,
+    ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
     sequence_classification_loss,
@@ -509,17 +508,9 @@ class ScratchLongformerModelOutput(BaseModelOutputWithPooling):
     global_attentions: Optional[tuple[torch.Tensor, ...]] = None
 
 
-class ScratchLongformerPreTrainedModel(PreTrainedModel):
+class ScratchLongformerPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchLongformerConfig
-    base_model_prefix = "model"
-    main_input_name = "input_ids"
     _no_split_modules = ["ScratchLongformerLayer", "ScratchLongformerEmbeddings"]
-    supports_gradient_checkpointing = True
-    _supports_sdpa = True
-
-    def __init__(self, config: ScratchLongformerConfig, *inputs, **kwargs):
-        super().__init__(config, *inputs, **kwargs)
-        check_attn_implementation(config._attn_implementation)
 
 
 class ScratchLongformerModel(ScratchLongformerPreTrainedModel):

@@ -26,15 +26,16 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput, SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
-from .attention import check_attention_mask, check_attn_implementation, masked_softmax, padding_mask
+from .attention import check_attention_mask, masked_softmax, padding_mask
 from .configuration_rnn import ScratchRNNConfig
 from .layers import (
+    ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
     sequence_classification_loss,
@@ -488,19 +489,11 @@ class ScratchRNNDecoderState:
 # --------------------------------------------------------------------------------------------------------------
 
 
-class ScratchRNNPreTrainedModel(PreTrainedModel):
+class ScratchRNNPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchRNNConfig
-    base_model_prefix = "model"
-    main_input_name = "input_ids"
     _no_split_modules = ["ScratchRNNLayer"]
-    supports_gradient_checkpointing = True
-    # The RNN attention has one kernel of its own; "eager" and "sdpa" are accepted (and give the same numbers) so
-    # the family loads with the same arguments as the others.
-    _supports_sdpa = True
-
-    def __init__(self, config: ScratchRNNConfig, *inputs, **kwargs):
-        super().__init__(config, *inputs, **kwargs)
-        check_attn_implementation(config._attn_implementation)
+    # The RNN attention has one kernel of its own: "eager" and "sdpa" are both accepted (and give the same numbers)
+    # so that the family loads with the same arguments as the others.
 
     @torch.no_grad()
     def _init_weights(self, module):

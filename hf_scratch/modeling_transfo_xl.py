@@ -27,7 +27,7 @@ from typing import Optional
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
@@ -37,13 +37,19 @@ from .attention import (
     causal_mask,
     causal_window_mask,
     check_attention_mask,
-    check_attn_implementation,
     combine_masks,
     merge_heads,
     padding_mask,
 )
 from .configuration_transfo_xl import ScratchTransfoXLConfig
-from .layers import FeedForward, ResidualNorm, check_input_ids, check_one_input, next_token_cross_entropy
+from .layers import (
+    FeedForward,
+    ResidualNorm,
+    ScratchPreTrainedModel,
+    check_input_ids,
+    check_one_input,
+    next_token_cross_entropy,
+)
 from .positional import relative_sinusoidal_embedding
 
 # --------------------------------------------------------------------------------------------------------------
@@ -355,18 +361,10 @@ class ScratchTransfoXLLMHeadModelOutput(ModelOutput):
     attentions: Optional[tuple[torch.Tensor, ...]] = None
 
 
-class ScratchTransfoXLPreTrainedModel(PreTrainedModel):
+class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchTransfoXLConfig
-    base_model_prefix = "model"
-    main_input_name = "input_ids"
     _no_split_modules = ["ScratchTransfoXLLayer"]
     _skip_keys_device_placement = ["mems"]
-    supports_gradient_checkpointing = True
-    _supports_sdpa = True
-
-    def __init__(self, config: ScratchTransfoXLConfig, *inputs, **kwargs):
-        super().__init__(config, *inputs, **kwargs)
-        check_attn_implementation(config._attn_implementation)
 
     @torch.no_grad()
     def _init_weights(self, module):

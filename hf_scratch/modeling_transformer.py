@@ -23,7 +23,7 @@ from typing import Optional
 
 import torch
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -34,11 +34,12 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 
-from .attention import AttentionMask, MultiHeadAttention, check_attention_mask, check_attn_implementation
+from .attention import AttentionMask, MultiHeadAttention, check_attention_mask
 from .configuration_transformer import ScratchTransformerConfig
 from .layers import (
     FeedForward,
     ResidualNorm,
+    ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
     shift_tokens_right,
@@ -291,17 +292,9 @@ class ScratchTransformerDecoder(nn.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
-class ScratchTransformerPreTrainedModel(PreTrainedModel):
+class ScratchTransformerPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchTransformerConfig
-    base_model_prefix = "model"
-    main_input_name = "input_ids"
     _no_split_modules = ["ScratchTransformerEncoderLayer", "ScratchTransformerDecoderLayer", "ScratchTransformerEmbeddings"]
-    supports_gradient_checkpointing = True
-    _supports_sdpa = True
-
-    def __init__(self, config: ScratchTransformerConfig, *inputs, **kwargs):
-        super().__init__(config, *inputs, **kwargs)
-        check_attn_implementation(config._attn_implementation)
 
     @torch.no_grad()
     def _init_weights(self, module):
