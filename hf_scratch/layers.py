@@ -15,11 +15,18 @@ from transformers.activations import ACT2FN
 from .attention import check_attn_implementation
 
 
+# The tanh approximation of GELU, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) — GPT-2's "gelu_new" — is written in
+# transformers as six elementwise operations; torch's fused kernel computes the same formula (|Δ| ≈ 2e-7) in about
+# half the time, forward + backward. transformers itself names it as the equivalent ("gelu_pytorch_tanh").
+SAME_FUNCTION_FUSED = {"gelu_new": "gelu_pytorch_tanh", "gelu_fast": "gelu_pytorch_tanh"}
+
+
 def get_activation(name: str) -> nn.Module:
-    """The activation called ``name`` in transformers (``"gelu"``, ``"gelu_new"``, ``"relu"``, ``"swish"``…)."""
+    """The activation called ``name`` in transformers (``"gelu"``, ``"gelu_new"``, ``"relu"``, ``"swish"``…), as
+    its fused kernel where torch has one (``SAME_FUNCTION_FUSED``)."""
     if name not in ACT2FN:
         raise ValueError(f"Unknown activation {name!r} (hidden_act): choose one of {sorted(ACT2FN.keys())}.")
-    return ACT2FN[name]
+    return ACT2FN[SAME_FUNCTION_FUSED.get(name, name)]
 
 
 class ScratchPreTrainedModel(PreTrainedModel):

@@ -491,3 +491,32 @@ def test_remote_code_loads_every_head_from_the_copied_files(tmp_path):
         assert torch.equal(remote(input_ids=input_ids, attention_mask=attention_mask).logits,
                            model(input_ids=input_ids, attention_mask=attention_mask).logits)
     assert loaded["AutoModelForMultipleChoice"].__name__ == "ScratchGPTDoubleHeadsModel"
+
+
+@pytest.mark.parametrize("name", ["gelu_new", "gelu_fast"])
+def test_tanh_gelu_runs_as_one_fused_kernel_with_the_same_values(name):
+    """GPT-2's tanh-approximate GELU: our feed-forward computes transformers' formula with torch's single fused
+    kernel (forward and backward), to float rounding."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from transformers.activations import ACT2FN
+
+    from hf_scratch.layers import get_activation
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    x = (torch.randn(64, 48) * 3).requires_grad_(True)
+    upstream = torch.randn(64, 48)
+    with Ops() as ops:
+        ours = get_activation(name)(x)
+        (grad,) = torch.autograd.grad(ours, x, upstream)
+    assert [n.split(".")[0] for n in ops.names] == ["gelu", "gelu_backward"]
+    reference = ACT2FN[name](x)
+    (reference_grad,) = torch.autograd.grad(reference, x, upstream)
+    assert torch.allclose(ours, reference, atol=1e-6) and torch.allclose(grad, reference_grad, atol=1e-5)
