@@ -26,6 +26,7 @@ import resource
 import statistics
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -130,6 +131,48 @@ def train_step_fn(model: torch.nn.Module, inputs: dict, lr: float = 1e-4) -> Cal
         return loss.item()
 
     return step
+
+
+# --------------------------------------------------------------------------------------------------------------
+# PASS / FAIL checks (the GPU check scripts)
+# --------------------------------------------------------------------------------------------------------------
+
+CHECKS: list[str] = []
+
+
+def report(name: str, ok: bool, detail: str) -> None:
+    """Record and print one check as ``PASS: name: detail`` or ``FAIL: …``."""
+    CHECKS.append(f"{'PASS' if ok else 'FAIL'}: {name}: {detail}")
+    print(CHECKS[-1], flush=True)
+
+
+def guarded(name: str) -> Callable:
+    """Decorator: a check that raises is reported as one FAIL (with the exception's last line), not a crash."""
+
+    def wrap(fn):
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception:
+                trace = traceback.format_exc()
+                print(trace, flush=True)
+                report(name, False, "exception: " + trace.strip().splitlines()[-1])
+
+        return inner
+
+    return wrap
+
+
+def check_summary() -> int:
+    """Print the PASS / FAIL counts of the checks so far; return the number of failures."""
+    failures = sum(line.startswith("FAIL") for line in CHECKS)
+    print(f"{len(CHECKS) - failures} PASS, {failures} FAIL", flush=True)
+    return failures
+
+
+def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max |a − b| in fp32, wherever the two tensors live."""
+    return (a.detach().float().cpu() - b.detach().float().cpu()).abs().max().item()
 
 
 def matrix_products_fn(fn: Callable[[], object]) -> Callable[[], None]:

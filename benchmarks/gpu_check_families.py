@@ -13,7 +13,6 @@ import argparse
 import copy
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 
 import torch
@@ -21,17 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from families import FAMILIES, PRESENT, fixed_sizes  # noqa: E402
 
-RESULTS: list[str] = []
-
-
-def report(name: str, ok: bool, detail: str) -> None:
-    RESULTS.append(f"{'PASS' if ok else 'FAIL'}: {name}: {detail}")
-    print(RESULTS[-1], flush=True)
-
-
-def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    return (a.detach().float().cpu() - b.detach().float().cpu()).abs().max().item()
-
+from common import check_summary, guarded, max_diff, report  # noqa: E402
 
 def padded_inputs(name: str, device: torch.device) -> tuple[dict, dict]:
     family, sizes = FAMILIES[name], fixed_sizes()
@@ -120,14 +109,8 @@ def main() -> None:
     torch.backends.cudnn.allow_tf32 = False
     print(f"torch {torch.__version__}; device {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}", flush=True)
     for name in PRESENT:
-        try:
-            check_family(name, device)
-        except Exception:
-            traceback.print_exc()
-            report(name, False, "exception: " + traceback.format_exc().strip().splitlines()[-1])
-    failures = sum(line.startswith("FAIL") for line in RESULTS)
-    print(f"{len(RESULTS) - failures} PASS, {failures} FAIL")
-    sys.exit(1 if failures else 0)
+        guarded(name)(check_family)(name, device)
+    sys.exit(1 if check_summary() else 0)
 
 
 if __name__ == "__main__":

@@ -24,32 +24,11 @@ import transformers
 from transformers import LongformerConfig, LongformerForMaskedLM
 
 import bench_longformer
+from common import CHECKS, check_summary, guarded, max_diff, report
 import hf_scratch  # noqa: F401
 from hf_scratch import ScratchLongformerConfig, ScratchLongformerForMaskedLM
 from hf_scratch.convert import from_transformers
 from hf_scratch.modeling_longformer import GlobalTokens, ScratchLongformerSelfAttention, dense_longformer_attention
-
-RESULTS = []
-
-
-def report(name, ok, detail):
-    line = f"{'PASS' if ok else 'FAIL'}: {name}: {detail}"
-    RESULTS.append(line)
-    print(line, flush=True)
-
-
-def guarded(name):
-    def wrap(fn):
-        def inner(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except Exception:
-                tb = traceback.format_exc()
-                print(tb, flush=True)
-                report(name, False, "exception: " + tb.strip().splitlines()[-1])
-        return inner
-    return wrap
-
 
 def sync(device):
     if device.type == "cuda":
@@ -124,10 +103,6 @@ def run_attention(attention, hidden, upstream, fn):
     return output.detach(), hidden.grad.clone(), grads
 
 
-def maxdiff(a, b):
-    return (a.float() - b.float().to(a.device)).abs().max().item()
-
-
 @guarded("dilation")
 def check_dilation(device, length):
     cases = [("int 2", 2, 4), ("per-layer [1, 3]", [1, 3], 4), ("per-head [[1,2,4,8],[2,2,1,1]]", [[1, 2, 4, 8], [2, 2, 1, 1]], 4),
@@ -165,11 +140,11 @@ def check_dilation(device, length):
                     cpu = run_attention(attention_cpu, hidden_cpu, upstream.cpu(), lambda: attention_cpu(
                         hidden_cpu, key_is_real.cpu(), GlobalTokens.from_mask((is_global & key_is_real).cpu()))[0])
                     finite = all(torch.isfinite(t).all() for t in [banded[0], banded[1], *banded[2]])
-                    fwd = maxdiff(banded[0], dense[0])
-                    gin = maxdiff(banded[1], dense[1])
-                    gw = max(maxdiff(a, b) for a, b in zip(banded[2], dense[2]))
-                    cpu_d = max(maxdiff(banded[0], cpu[0]), maxdiff(banded[1], cpu[1]),
-                                max(maxdiff(a, b) for a, b in zip(banded[2], cpu[2])))
+                    fwd = max_diff(banded[0], dense[0])
+                    gin = max_diff(banded[1], dense[1])
+                    gw = max(max_diff(a, b) for a, b in zip(banded[2], dense[2]))
+                    cpu_d = max(max_diff(banded[0], cpu[0]), max_diff(banded[1], cpu[1]),
+                                max(max_diff(a, b) for a, b in zip(banded[2], cpu[2])))
                     ok = finite and fwd <= 1e-5 and gin <= 1e-5 and gw <= 1e-5 and cpu_d <= 1e-5
                     report(f"dilation {name} window {window} layer {layer} {impl} n={length}", ok,
                            f"fwd {fwd:.2e}, grad input {gin:.2e}, grad weights {gw:.2e} vs dense on {device.type}; "
@@ -341,9 +316,9 @@ def main():
     check_dilated_model_cpu_vs_gpu(device, 45 if args.small else 301)
     check_bf16(device, 45 if args.small else 301)
     print("\n==== SUMMARY ====")
-    for line in RESULTS:
+    for line in CHECKS:
         print(line)
-    print(f"{sum(l.startswith('PASS') for l in RESULTS)} PASS, {sum(l.startswith('FAIL') for l in RESULTS)} FAIL", flush=True)
+    failures = check_summary()
 
     if not args.skip_timing:
         for batch in args.batch:
@@ -353,7 +328,7 @@ def main():
             else:
                 timing(device, [1024, 4096, 16384], warmup=3, repeats=10, batch=batch)
                 dilation_timing(device, 4096, warmup=3, repeats=10, batch=batch)
-    if any(line.startswith("FAIL") for line in RESULTS):
+    if failures:
         sys.exit(1)
 
 

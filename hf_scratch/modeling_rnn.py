@@ -490,10 +490,11 @@ class ScratchRNNDecoderState:
 
 
 class ScratchRNNPreTrainedModel(ScratchPreTrainedModel):
+    """The RNN attention has one kernel of its own: ``attn_implementation`` "eager" and "sdpa" are both accepted
+    (and give the same numbers) so that the family loads with the same arguments as the others."""
+
     config_class = ScratchRNNConfig
     _no_split_modules = ["ScratchRNNLayer"]
-    # The RNN attention has one kernel of its own: "eager" and "sdpa" are both accepted (and give the same numbers)
-    # so that the family loads with the same arguments as the others.
 
     @torch.no_grad()
     def _init_weights(self, module):

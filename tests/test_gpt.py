@@ -497,26 +497,18 @@ def test_remote_code_loads_every_head_from_the_copied_files(tmp_path):
 def test_tanh_gelu_runs_as_one_fused_kernel_with_the_same_values(name):
     """GPT-2's tanh-approximate GELU: our feed-forward computes transformers' formula with torch's single fused
     kernel (forward and backward), to float rounding."""
-    from torch.utils._python_dispatch import TorchDispatchMode
+    from dispatch import dispatched_ops
     from transformers.activations import ACT2FN
 
     from hf_scratch.layers import get_activation
 
-    class Ops(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.names = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.names.append(func.__name__)
-            return func(*args, **(kwargs or {}))
-
     x = (torch.randn(64, 48) * 3).requires_grad_(True)
     upstream = torch.randn(64, 48)
-    with Ops() as ops:
-        ours = get_activation(name)(x)
-        (grad,) = torch.autograd.grad(ours, x, upstream)
-    assert [n.split(".")[0] for n in ops.names] == ["gelu", "gelu_backward"]
+    activation = get_activation(name)
+    ops = dispatched_ops(lambda: torch.autograd.grad(activation(x), x, upstream))
+    assert [op.__name__.split(".")[0] for op in ops] == ["gelu", "gelu_backward"]
+    ours = activation(x)
+    (grad,) = torch.autograd.grad(ours, x, upstream)
     reference = ACT2FN[name](x)
     (reference_grad,) = torch.autograd.grad(reference, x, upstream)
     assert torch.allclose(ours, reference, atol=1e-6) and torch.allclose(grad, reference_grad, atol=1e-5)

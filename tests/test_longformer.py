@@ -9,6 +9,7 @@ import transformers
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
+from dispatch import dispatched_ops
 from transformers import AutoModel, AutoModelForMaskedLM, LongformerConfig, pipeline
 
 from hf_scratch import (
@@ -369,27 +370,17 @@ def test_feed_forward_input_projection_runs_once_per_layer(mode):
     assert len(calls) == len(model.model.layers)
 
 
-
-class _OpCalls(TorchDispatchMode):
-    def __init__(self, ops):
-        super().__init__()
-        self.ops, self.calls = ops, 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls += func in self.ops
-        return func(*args, **(kwargs or {}))
-
-
 def test_training_runs_the_attention_kernel_once_per_layer():
     """The local attention is checkpointed (its key windows are rebuilt in the backward pass), but the kernel's
     output is kept: forward + backward runs the fused attention once per layer, not twice. (Without attention
     dropout: with it, SDPA on the CPU takes the unfused path.)"""
     model = ScratchLongformerForMaskedLM(tiny_config(attention_probs_dropout_prob=0.0)).train()
     input_ids, attention_mask, global_attention_mask = padded_batch()
-    with _OpCalls(ATTENTION_KERNELS) as counter:
-        model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
-              labels=input_ids.masked_fill(attention_mask == 0, -100)).loss.backward()
-    assert counter.calls == len(model.model.layers)
+    ops = dispatched_ops(
+        lambda: model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
+                      labels=input_ids.masked_fill(attention_mask == 0, -100)).loss.backward()
+    )
+    assert sum(op in ATTENTION_KERNELS for op in ops) == len(model.model.layers)
 
 def test_bf16_autocast_trains():
     model = ScratchLongformerForMaskedLM(tiny_config(attention_dilation=[1, [1, 2, 1, 2]])).train()
