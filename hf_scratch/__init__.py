@@ -56,6 +56,7 @@ from .configuration_gpt import ScratchGPTConfig
 from .gpt_input_transforms import GPTTaskInputs, language_modeling_labels
 from .modeling_gpt import (
     ScratchGPTDoubleHeadsModel,
+    ScratchGPTForMultipleChoice,
     ScratchGPTForSequenceClassification,
     ScratchGPTLMHeadModel,
     ScratchGPTModel,
@@ -107,5 +108,16 @@ from .modeling_rnn import (
 _register_family(ScratchRNNConfig)
 
 # ---- pipelines transformers v5 no longer ships ---------------------------------------------------------------
-from .pipelines import ScratchQuestionAnsweringPipeline  # noqa: E402  (registers "scratch-question-answering")
-from .pipelines import ScratchSeq2SeqPipeline  # noqa: E402  (registers "scratch-seq2seq")
+# Registered here for models built in memory; saved checkpoints of the heads they serve carry them
+# (config.json "custom_pipelines" + pipelines.py, see ScratchConfig.save_pretrained).
+from transformers.pipelines import PIPELINE_REGISTRY  # noqa: E402
+
+from .pipelines import SCRATCH_PIPELINES, ScratchQuestionAnsweringPipeline, ScratchSeq2SeqPipeline  # noqa: E402
+
+for _task, _info in SCRATCH_PIPELINES.items():
+    PIPELINE_REGISTRY.register_pipeline(
+        _task,
+        pipeline_class=globals()[_info["impl"].split(".")[1]],
+        pt_model=tuple(getattr(transformers, name) for name in _info["pt"]),
+        type=_info["type"],
+    )

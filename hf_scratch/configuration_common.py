@@ -4,12 +4,13 @@ with ValueErrors that name the field and the fix."""
 
 from __future__ import annotations
 
-import json
-import math
+import copy
 import os
+import shutil
 from typing import ClassVar
 
 from transformers import PreTrainedConfig
+from transformers.dynamic_module_utils import get_relative_import_files
 
 
 class ScratchConfig(PreTrainedConfig):
@@ -26,19 +27,12 @@ class ScratchConfig(PreTrainedConfig):
     def check(self) -> None:
         """Raise ValueError for impossible values. Families extend this."""
 
-    # loading: the config is the first thing every from_pretrained reads ------------------------------------
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, **kwargs):
-        """As transformers', but a local checkpoint directory must hold whole safetensors files
-        (``check_checkpoint_files``) and a config of this model type."""
-        if os.path.isdir(str(pretrained_model_name_or_path)):
-            check_checkpoint_files(pretrained_model_name_or_path)
-        return super().from_pretrained(pretrained_model_name_or_path, **kwargs)
-
+    # loading: a config of another model type is refused ----------------------------------------------------
     @classmethod
     def from_dict(cls, config_dict, **kwargs):
         """Refuse another model type's config instead of building a model of this type with random weights
-        (transformers only warns); the Auto classes pass the checkpoint directory as ``name_or_path``."""
+        (transformers only warns). Whether the weights beside the config are whole is the model's business:
+        safetensors checks them when they are loaded (``ScratchPreTrainedModel.from_pretrained``)."""
         found = config_dict.get("model_type")
         if cls.model_type and found and found != cls.model_type:
             raise ValueError(
@@ -46,10 +40,42 @@ class ScratchConfig(PreTrainedConfig):
                 f"{cls.model_type!r} models: load it with the matching class, or with AutoModel/AutoConfig, which "
                 "pick the class from the checkpoint."
             )
-        source = kwargs.get("name_or_path")
-        if source is not None and os.path.isdir(str(source)):
-            check_checkpoint_files(source)
         return super().from_dict(config_dict, **kwargs)
+
+    # saving: the checkpoint carries the code of every head and pipeline it names -----------------------------
+    def save_pretrained(self, save_directory, push_to_hub: bool = False, **kwargs):
+        """As transformers', with two additions for users who load the checkpoint with ``trust_remote_code=True``
+        where hf_scratch is not installed:
+
+        - ``custom_pipelines``: the pipelines of ``pipelines.SCRATCH_PIPELINES`` that serve the saved head — the
+          class in ``architectures`` (``model.save_pretrained`` sets it) is the one ``auto_map`` gives for the
+          pipeline's Auto class — so ``pipeline(task, model=..., trust_remote_code=True)`` knows the task;
+        - every module that ``auto_map`` and ``custom_pipelines`` name is copied beside config.json with its
+          relative imports (transformers copies only the saved head's own module).
+        """
+        from .pipelines import SCRATCH_PIPELINES  # a relative import: remote loading fetches pipelines.py with this file
+
+        heads = set(getattr(self, "architectures", None) or ())
+        served = {
+            task: copy.deepcopy(info) for task, info in SCRATCH_PIPELINES.items()
+            if any(str(self.auto_map.get(auto_class, "")).split(".")[-1] in heads for auto_class in info["pt"])
+        }
+        if served:
+            self.custom_pipelines = served
+        elif "custom_pipelines" in self.__dict__:
+            del self.custom_pipelines
+        os.makedirs(save_directory, exist_ok=True)
+        references = [*self.auto_map.values(), *(info["impl"] for info in served.values())]
+        modules = {ref.split(".")[0] for ref in references if isinstance(ref, str) and "--" not in ref}
+        here = os.path.dirname(os.path.abspath(__file__))
+        for module in sorted(modules):
+            source = os.path.join(here, f"{module}.py")
+            if os.path.exists(source):  # a config loaded as remote code has only the modules fetched so far
+                for path in [source, *get_relative_import_files(source)]:
+                    target = os.path.join(save_directory, os.path.basename(path))
+                    if not os.path.exists(target) or not os.path.samefile(path, target):
+                        shutil.copyfile(path, target)
+        return super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
 
     # helpers for check() -----------------------------------------------------------------------------------
     def require_positive(self, *names: str) -> None:
@@ -77,68 +103,3 @@ class ScratchConfig(PreTrainedConfig):
         value = getattr(self, name)
         if value not in choices:
             raise ValueError(f"{type(self).__name__}.{name}={value!r} is not supported: choose one of {tuple(choices)}.")
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Checkpoint integrity: a truncated or corrupted safetensors file is a ValueError, never a half-loaded model
-# --------------------------------------------------------------------------------------------------------------
-
-_SAFETENSORS_ITEM_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
-                           "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1}
-
-
-def check_safetensors_file(path) -> None:
-    """Read a safetensors file's header and check that it is whole: the header parses, every tensor's byte range
-    matches its dtype and shape, and the ranges cover the file exactly. Raises ValueError otherwise."""
-
-    def corrupted(reason: str) -> ValueError:
-        return ValueError(
-            f"{path} is not a complete safetensors file ({reason}): the checkpoint was truncated or corrupted, e.g. "
-            "by an interrupted save or download. Save the model again (save_pretrained) or download it again."
-        )
-
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        prefix = f.read(8)
-        if len(prefix) < 8:
-            raise corrupted(f"{size} bytes, shorter than the 8-byte header length")
-        header_length = int.from_bytes(prefix, "little")
-        if header_length <= 0 or 8 + header_length > size:
-            raise corrupted(f"header of {header_length} bytes does not fit in {size} bytes")
-        try:
-            header = json.loads(f.read(header_length))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise corrupted(f"unreadable header: {error}") from None
-    if not isinstance(header, dict):
-        raise corrupted("header is not a JSON object")
-    data_end = 0
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            start, end = entry["data_offsets"]
-            expected = math.prod(entry["shape"]) * _SAFETENSORS_ITEM_BYTES.get(entry["dtype"], 0)
-        except (KeyError, TypeError, ValueError):
-            raise corrupted(f"malformed entry for tensor {name!r}") from None
-        if end - start != expected and entry["dtype"] in _SAFETENSORS_ITEM_BYTES:
-            raise corrupted(f"tensor {name!r} spans {end - start} bytes but its shape and dtype need {expected}")
-        data_end = max(data_end, end)
-    if 8 + header_length + data_end != size:
-        raise corrupted(f"the header describes {8 + header_length + data_end} bytes, the file has {size}")
-
-
-def check_checkpoint_files(directory) -> None:
-    """Every safetensors file of a checkpoint directory is whole, and a sharded checkpoint's index names only shards
-    that exist. Raises ValueError naming the file and the fix."""
-    names = sorted(name for name in os.listdir(directory) if name.endswith(".safetensors"))
-    index_path = os.path.join(directory, "model.safetensors.index.json")
-    if os.path.exists(index_path):
-        try:
-            shards = set(json.loads(open(index_path).read())["weight_map"].values())
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
-            raise ValueError(f"{index_path} is not a valid shard index ({error}): save or download the checkpoint again.") from None
-        missing = sorted(shards - set(names))
-        if missing:
-            raise ValueError(f"{index_path} names shards that are not there: {missing}. Save or download the checkpoint again.")
-    for name in names:
-        check_safetensors_file(os.path.join(directory, name))

@@ -23,7 +23,8 @@ class ScratchGPTConfig(ScratchConfig):
     - ``lm_loss_weight``: λ of GPT-1 §3.2, L3 = L2(task) + λ·L1(language modelling), used by the task heads when
       language-modelling labels are given as well.
     - ``multiple_choice_activation`` / ``multiple_choice_dropout``: the multiple-choice head of
-      ``ScratchGPTDoubleHeadsModel`` (dropout → Linear(hidden, 1) → optional activation such as ``"tanh"``).
+      ``ScratchGPTForMultipleChoice`` and ``ScratchGPTDoubleHeadsModel`` (dropout → Linear(hidden, 1) → optional
+      activation such as ``"tanh"``).
 
     Example:
     ```python
@@ -39,7 +40,7 @@ class ScratchGPTConfig(ScratchConfig):
         "AutoConfig": "configuration_gpt.ScratchGPTConfig",
         "AutoModel": "modeling_gpt.ScratchGPTModel",
         "AutoModelForCausalLM": "modeling_gpt.ScratchGPTLMHeadModel",
-        "AutoModelForMultipleChoice": "modeling_gpt.ScratchGPTDoubleHeadsModel",
+        "AutoModelForMultipleChoice": "modeling_gpt.ScratchGPTForMultipleChoice",
         "AutoModelForSequenceClassification": "modeling_gpt.ScratchGPTForSequenceClassification",
     }
     # the names users of GPT2Config / OpenAIGPTConfig know

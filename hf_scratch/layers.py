@@ -4,9 +4,11 @@ families use."""
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 from torch.nn import functional as F
 from transformers import PreTrainedModel
@@ -44,14 +46,49 @@ class ScratchPreTrainedModel(PreTrainedModel):
         super().__init__(config, *inputs, **kwargs)
         check_attn_implementation(config._attn_implementation)
 
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """transformers' ``from_pretrained``; a checkpoint whose weights cannot be read — a safetensors file that
+        safetensors refuses (truncated, corrupted) or a shard its index names that is not there — is a ValueError
+        saying what happened and how to fix it, instead of safetensors' bare error."""
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except SafetensorError as error:
+            raise ValueError(
+                f"The weights of {pretrained_model_name_or_path} are not a complete safetensors file (safetensors: "
+                f"{error}): the checkpoint was truncated or corrupted, e.g. by an interrupted save or download. Save "
+                "the model again (save_pretrained) or download it again."
+            ) from error
+        except FileNotFoundError as error:
+            missing = error.filename or str(error).rsplit(": ", 1)[-1]
+            if not str(missing).endswith(".safetensors"):
+                raise
+            raise ValueError(
+                f"The checkpoint {pretrained_model_name_or_path} lacks the safetensors shard "
+                f"{os.path.basename(str(missing))} that its index names (an interrupted save or download): save the "
+                "model again (save_pretrained) or download it again."
+            ) from error
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Input checks: bad input gets a ValueError before any kernel runs
 # --------------------------------------------------------------------------------------------------------------
 
 
+def embedding_rows(embedding: nn.Module) -> int:
+    """How many ids the live embedding module accepts — its ``num_embeddings`` now, so that the id check follows
+    ``resize_token_embeddings`` and ``set_input_embeddings``. A wrapper without that attribute (a peft adapter
+    around the embedding) is asked for the layer it wraps (``get_base_layer()``)."""
+    while not hasattr(embedding, "num_embeddings") and hasattr(embedding, "get_base_layer"):
+        base = embedding.get_base_layer()
+        if base is embedding:
+            break
+        embedding = base
+    return embedding.num_embeddings
+
+
 def check_input_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input_ids") -> None:
-    """Ids must index the embedding table: 0 ≤ id < vocab_size."""
+    """Ids must index the embedding table: 0 ≤ id < vocab_size (pass ``embedding_rows`` of the live table)."""
     if input_ids.dim() != 2:
         raise ValueError(f"{name} must have shape (batch, length), got {tuple(input_ids.shape)}.")
     if input_ids.dtype.is_floating_point:

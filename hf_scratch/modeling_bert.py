@@ -25,7 +25,7 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, can_return_tuple
 
 from .attention import AttentionMask, MultiHeadAttention, check_attention_mask
 from .configuration_bert import ScratchBertConfig
@@ -36,6 +36,7 @@ from .layers import (
     ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
+    embedding_rows,
     sequence_classification_loss,
     span_loss,
     token_cross_entropy,
@@ -48,7 +49,6 @@ class ScratchBertEmbeddings(nn.Module):
 
     def __init__(self, config: ScratchBertConfig):
         super().__init__()
-        self.vocab_size, self.type_vocab_size = config.vocab_size, config.type_vocab_size
         self.word = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.position = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
         self.token_type = nn.Embedding(config.type_vocab_size, config.hidden_size)
@@ -57,7 +57,7 @@ class ScratchBertEmbeddings(nn.Module):
 
     def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
         if inputs_embeds is None:
-            check_input_ids(input_ids, self.vocab_size)
+            check_input_ids(input_ids, embedding_rows(self.word))
             inputs_embeds = self.word(input_ids)
         batch, length = inputs_embeds.shape[:2]
         if position_ids is None:
@@ -65,7 +65,7 @@ class ScratchBertEmbeddings(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
         else:
-            check_input_ids(token_type_ids, self.type_vocab_size, name="token_type_ids")
+            check_input_ids(token_type_ids, embedding_rows(self.token_type), name="token_type_ids")
         embeddings = inputs_embeds + self.token_type(token_type_ids) + self.position(position_ids)
         return self.dropout(self.norm(embeddings))
 
@@ -122,6 +122,7 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -195,6 +196,7 @@ class ScratchBertForPreTraining(ScratchBertPreTrainedModel):
     def set_output_embeddings(self, value):
         self.mlm_head.decoder = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids=None,
@@ -210,7 +212,8 @@ class ScratchBertForPreTraining(ScratchBertPreTrainedModel):
         **kwargs,
     ) -> ScratchBertForPreTrainingOutput:
         outputs = self.model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+            return_dict=True,
         )
         prediction_logits = self.mlm_head(outputs.last_hidden_state)
         seq_relationship_logits = self.nsp_head(outputs.pooler_output)
@@ -245,6 +248,7 @@ class ScratchBertForMaskedLM(ScratchBertPreTrainedModel):
     def set_output_embeddings(self, value):
         self.mlm_head.decoder = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids=None,
@@ -259,7 +263,8 @@ class ScratchBertForMaskedLM(ScratchBertPreTrainedModel):
         **kwargs,
     ) -> MaskedLMOutput:
         outputs = self.model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+            return_dict=True,
         )
         logits = self.mlm_head(outputs.last_hidden_state)
         loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
@@ -275,6 +280,7 @@ class ScratchBertForNextSentencePrediction(ScratchBertPreTrainedModel):
         self.nsp_head = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids=None,
@@ -289,7 +295,8 @@ class ScratchBertForNextSentencePrediction(ScratchBertPreTrainedModel):
         **kwargs,
     ) -> NextSentencePredictorOutput:
         outputs = self.model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+            return_dict=True,
         )
         logits = self.nsp_head(outputs.pooler_output)
         loss = token_cross_entropy(logits, labels) if labels is not None else None
@@ -311,6 +318,7 @@ class ScratchBertForSequenceClassification(ScratchBertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids=None,
@@ -325,7 +333,8 @@ class ScratchBertForSequenceClassification(ScratchBertPreTrainedModel):
         **kwargs,
     ) -> SequenceClassifierOutput:
         outputs = self.model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+            return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
@@ -344,6 +353,7 @@ class ScratchBertForTokenClassification(ScratchBertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids=None,
@@ -358,7 +368,8 @@ class ScratchBertForTokenClassification(ScratchBertPreTrainedModel):
         **kwargs,
     ) -> TokenClassifierOutput:
         outputs = self.model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+            return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
@@ -374,6 +385,7 @@ class ScratchBertForQuestionAnswering(ScratchBertPreTrainedModel):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids=None,
@@ -389,7 +401,8 @@ class ScratchBertForQuestionAnswering(ScratchBertPreTrainedModel):
         **kwargs,
     ) -> QuestionAnsweringModelOutput:
         outputs = self.model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+            return_dict=True,
         )
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
@@ -415,6 +428,7 @@ class ScratchBertForMultipleChoice(ScratchBertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids=None,
@@ -438,7 +452,7 @@ class ScratchBertForMultipleChoice(ScratchBertPreTrainedModel):
 
         outputs = self.model(
             flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids), flat(inputs_embeds),
-            output_attentions, output_hidden_states,
+            output_attentions, output_hidden_states, return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
         loss = token_cross_entropy(logits, labels) if labels is not None else None

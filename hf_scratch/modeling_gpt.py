@@ -12,7 +12,8 @@ top-down in the order of the GPT-1 paper (seed 004 §3):
    transformations of §3.3 (classification, entailment, similarity, multiple choice) are built by
    ``gpt_input_transforms``: similarity feeds both orderings, whose final states are summed (3-D inputs to
    ``ScratchGPTForSequenceClassification``), multiple choice scores each choice and normalises with a softmax
-   over the choices (``ScratchGPTDoubleHeadsModel``).
+   over the choices (``ScratchGPTForMultipleChoice`` with transformers' multiple-choice contract;
+   ``ScratchGPTDoubleHeadsModel`` adds the auxiliary LM objective).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
     CausalLMOutputWithPast,
+    MultipleChoiceModelOutput,
     SequenceClassifierOutputWithPast,
 )
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, can_return_tuple
 
 from .attention import AttentionMask, MultiHeadAttention, check_attention_mask
 from .configuration_gpt import ScratchGPTConfig
@@ -41,6 +43,7 @@ from .layers import (
     ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
+    embedding_rows,
     get_activation,
     next_token_cross_entropy,
     sequence_classification_loss,
@@ -71,7 +74,6 @@ class ScratchGPTEmbeddings(nn.Module):
 
     def __init__(self, config: ScratchGPTConfig):
         super().__init__()
-        self.vocab_size = config.vocab_size
         self.word = nn.Embedding(config.vocab_size, config.hidden_size)
         self.position = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
         self.dropout = nn.Dropout(config.embedding_dropout_prob)
@@ -81,7 +83,7 @@ class ScratchGPTEmbeddings(nn.Module):
             inputs_embeds = self.word(input_ids)
         embeddings = inputs_embeds + self.position(position_ids)
         if token_type_ids is not None:
-            check_input_ids(token_type_ids, self.vocab_size, name="token_type_ids")
+            check_input_ids(token_type_ids, embedding_rows(self.word), name="token_type_ids")
             embeddings = embeddings + self.word(token_type_ids)
         return self.dropout(embeddings)
 
@@ -160,6 +162,7 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -176,7 +179,7 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
     ) -> BaseModelOutputWithPast:
         check_one_input(input_ids, inputs_embeds)
         if input_ids is not None:
-            check_input_ids(input_ids, self.config.vocab_size)
+            check_input_ids(input_ids, embedding_rows(self.embeddings.word))
         elif inputs_embeds.dim() != 3:
             raise ValueError(f"inputs_embeds must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}.")
         batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
@@ -245,7 +248,6 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):
         super().__init__(config)
         self.model = ScratchGPTModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        self._decoding_weight = None  # (weight identity, (hidden, vocab) contiguous copy), see vocabulary_logits
         self.post_init()
 
     def get_output_embeddings(self):
@@ -254,20 +256,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def vocabulary_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """h_n W_eᵀ. While decoding on CPU without autograd (at most 4 rows per step) the product runs against a
-        contiguous (hidden, vocab) copy of the weight: the (vocab, hidden) layout makes x·Wᵀ a GEMV about 2× slower
-        there, and the LM head is the largest matrix of a small GPT (measured in benchmarks/bench_gpt.py). The copy
-        costs one more vocab × hidden matrix of memory and is rebuilt whenever the weight changes."""
-        weight = self.lm_head.weight
-        rows = hidden_states.shape[0] * hidden_states.shape[1]
-        if torch.is_grad_enabled() or weight.device.type != "cpu" or rows > 4:
-            return self.lm_head(hidden_states)
-        identity = (weight.data_ptr(), weight._version, weight.dtype)
-        if self._decoding_weight is None or self._decoding_weight[0] != identity:
-            self._decoding_weight = (identity, weight.detach().t().contiguous())
-        return torch.matmul(hidden_states, self._decoding_weight[1])
-
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -286,12 +275,12 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):
     ) -> CausalLMOutputWithPast:
         outputs = self.model(
             input_ids, past_key_values, attention_mask, token_type_ids, position_ids, inputs_embeds, use_cache,
-            output_attentions, output_hidden_states,
+            output_attentions, output_hidden_states, return_dict=True,
         )
         hidden_states = outputs.last_hidden_state
         if logits_to_keep:  # generation needs only the last position's distribution
             hidden_states = hidden_states[:, -logits_to_keep:]
-        logits = self.vocabulary_logits(hidden_states)
+        logits = self.lm_head(hidden_states)  # always through the module: hooks, adapters, quantized layers see it
         loss = causal_lm_loss(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
         return CausalLMOutputWithPast(
             loss=loss,
@@ -335,6 +324,19 @@ def flatten_choices(x: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     return None if x is None else x.reshape(-1, *x.shape[2:])
 
 
+def choice_dimensions(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor]) -> tuple[int, int, int]:
+    """(batch, num_choices, length) of multiple-choice inputs, or a ValueError if they are not shaped that way."""
+    check_one_input(input_ids, inputs_embeds)
+    reference = input_ids if input_ids is not None else inputs_embeds
+    if reference.dim() != (3 if input_ids is not None else 4):
+        raise ValueError(
+            f"Multiple-choice inputs must be shaped (batch, num_choices, length), got {tuple(reference.shape)}: "
+            "put each example's choices along dimension 1 (gpt_input_transforms.multiple_choice_inputs does)."
+        )
+    batch, num_choices, length = reference.shape[:3]
+    return batch, num_choices, length
+
+
 class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
     """P(y | x) = softmax(h_l^m W_y) on the final state of the last real token (GPT-1 eq. 3).
 
@@ -342,16 +344,27 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
     (batch, orderings, length) are several orderings of one example — GPT-1's similarity transformation feeds
     "a $ b" and "b $ a" — whose final states are summed element-wise before W_y (§3.3), so the prediction does not
     depend on the order of the two texts. ``lm_labels`` (same shape as the input, -100 ignored) adds the
-    auxiliary language-modelling loss λ·L1 through the tied token embeddings (eq. 5).
+    auxiliary language-modelling loss λ·L1 through ``lm_head``, the LM head of pre-training tied to the token
+    embeddings (eq. 5). The tie means checkpoints saved before this head existed load unchanged.
     """
+
+    _tied_weights_keys = {"lm_head.weight": "model.embeddings.word.weight"}
 
     def __init__(self, config: ScratchGPTConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.model = ScratchGPTModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
         self.post_init()
 
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -375,7 +388,7 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         )
         outputs = self.model(
             input_ids, None, attention_mask, token_type_ids, position_ids, inputs_embeds, False,
-            output_attentions, output_hidden_states,
+            output_attentions, output_hidden_states, return_dict=True,
         )
         hidden_states = outputs.last_hidden_state
         batch, length = hidden_states.shape[:2]
@@ -390,7 +403,7 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         task_loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
         lm_loss = None
         if lm_labels is not None:
-            lm_logits = nn.functional.linear(hidden_states, self.model.get_input_embeddings().weight)
+            lm_logits = self.lm_head(hidden_states)
             lm_loss = causal_lm_loss(lm_logits, flat(lm_labels))
         return SequenceClassifierOutputWithPast(
             loss=auxiliary_objective(task_loss, lm_loss, self.config.lm_loss_weight),
@@ -451,6 +464,7 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
     def set_output_embeddings(self, value):
         self.lm_head = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -466,16 +480,10 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
         return_dict: Optional[bool] = None,
         **kwargs,
     ) -> ScratchGPTDoubleHeadsModelOutput:
-        check_one_input(input_ids, inputs_embeds)
-        reference = input_ids if input_ids is not None else inputs_embeds
-        if reference.dim() != (3 if input_ids is not None else 4):
-            raise ValueError(
-                f"Multiple-choice inputs must be shaped (batch, num_choices, length), got {tuple(reference.shape)}: "
-                "put each example's choices along dimension 1 (gpt_input_transforms.multiple_choice_inputs does)."
-            )
-        batch, num_choices, length = reference.shape[:3]
+        batch, num_choices, length = choice_dimensions(input_ids, inputs_embeds)
+        device = (input_ids if input_ids is not None else inputs_embeds).device
         if mc_token_ids is None:
-            mc_token_ids = torch.full((batch, num_choices), length - 1, dtype=torch.long, device=reference.device)
+            mc_token_ids = torch.full((batch, num_choices), length - 1, dtype=torch.long, device=device)
         elif tuple(mc_token_ids.shape) != (batch, num_choices):
             raise ValueError(
                 f"mc_token_ids has shape {tuple(mc_token_ids.shape)} but the inputs need ({batch}, {num_choices}): "
@@ -487,7 +495,7 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
         outputs = self.model(
             flatten_choices(input_ids), None, flatten_choices(attention_mask), flatten_choices(token_type_ids),
             flatten_choices(position_ids), flatten_choices(inputs_embeds), False, output_attentions,
-            output_hidden_states,
+            output_hidden_states, return_dict=True,
         )
         hidden_states = outputs.last_hidden_state.view(batch, num_choices, length, -1)
         lm_logits = self.lm_head(hidden_states)
@@ -506,10 +514,67 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
         )
 
 
+class ScratchGPTForMultipleChoice(ScratchGPTPreTrainedModel):
+    """GPT-1's multiple-choice transformation (§3.3) behind transformers' standard multiple-choice contract, what
+    ``AutoModelForMultipleChoice``, the Trainer and generic multiple-choice scripts expect: ``input_ids`` /
+    ``attention_mask`` shaped (batch, num_choices, length), ``labels`` the index of the right choice (batch,),
+    a ``MultipleChoiceModelOutput`` with the loss first.
+
+    Each choice [start; context; $; answer_k; extract] runs through the decoder on its own, is scored at its extract
+    token — the last real token, found from the attention mask (or ``pad_token_id``) — by the multiple-choice head
+    of ``ScratchGPTDoubleHeadsModel``, and the scores are normalised with a softmax over the choices:
+    P(k | x) = softmax_k(score_k), L2 = -log P(label | x) (eq. 4). For the auxiliary LM objective and explicit
+    ``mc_token_ids``, use ``ScratchGPTDoubleHeadsModel``, whose ``labels`` are LM labels.
+    """
+
+    def __init__(self, config: ScratchGPTConfig):
+        super().__init__(config)
+        self.model = ScratchGPTModel(config)
+        self.multiple_choice_head = ScratchGPTMultipleChoiceHead(config)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        position_ids: Optional[torch.Tensor] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        labels: Optional[torch.Tensor] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        **kwargs,
+    ) -> MultipleChoiceModelOutput:
+        batch, num_choices, length = choice_dimensions(input_ids, inputs_embeds)
+        if labels is not None and tuple(labels.shape) != (batch,):
+            raise ValueError(
+                f"labels has shape {tuple(labels.shape)} but ScratchGPTForMultipleChoice takes the index of the right "
+                f"choice of each example, shape ({batch},); for language-modelling labels of every choice use "
+                "ScratchGPTDoubleHeadsModel (labels) or its mc_labels for the choice."
+            )
+        flat_ids, flat_mask = flatten_choices(input_ids), flatten_choices(attention_mask)
+        outputs = self.model(
+            flat_ids, None, flat_mask, flatten_choices(token_type_ids), flatten_choices(position_ids),
+            flatten_choices(inputs_embeds), False, output_attentions, output_hidden_states, return_dict=True,
+        )
+        hidden_states = outputs.last_hidden_state.view(batch, num_choices, length, -1)
+        extract = last_real_token_index(
+            flat_mask, flat_ids, self.config.pad_token_id, length, batch * num_choices, hidden_states.device
+        ).view(batch, num_choices)
+        logits = self.multiple_choice_head(hidden_states, extract)
+        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        return MultipleChoiceModelOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
 __all__ = [
     "ScratchGPTPreTrainedModel",
     "ScratchGPTModel",
     "ScratchGPTLMHeadModel",
     "ScratchGPTForSequenceClassification",
+    "ScratchGPTForMultipleChoice",
     "ScratchGPTDoubleHeadsModel",
 ]

@@ -40,6 +40,7 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
+from transformers.utils import can_return_tuple
 
 from .attention import (
     check_attention_mask,
@@ -58,6 +59,7 @@ from .layers import (
     ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
+    embedding_rows,
     sequence_classification_loss,
     span_loss,
     token_cross_entropy,
@@ -73,7 +75,6 @@ class ScratchLongformerEmbeddings(nn.Module):
 
     def __init__(self, config: ScratchLongformerConfig):
         super().__init__()
-        self.vocab_size, self.type_vocab_size = config.vocab_size, config.type_vocab_size
         self.padding_idx = config.pad_token_id
         self.word = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.position = LearnedPositionalEmbedding(
@@ -92,7 +93,7 @@ class ScratchLongformerEmbeddings(nn.Module):
 
     def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
         if inputs_embeds is None:
-            check_input_ids(input_ids, self.vocab_size)
+            check_input_ids(input_ids, embedding_rows(self.word))
             inputs_embeds = self.word(input_ids)
         batch, length = inputs_embeds.shape[:2]
         if position_ids is None:
@@ -100,7 +101,7 @@ class ScratchLongformerEmbeddings(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
         else:
-            check_input_ids(token_type_ids, self.type_vocab_size, name="token_type_ids")
+            check_input_ids(token_type_ids, embedding_rows(self.token_type), name="token_type_ids")
         embeddings = inputs_embeds + self.position(position_ids) + self.token_type(token_type_ids)
         return self.dropout(self.norm(embeddings))
 
@@ -529,6 +530,7 @@ class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -644,6 +646,7 @@ class ScratchLongformerForMaskedLM(ScratchLongformerPreTrainedModel):
     def set_output_embeddings(self, value):
         self.mlm_head.decoder = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids=None,
@@ -660,7 +663,7 @@ class ScratchLongformerForMaskedLM(ScratchLongformerPreTrainedModel):
     ) -> ScratchLongformerMaskedLMOutput:
         outputs = self.model(
             input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions, output_hidden_states,
+            output_attentions, output_hidden_states, return_dict=True,
         )
         logits = self.mlm_head(outputs.last_hidden_state)
         loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
@@ -691,6 +694,7 @@ class ScratchLongformerForSequenceClassification(ScratchLongformerPreTrainedMode
         self.classifier = ScratchLongformerClassificationHead(config)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids=None,
@@ -711,7 +715,7 @@ class ScratchLongformerForSequenceClassification(ScratchLongformerPreTrainedMode
             global_attention_mask[:, 0] = 1
         outputs = self.model(
             input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions, output_hidden_states,
+            output_attentions, output_hidden_states, return_dict=True,
         )
         logits = self.classifier(outputs.last_hidden_state)
         loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
@@ -729,6 +733,7 @@ class ScratchLongformerForTokenClassification(ScratchLongformerPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids=None,
@@ -745,7 +750,7 @@ class ScratchLongformerForTokenClassification(ScratchLongformerPreTrainedModel):
     ) -> ScratchLongformerTokenClassifierOutput:
         outputs = self.model(
             input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions, output_hidden_states,
+            output_attentions, output_hidden_states, return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
@@ -761,6 +766,7 @@ class ScratchLongformerForQuestionAnswering(ScratchLongformerPreTrainedModel):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids=None,
@@ -780,7 +786,7 @@ class ScratchLongformerForQuestionAnswering(ScratchLongformerPreTrainedModel):
             global_attention_mask = tokens_before_first(input_ids, self.config.sep_token_id, "on the question")
         outputs = self.model(
             input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions, output_hidden_states,
+            output_attentions, output_hidden_states, return_dict=True,
         )
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
@@ -802,6 +808,7 @@ class ScratchLongformerForMultipleChoice(ScratchLongformerPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids=None,
@@ -831,7 +838,7 @@ class ScratchLongformerForMultipleChoice(ScratchLongformerPreTrainedModel):
             flat_global = flat(global_attention_mask)
         outputs = self.model(
             flat(input_ids), flat(attention_mask), flat_global, flat(token_type_ids),
-            flat(position_ids), flat(inputs_embeds), output_attentions, output_hidden_states,
+            flat(position_ids), flat(inputs_embeds), output_attentions, output_hidden_states, return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
         loss = token_cross_entropy(logits, labels) if labels is not None else None

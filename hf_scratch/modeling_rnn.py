@@ -30,7 +30,7 @@ from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput, SequenceClassifierOutput
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, can_return_tuple
 
 from .attention import check_attention_mask, masked_softmax, padding_mask
 from .configuration_rnn import ScratchRNNConfig
@@ -38,6 +38,7 @@ from .layers import (
     ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
+    embedding_rows,
     sequence_classification_loss,
     shift_tokens_right,
     token_cross_entropy,
@@ -318,10 +319,11 @@ class ScratchRNNEncoder(nn.Module):
     def embed(self, input_ids, inputs_embeds, name: str = "input_ids") -> torch.Tensor:
         check_one_input(input_ids, inputs_embeds)
         if inputs_embeds is None:
-            check_input_ids(input_ids, self.config.vocab_size, name=name)
+            check_input_ids(input_ids, embedding_rows(self.embed_tokens), name=name)
             inputs_embeds = self.embed_tokens(input_ids)
         return self.dropout(inputs_embeds)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -509,7 +511,11 @@ class ScratchRNNPreTrainedModel(ScratchPreTrainedModel):
 
 class ScratchRNNModel(ScratchRNNPreTrainedModel):
     """Encoder + decoder; returns the decoder's output vectors (``last_hidden_state``), before the vocabulary
-    projection. ``add_decoder=False`` keeps only the encoder (the classification head)."""
+    projection. ``add_decoder=False`` keeps only the encoder (the classification head).
+
+    ``output_hidden_states``: the embeddings and each recurrent layer's outputs, on each side (layers + 1).
+    ``output_attentions``: there is no self-attention; ``cross_attentions`` holds one map (batch, 1, target, source)
+    — the top layer's attention over the source — or nothing when ``attention_type="none"``."""
 
     def __init__(self, config: ScratchRNNConfig, add_decoder: bool = True):
         super().__init__(config)
@@ -538,6 +544,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
             hidden, cell = expand(hidden), (expand(cell) if cell is not None else None)
         return unstack_states(hidden, cell)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -566,7 +573,9 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
 
         if encoder_outputs is None:
-            encoder_outputs = self.encoder(input_ids, attention_mask, inputs_embeds, output_hidden_states=output_hidden_states)
+            encoder_outputs = self.encoder(
+                input_ids, attention_mask, inputs_embeds, output_hidden_states=output_hidden_states, return_dict=True
+            )
         elif not isinstance(encoder_outputs, ScratchRNNEncoderOutput):
             encoder_outputs = ScratchRNNEncoderOutput(*encoder_outputs)
         encoder_states = encoder_outputs.last_hidden_state
@@ -630,6 +639,7 @@ class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, GenerationMi
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -653,7 +663,7 @@ class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, GenerationMi
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
             input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, encoder_outputs, past_key_values,
-            inputs_embeds, decoder_inputs_embeds, use_cache, output_attentions, output_hidden_states,
+            inputs_embeds, decoder_inputs_embeds, use_cache, output_attentions, output_hidden_states, return_dict=True,
         )
         logits = self.lm_head(self.dropout(outputs.last_hidden_state))
         loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
@@ -688,6 +698,7 @@ class ScratchRNNForSequenceClassification(ScratchRNNPreTrainedModel):
     def set_input_embeddings(self, value):
         self.model.set_input_embeddings(value)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -699,7 +710,9 @@ class ScratchRNNForSequenceClassification(ScratchRNNPreTrainedModel):
         return_dict: Optional[bool] = None,
         **kwargs,
     ) -> SequenceClassifierOutput:
-        outputs = self.model.encoder(input_ids, attention_mask, inputs_embeds, output_hidden_states=output_hidden_states)
+        outputs = self.model.encoder(
+            input_ids, attention_mask, inputs_embeds, output_hidden_states=output_hidden_states, return_dict=True
+        )
         logits = self.classifier(self.dropout(outputs.final_hidden_state[:, -1]))
         loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)

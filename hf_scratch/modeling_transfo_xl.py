@@ -30,7 +30,7 @@ from torch.nn import functional as F
 from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, can_return_tuple
 
 from .attention import (
     attend_with_score_bias,
@@ -48,6 +48,7 @@ from .layers import (
     ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
+    embedding_rows,
     next_token_cross_entropy,
 )
 from .positional import relative_sinusoidal_embedding
@@ -91,21 +92,33 @@ class ScratchTransfoXLAdaptiveEmbedding(nn.Module):
 
     def __init__(self, config: ScratchTransfoXLConfig):
         super().__init__()
-        self.vocab_size = config.vocab_size
         self.hidden_size = config.hidden_size
         self.scale = config.hidden_size**0.5
-        self.tables = _embedding_tables(config)
-        self.embeddings = nn.ModuleList(nn.Embedding(high - low, width) for low, high, width in self.tables)
+        tables = _embedding_tables(config)
+        self.embeddings = nn.ModuleList(nn.Embedding(high - low, width) for low, high, width in tables)
         self.projections = _Projections(
-            nn.Parameter(torch.empty(config.hidden_size, width)) for _, _, width in self.tables
+            nn.Parameter(torch.empty(config.hidden_size, width)) for _, _, width in tables
         ) if _has_projection(config) else _Projections()
 
+    @property
+    def num_embeddings(self) -> int:
+        """The vocabulary size now: the rows of all tables (``resize_token_embeddings`` changes the last one)."""
+        return sum(embedding_rows(table) for table in self.embeddings)
+
+    def table_bounds(self) -> list[tuple[int, int]]:
+        """[low, high) token ids of each table, read from the tables as they are now."""
+        bounds, low = [], 0
+        for table in self.embeddings:
+            bounds.append((low, low + embedding_rows(table)))
+            low = bounds[-1][1]
+        return bounds
+
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        check_input_ids(input_ids, self.vocab_size)
+        check_input_ids(input_ids, self.num_embeddings)
         flat_ids = input_ids.reshape(-1)
         dtype = self.embeddings[0].weight.dtype
         embedded = torch.zeros(flat_ids.shape[0], self.hidden_size, dtype=dtype, device=flat_ids.device)
-        for index, (low, high, _) in enumerate(self.tables):
+        for index, (low, high) in enumerate(self.table_bounds()):
             positions = ((flat_ids >= low) & (flat_ids < high)).nonzero().squeeze(1)
             if positions.numel() == 0:
                 continue
@@ -253,11 +266,11 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
     def __init__(self, config: ScratchTransfoXLConfig):
         super().__init__()
         self.config = config
-        self.tables = _embedding_tables(config)
-        self.bounds = config.cluster_bounds()
-        self.biases = _OutputBiases(nn.Parameter(torch.empty(high - low)) for low, high, _ in self.tables)
+        tables = _embedding_tables(config)
+        self.widths = [width for _, _, width in tables]
+        self.biases = _OutputBiases(nn.Parameter(torch.empty(high - low)) for low, high, _ in tables)
         self.weights = _OutputWeights(
-            () if config.tie_word_embeddings else (nn.Parameter(torch.empty(high - low, width)) for low, high, width in self.tables)
+            () if config.tie_word_embeddings else (nn.Parameter(torch.empty(high - low, width)) for low, high, width in tables)
         )
         self.projections = _ProjectionsByCluster(
             {
@@ -271,7 +284,30 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
             self.cluster_bias = nn.Parameter(torch.empty(config.num_clusters - 1))
 
     def _cluster_width(self, cluster: int) -> int:
-        return self.tables[0][2] if self.config.div_val == 1 else self.tables[cluster][2]
+        return self.widths[0] if self.config.div_val == 1 else self.widths[cluster]
+
+    def cluster_bounds(self, embedding: ScratchTransfoXLAdaptiveEmbedding) -> list[tuple[int, int]]:
+        """[low, high) token ids of each cluster: the cutoffs, then the input embedding's vocabulary size now (new
+        tokens from ``resize_token_embeddings`` join the last, rarest cluster)."""
+        ends = [0] + self.config.cutoffs + [embedding.num_embeddings]
+        return list(zip(ends, ends[1:]))
+
+    def resize_rarest_cluster(self, rows: int) -> None:
+        """Give the last output table ``rows`` rows, as ``resize_token_embeddings`` does to the last input table:
+        the kept rows keep their values; new biases start at 0 and new (untied) output embeddings at
+        N(0, initializer_range)."""
+
+        def resized(old: nn.Parameter, new: torch.Tensor) -> nn.Parameter:
+            kept = min(rows, old.shape[0])
+            new[:kept] = old[:kept]
+            return nn.Parameter(new, requires_grad=old.requires_grad)
+
+        with torch.no_grad():
+            old_bias = self.biases[-1]
+            self.biases[-1] = resized(old_bias, old_bias.new_zeros(rows))
+            if len(self.weights):
+                old = self.weights[-1]
+                self.weights[-1] = resized(old, old.new_empty(rows, old.shape[1]).normal_(0.0, self.config.initializer_range))
 
     def cluster_parameters(self, cluster: int, embedding: ScratchTransfoXLAdaptiveEmbedding):
         """(W_c, b_c, P_c or None) of one cluster, reading tied tensors from the input embedding."""
@@ -279,7 +315,7 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
         weight = embedding.embeddings[table].weight if self.config.tie_word_embeddings else self.weights[table]
         bias = self.biases[table]
         if self.config.div_val == 1:  # one table for the whole vocabulary: slice the cluster out of it
-            low, high = self.bounds[cluster]
+            low, high = self.cluster_bounds(embedding)[cluster]
             weight, bias = weight[low:high], bias[low:high]
         projection = None
         if _has_projection(self.config):
@@ -298,16 +334,17 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
         """log p(target | h) for (N, hidden) states and N targets, without the full distribution: the head for
         every token, each tail cluster only for the tokens whose target lies in it (what makes the adaptive
         softmax cheap, Grave et al. §3). Targets of -100 get 0."""
+        bounds = self.cluster_bounds(embedding)
         weight, bias, projection = self.cluster_parameters(0, embedding)
-        if len(self.bounds) > 1:
+        if len(bounds) > 1:
             weight, bias = torch.cat([weight, self.cluster_weight], dim=0), torch.cat([bias, self.cluster_bias], dim=0)
         head = torch.log_softmax(self._logits(hidden_states, weight, bias, projection).float(), dim=-1)
         log_probs = torch.zeros(targets.shape, dtype=head.dtype, device=head.device)
-        shortlist = self.bounds[0][1]
+        shortlist = bounds[0][1]
         in_head = (targets >= 0) & (targets < shortlist)
         log_probs[in_head] = head[in_head].gather(-1, targets[in_head, None])[:, 0]
-        for cluster in range(1, len(self.bounds)):
-            low, high = self.bounds[cluster]
+        for cluster in range(1, len(bounds)):
+            low, high = bounds[cluster]
             rows = ((targets >= low) & (targets < high)).nonzero().squeeze(1)
             if rows.numel() == 0:
                 continue
@@ -319,15 +356,16 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, embedding: ScratchTransfoXLAdaptiveEmbedding) -> torch.Tensor:
         """(…, hidden_size) → (…, vocab_size) log-probabilities."""
+        bounds = self.cluster_bounds(embedding)
         weight, bias, projection = self.cluster_parameters(0, embedding)
-        if len(self.bounds) == 1:
+        if len(bounds) == 1:
             return torch.log_softmax(self._logits(hidden_states, weight, bias, projection).float(), dim=-1)
         head_weight = torch.cat([weight, self.cluster_weight], dim=0)
         head_bias = torch.cat([bias, self.cluster_bias], dim=0)
         head = torch.log_softmax(self._logits(hidden_states, head_weight, head_bias, projection).float(), dim=-1)
-        shortlist = self.bounds[0][1]
+        shortlist = bounds[0][1]
         pieces = [head[..., :shortlist]]
-        for cluster in range(1, len(self.bounds)):
+        for cluster in range(1, len(bounds)):
             tail = torch.log_softmax(self._logits(hidden_states, *self.cluster_parameters(cluster, embedding)).float(), dim=-1)
             pieces.append(head[..., shortlist + cluster - 1, None] + tail)
         return torch.cat(pieces, dim=-1)
@@ -395,6 +433,37 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
         if isinstance(module, (ScratchTransfoXLRelativeAttention, ScratchTransfoXLModel)) and hasattr(module, "content_bias"):
             init.normal_(module.content_bias, mean=0.0, std=std)
             init.normal_(module.position_bias, mean=0.0, std=std)
+
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """Resize the vocabulary to ``new_num_tokens`` (rounded up to ``pad_to_multiple_of``). Added or removed
+        tokens belong to the rarest cluster, as in the reference (its ``layer=-1``): the last table of the adaptive
+        input grows or shrinks (transformers' resizing of one embedding table, ``mean_resizing`` included), and with
+        it the last cluster of the adaptive softmax (its biases, and its output embeddings when untied); the cutoffs
+        stay. Returns the adaptive embedding."""
+        embedding = self.get_input_embeddings()
+        if new_num_tokens is None and pad_to_multiple_of is None:
+            return embedding
+        new_num_tokens = embedding.num_embeddings if new_num_tokens is None else new_num_tokens
+        if pad_to_multiple_of is not None:
+            new_num_tokens = -(-new_num_tokens // pad_to_multiple_of) * pad_to_multiple_of
+        last_cutoff = max(self.config.cutoffs, default=0)
+        if new_num_tokens <= last_cutoff:
+            raise ValueError(
+                f"Cannot resize the vocabulary to {new_num_tokens} tokens: tokens are added to or removed from the "
+                f"rarest cluster of the adaptive softmax, which starts at the last cutoff ({last_cutoff}); keep more "
+                "than that many tokens, or build the model with smaller cutoffs."
+            )
+        low = embedding.table_bounds()[-1][0]
+        old_table = embedding.embeddings[-1]
+        new_table = self._get_resized_embeddings(old_table, new_num_tokens - low, mean_resizing=mean_resizing)
+        new_table.requires_grad_(old_table.weight.requires_grad)
+        embedding.embeddings[-1] = new_table
+        head = getattr(self, "lm_head", None)
+        if isinstance(head, ScratchTransfoXLAdaptiveSoftmax):
+            head.resize_rarest_cluster(new_num_tokens - low)
+        self.config.vocab_size = new_num_tokens
+        self.vocab_size = new_num_tokens
+        return embedding
 
 
 class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
@@ -482,6 +551,7 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
             key_is_real = torch.cat([real_memory, key_is_real], dim=1)
         return key_is_real
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -542,6 +612,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
     def get_output_embeddings(self):
         return None  # the adaptive softmax reads the input embedding directly (see ScratchTransfoXLAdaptiveSoftmax)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -561,7 +632,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
         cheap path), the way perplexity evaluation should."""
         outputs = self.model(
             input_ids, mems=mems, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         hidden_states = outputs.last_hidden_state
         logits = self.lm_head(hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states, self.model.word_embeddings)

@@ -33,6 +33,7 @@ from transformers.modeling_outputs import (
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
+from transformers.utils import can_return_tuple
 
 from .attention import AttentionMask, MultiHeadAttention, check_attention_mask
 from .configuration_transformer import ScratchTransformerConfig
@@ -42,6 +43,7 @@ from .layers import (
     ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
+    embedding_rows,
     shift_tokens_right,
     token_cross_entropy,
 )
@@ -73,7 +75,7 @@ class ScratchTransformerEmbeddings(nn.Module):
     def forward(self, input_ids, inputs_embeds, past_length: int = 0, name: str = "input_ids") -> torch.Tensor:
         """``inputs_embeds`` are used as given (already scaled); positions continue after ``past_length`` cached ones."""
         if inputs_embeds is None:
-            check_input_ids(input_ids, self.tokens.num_embeddings, name=name)
+            check_input_ids(input_ids, embedding_rows(self.tokens), name=name)
             inputs_embeds = self.tokens(input_ids) * self.scale
         length = inputs_embeds.shape[1]
         position_ids = torch.arange(past_length, past_length + length, device=inputs_embeds.device)[None, :]
@@ -117,6 +119,7 @@ class ScratchTransformerEncoder(nn.Module):
         self.layers = nn.ModuleList(ScratchTransformerEncoderLayer(config, i) for i in range(config.encoder_layers))
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -135,16 +138,18 @@ class ScratchTransformerEncoder(nn.Module):
 
         hidden_states = self.embeddings(input_ids, inputs_embeds)
         mask = AttentionMask(key_padding=_padding_or_none(source_is_real))
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_hidden_states = () if output_hidden_states else None
         all_attentions = () if output_attentions else None
         for layer in self.layers:
-            hidden_states, weights = layer(hidden_states, mask, output_attentions)
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)
+            hidden_states, weights = layer(hidden_states, mask, output_attentions)
             if output_attentions:
                 all_attentions += (weights,)
         if self.final_norm is not None:
             hidden_states = self.final_norm(hidden_states)
+        if output_hidden_states:  # the embeddings, each layer's input, and the output (after the final LN if pre-LN)
+            all_hidden_states += (hidden_states,)
         return BaseModelOutput(last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions)
 
 
@@ -209,6 +214,7 @@ class ScratchTransformerDecoder(nn.Module):
         self.layers = nn.ModuleList(ScratchTransformerDecoderLayer(config, i) for i in range(config.decoder_layers))
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -259,10 +265,12 @@ class ScratchTransformerDecoder(nn.Module):
         cross_mask = AttentionMask(key_padding=_padding_or_none(source_is_real))
 
         hidden_states = self.embeddings(input_ids, inputs_embeds, past_length, name="decoder_input_ids")
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_hidden_states = () if output_hidden_states else None
         all_self_attentions = () if output_attentions else None
         all_cross_attentions = () if output_attentions else None
         for layer in self.layers:
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
             hidden_states, self_weights, cross_weights = layer(
                 hidden_states,
                 encoder_hidden_states,
@@ -271,13 +279,13 @@ class ScratchTransformerDecoder(nn.Module):
                 past_key_values=past_key_values,
                 output_attentions=output_attentions,
             )
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
             if output_attentions:
                 all_self_attentions += (self_weights,)
                 all_cross_attentions += (cross_weights,)
         if self.final_norm is not None:
             hidden_states = self.final_norm(hidden_states)
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
             past_key_values=past_key_values,
@@ -313,6 +321,14 @@ class ScratchTransformerPreTrainedModel(ScratchPreTrainedModel):
             ties[f"{prefix}decoder.embeddings.tokens.weight"] = f"{prefix}encoder.embeddings.tokens.weight"
         return ties
 
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """transformers' resizing of the source embeddings; when the target side shares them, its vocabulary size
+        (``decoder_vocab_size``) follows."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if self.config.share_encoder_decoder_embeddings:
+            self.config.decoder_vocab_size = self.config.vocab_size
+        return embeddings
+
     def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
         # transformers applies `_tied_weights_keys` only when tie_word_embeddings is set; the source/target sharing
         # is a separate switch here (as the paper and Marian have it), so the ties are decided from the config.
@@ -347,6 +363,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
     def get_decoder(self):
         return self.decoder
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -365,7 +382,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
     ) -> Seq2SeqModelOutput:
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
-                input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states
+                input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states, return_dict=True
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
@@ -379,6 +396,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
             use_cache,
             output_attentions,
             output_hidden_states,
+            return_dict=True,
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
@@ -430,10 +448,7 @@ class ScratchTransformerForConditionalGeneration(ScratchTransformerPreTrainedMod
                 "shared with it nor tied to the target embeddings: resize model.model.encoder.embeddings.tokens "
                 "(source) and the target side separately."
             )
-        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-        if self.config.share_encoder_decoder_embeddings:
-            self.config.decoder_vocab_size = self.config.vocab_size
-        return embeddings
+        return super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
 
     def set_output_embeddings(self, value):
         self.lm_head = value
@@ -448,6 +463,7 @@ class ScratchTransformerForConditionalGeneration(ScratchTransformerPreTrainedMod
         """Used by ``DataCollatorForSeq2Seq`` to build ``decoder_input_ids`` in the collator."""
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -483,6 +499,7 @@ class ScratchTransformerForConditionalGeneration(ScratchTransformerPreTrainedMod
             use_cache,
             output_attentions,
             output_hidden_states,
+            return_dict=True,
         )
         logits = self.lm_head(outputs.last_hidden_state)
         loss = None

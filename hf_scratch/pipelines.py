@@ -1,110 +1,272 @@
-"""Pipelines that transformers v5 no longer ships, registered with ``PIPELINE_REGISTRY`` under task names of ours:
+"""Pipelines that transformers v5 no longer ships, as drop-in replacements of the v4 ones (same arguments, same
+outputs), under task names of ours:
 
-- ``"scratch-question-answering"``: extractive question answering (BERT, Longformer);
-- ``"scratch-seq2seq"``: sequence-to-sequence generation, e.g. translation (the encoder-decoder Transformer, RNNs).
+- ``"scratch-question-answering"``: extractive question answering (v4 ``QuestionAnsweringPipeline``), for the
+  ``…ForQuestionAnswering`` heads (BERT, Longformer);
+- ``"scratch-seq2seq"``: sequence-to-sequence generation (v4 ``Text2TextGenerationPipeline`` /
+  ``TranslationPipeline``), for the ``…ForConditionalGeneration`` heads (encoder-decoder Transformer, RNNs).
+
+Both travel with the checkpoints of the heads they serve: ``save_pretrained`` writes ``custom_pipelines`` into
+``config.json`` (``SCRATCH_PIPELINES`` below, picked by ``ScratchConfig.save_pretrained``) and copies this file
+beside the modeling files, so ``pipeline(task, model=directory_or_hub_id, trust_remote_code=True)`` works where
+hf_scratch is not installed. That is why this file imports only torch and transformers. ``import hf_scratch``
+registers both tasks with ``PIPELINE_REGISTRY`` for models built in memory.
 """
 
 from __future__ import annotations
 
 import torch
-from transformers import AutoModelForQuestionAnswering, Pipeline
-from transformers.pipelines import PIPELINE_REGISTRY
+from transformers.pipelines.base import ChunkPipeline, Pipeline
+
+# task → what transformers' pipeline() reads from config.json's "custom_pipelines": the class ("file.Class",
+# resolved in the checkpoint's directory), the Auto class that loads the model ("pt") and the input type.
+SCRATCH_PIPELINES = {
+    "scratch-question-answering": {
+        "impl": "pipelines.ScratchQuestionAnsweringPipeline", "pt": ["AutoModelForQuestionAnswering"], "type": "text",
+    },
+    "scratch-seq2seq": {"impl": "pipelines.ScratchSeq2SeqPipeline", "pt": ["AutoModelForSeq2SeqLM"], "type": "text"},
+}
+
+
+def _refuse_unknown(pipeline_name: str, unknown: dict, known: str) -> None:
+    if unknown:
+        raise ValueError(f"{pipeline_name} got unknown arguments {sorted(unknown)}: it takes {known}.")
+
+
+def _positive_int(name: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}.")
+    return value
+
 
 # ---- extractive question answering ---------------------------------------------------------------------------
 
 
-class ScratchQuestionAnsweringPipeline(Pipeline):
-    """``qa(question=..., context=...)`` → ``{"answer", "score", "start", "end"}`` (character offsets in context).
+def _question_answering_example(item) -> dict:
+    """A {"question", "context"} dict from a dict with those keys or a SquadExample-like object
+    (``question_text`` / ``context_text``), with both fields non-empty strings."""
+    if isinstance(item, dict):
+        missing = {"question", "context"} - set(item)
+        if missing:
+            raise ValueError(f"A question-answering input dict needs the keys 'question' and 'context'; {sorted(missing)} missing.")
+        question, context = item["question"], item["context"]
+    elif hasattr(item, "question_text") and hasattr(item, "context_text"):
+        question, context = item.question_text, item.context_text
+    else:
+        raise ValueError(
+            f"Cannot read a question and a context from {type(item).__name__}: pass question=... and context=..., a "
+            "dict {'question': ..., 'context': ...}, a SquadExample, or a list of those."
+        )
+    for name, value in (("question", question), ("context", context)):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"The {name} must be a non-empty string, got {value!r}.")
+    return {"question": question, "context": context}
 
-    Long contexts are split into overlapping windows (``max_seq_len``, ``doc_stride``) rather than truncated; the
-    best span over all windows wins. Score = p(start) · p(end) with the softmax taken over context tokens.
+
+def _position_limit(config) -> int | None:
+    """How many tokens the model takes: ``max_position_embeddings``, less the positions that RoBERTa-style
+    embeddings (Longformer) reserve for padding — their real tokens count from ``pad_token_id + 1``."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit is not None and getattr(config, "model_type", None) == "scratch-longformer":
+        limit -= config.pad_token_id + 1
+    return limit
+
+
+class ScratchQuestionAnsweringPipeline(ChunkPipeline):
+    """Extractive question answering, with the arguments and outputs of transformers v4's
+    ``QuestionAnsweringPipeline``.
+
+    Inputs: ``qa(question=..., context=...)`` (each a string, or lists: one context for several questions, or
+    pairs), ``qa({"question": ..., "context": ...})``, a SquadExample-like object (``question_text`` /
+    ``context_text``), or a list of those; ``X=`` / ``data=`` as in v4.
+
+    Long contexts are split into windows of ``max_seq_len`` tokens (default min(384, the model's limit)) that
+    overlap by ``doc_stride`` tokens (default min(max_seq_len // 2, 128)); the question is cut to
+    ``max_question_len`` tokens (default 64). For each window p(start) and p(end) are softmaxes over the context
+    tokens and the [CLS] token; a span (i, j) with i ≤ j < i + ``max_answer_len`` (default 15) scores
+    p(start=i)·p(end=j). The ``top_k`` best spans over all windows are returned (default 1); with
+    ``handle_impossible_answer`` the empty answer, scored p(start=CLS)·p(end=CLS), competes with them.
+    ``align_to_words`` (default True) widens spans to whole words.
+
+    Output: ``{"score", "start", "end", "answer"}`` (character offsets into the context) — a list of them when
+    ``top_k`` > 1, and one result per input for a list of inputs.
     """
 
-    def _sanitize_parameters(self, max_seq_len=None, doc_stride=None, max_answer_len=None, **kwargs):
+    _load_tokenizer = True
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+
+    def _sanitize_parameters(
+        self, top_k=None, topk=None, doc_stride=None, max_answer_len=None, max_seq_len=None, max_question_len=None,
+        handle_impossible_answer=None, align_to_words=None, padding=None, **unknown,
+    ):
+        _refuse_unknown(
+            "scratch-question-answering", unknown,
+            "top_k, doc_stride, max_answer_len, max_seq_len, max_question_len, handle_impossible_answer, "
+            "align_to_words, padding (and batch_size, num_workers)",
+        )
+        if topk is not None and top_k is None:  # v4's deprecated spelling
+            top_k = topk
         preprocess, postprocess = {}, {}
         if max_seq_len is not None:
-            preprocess["max_seq_len"] = max_seq_len
+            preprocess["max_seq_len"] = _positive_int("max_seq_len", max_seq_len, 2)
         if doc_stride is not None:
-            preprocess["doc_stride"] = doc_stride
+            preprocess["doc_stride"] = _positive_int("doc_stride", doc_stride, 0)
+        if max_question_len is not None:
+            preprocess["max_question_len"] = _positive_int("max_question_len", max_question_len)
+        if padding is not None:
+            preprocess["padding"] = padding
+        if top_k is not None:
+            postprocess["top_k"] = _positive_int("top_k", top_k)
         if max_answer_len is not None:
-            postprocess["max_answer_len"] = max_answer_len
+            postprocess["max_answer_len"] = _positive_int("max_answer_len", max_answer_len)
+        if handle_impossible_answer is not None:
+            postprocess["handle_impossible_answer"] = bool(handle_impossible_answer)
+        if align_to_words is not None:
+            postprocess["align_to_words"] = bool(align_to_words)
         return preprocess, {}, postprocess
 
-    def __call__(self, inputs=None, question=None, context=None, **kwargs):
-        if inputs is None:
-            if question is None or context is None:
-                raise ValueError("Pass question=... and context=... (or a dict / list of dicts with both keys).")
-            inputs = {"question": question, "context": context}
-        return super().__call__(inputs, **kwargs)
+    def __call__(self, *args, **kwargs):
+        """Answer the question(s) from the context(s): see the class docstring for the inputs and arguments."""
+        if len(args) == 2 and all(isinstance(a, str) for a in args):
+            items = [{"question": args[0], "context": args[1]}]
+        elif len(args) == 1:
+            items = args[0]
+        elif args:
+            items = list(args)
+        elif "X" in kwargs or "data" in kwargs:
+            items = kwargs.pop("X") if "X" in kwargs else kwargs.pop("data")
+        elif "question" in kwargs and "context" in kwargs:
+            question, context = kwargs.pop("question"), kwargs.pop("context")
+            if isinstance(question, list) and isinstance(context, list):
+                if len(question) != len(context):
+                    raise ValueError(f"Got {len(question)} questions but {len(context)} contexts: pass one context per question, or a single context.")
+                items = [{"question": q, "context": c} for q, c in zip(question, context)]
+            elif isinstance(question, list):
+                items = [{"question": q, "context": context} for q in question]
+            else:
+                items = [{"question": question, "context": context}]
+        else:
+            raise ValueError("Pass question=... and context=... (or a dict / SquadExample / list of them).")
+        items = [items] if isinstance(items, dict) or not isinstance(items, (list, tuple)) else list(items)
+        if not items:
+            raise ValueError("No question to answer: the list of inputs is empty.")
+        examples = [_question_answering_example(item) for item in items]
+        return super().__call__(examples[0] if len(examples) == 1 else examples, **kwargs)
 
-    def preprocess(self, inputs, max_seq_len=None, doc_stride=128):
-        if not isinstance(inputs, dict) or not {"question", "context"} <= set(inputs):
-            raise ValueError("Each question-answering input must be a dict with 'question' and 'context'.")
-        limit = getattr(self.model.config, "max_position_embeddings", 512)
-        max_seq_len = min(max_seq_len or 384, limit)
-        encoded = self.tokenizer(
-            inputs["question"],
-            inputs["context"],
+    def preprocess(self, example, padding="do_not_pad", doc_stride=None, max_question_len=64, max_seq_len=None):
+        tokenizer = self.tokenizer
+        if tokenizer is None or not tokenizer.is_fast:
+            raise ValueError("scratch-question-answering needs a fast tokenizer (character offsets): pass tokenizer=....")
+        if max_seq_len is None:
+            limits = [384, tokenizer.model_max_length, _position_limit(self.model.config)]
+            max_seq_len = min(limit for limit in limits if limit is not None)
+        if doc_stride is None:
+            doc_stride = min(max_seq_len // 2, 128)
+        question = example["question"]
+        question_tokens = tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)
+        if len(question_tokens["input_ids"]) > max_question_len:  # cut the question after its max_question_len-th token
+            question = question[: question_tokens["offset_mapping"][max_question_len - 1][1]]
+        room = max_seq_len - min(len(question_tokens["input_ids"]), max_question_len) - tokenizer.num_special_tokens_to_add(pair=True)
+        if room < 1:
+            raise ValueError(
+                f"max_seq_len={max_seq_len} leaves no room for the context after the question and special tokens: "
+                "raise max_seq_len or lower max_question_len."
+            )
+        if doc_stride >= room:
+            raise ValueError(
+                f"doc_stride={doc_stride} must be smaller than the {room} context tokens that fit in a window "
+                f"(max_seq_len={max_seq_len} less the question and special tokens): lower doc_stride."
+            )
+        encoded = tokenizer(
+            question,
+            example["context"],
+            padding=padding,
             truncation="only_second",
             max_length=max_seq_len,
-            stride=min(doc_stride, max_seq_len // 2),
+            stride=doc_stride,
             return_overflowing_tokens=True,
             return_offsets_mapping=True,
-            padding=True,
-            return_tensors="pt",
         )
-        context_token = torch.tensor(
-            [[sid == 1 for sid in encoded.sequence_ids(i)] for i in range(len(encoded["input_ids"]))]
-        )
-        model_inputs = {k: v for k, v in encoded.items() if k in self.tokenizer.model_input_names}
-        return {"model_inputs": model_inputs, "offsets": encoded["offset_mapping"], "context_token": context_token,
-                "context": inputs["context"]}
+        windows = len(encoded["input_ids"])
+        for window in range(windows):
+            model_inputs = {
+                name: torch.tensor([encoded[name][window]]) for name in tokenizer.model_input_names if name in encoded
+            }
+            yield {"example": example, "encoding": encoded.encodings[window], "is_last": window == windows - 1,
+                   **model_inputs}
 
     def _forward(self, inputs):
-        outputs = self.model(**inputs["model_inputs"])
-        return {"start_logits": outputs.start_logits, "end_logits": outputs.end_logits, **inputs}
+        model_inputs = {name: inputs[name] for name in self.tokenizer.model_input_names if name in inputs}
+        outputs = self.model(**model_inputs)
+        return {"start_logits": outputs.start_logits, "end_logits": outputs.end_logits, "example": inputs["example"],
+                "encoding": inputs["encoding"], "is_last": inputs["is_last"]}
 
-    def postprocess(self, outputs, max_answer_len=30):
-        best = None
-        for window in range(outputs["start_logits"].shape[0]):
-            allowed = outputs["context_token"][window]
-            if not bool(allowed.any()):
+    def postprocess(self, all_outputs, top_k=1, handle_impossible_answer=False, max_answer_len=15, align_to_words=True):
+        answers, null_score = {}, None
+        for output in all_outputs:
+            encoding, context = output["encoding"], output["example"]["context"]
+            length = len(encoding.ids)
+            shift = output["start_logits"].shape[-1] - length if self.tokenizer.padding_side == "left" else 0
+            start_logits = output["start_logits"][0, shift : shift + length].float()
+            end_logits = output["end_logits"][0, shift : shift + length].float()
+            in_context = torch.tensor([sequence == 1 for sequence in encoding.sequence_ids])
+            cls_token_id = self.tokenizer.cls_token_id
+            cls = encoding.ids.index(cls_token_id) if cls_token_id in encoding.ids else None
+            in_softmax = in_context.clone()
+            if cls is not None:  # [CLS] takes part in the normalisation (the "no answer" position), as in v4
+                in_softmax[cls] = True
+            p_start = start_logits.masked_fill(~in_softmax, float("-inf")).softmax(-1)
+            p_end = end_logits.masked_fill(~in_softmax, float("-inf")).softmax(-1)
+            if handle_impossible_answer and cls is not None:
+                window_null = float(p_start[cls] * p_end[cls])
+                null_score = window_null if null_score is None else min(null_score, window_null)
+            # spans inside the context, start ≤ end < start + max_answer_len
+            scores = p_start[:, None] * p_end[None, :]
+            allowed = torch.triu(torch.tril(in_context[:, None] & in_context[None, :], diagonal=max_answer_len - 1))
+            candidates = int(allowed.sum())
+            if candidates == 0:
                 continue
-            start = outputs["start_logits"][window].float().masked_fill(~allowed, torch.finfo(torch.float32).min).softmax(-1)
-            end = outputs["end_logits"][window].float().masked_fill(~allowed, torch.finfo(torch.float32).min).softmax(-1)
-            # p(start=i) · p(end=j) for i ≤ j < i + max_answer_len
-            scores = torch.triu(torch.tril(start[:, None] * end[None, :], diagonal=max_answer_len - 1))
-            index = int(scores.argmax())
-            i, j = divmod(index, scores.shape[1])
-            score = float(scores[i, j])
-            if best is None or score > best[0]:
-                offsets = outputs["offsets"][window]
-                best = (score, int(offsets[i][0]), int(offsets[j][1]))
-        if best is None:
+            best = scores.masked_fill(~allowed, -1.0).flatten().topk(min(top_k, candidates))
+            for score, index in zip(best.values.tolist(), best.indices.tolist()):
+                start, end = self._characters(encoding, *divmod(index, length), align_to_words)
+                if (start, end) not in answers or answers[(start, end)]["score"] < score:  # windows overlap
+                    answers[(start, end)] = {"score": score, "start": start, "end": end, "answer": context[start:end]}
+        results = sorted(answers.values(), key=lambda answer: answer["score"], reverse=True)
+        if handle_impossible_answer and null_score is not None:
+            results = sorted(results + [{"score": null_score, "start": 0, "end": 0, "answer": ""}],
+                             key=lambda answer: answer["score"], reverse=True)
+        if not results:
             raise ValueError("The context is empty after tokenization: there is nothing to extract an answer from.")
-        score, start_char, end_char = best
-        return {"score": score, "start": start_char, "end": end_char, "answer": outputs["context"][start_char:end_char]}
+        results = results[:top_k]
+        return results[0] if len(results) == 1 else results
 
+    @staticmethod
+    def _characters(encoding, start_token: int, end_token: int, align_to_words: bool) -> tuple[int, int]:
+        """Character span of tokens start..end in the context; with ``align_to_words``, widened to whole words."""
+        if align_to_words:
+            start_word, end_word = encoding.token_to_word(start_token), encoding.token_to_word(end_token)
+            if start_word is not None and end_word is not None:
+                return encoding.word_to_chars(start_word, 1)[0], encoding.word_to_chars(end_word, 1)[1]
+        return encoding.offsets[start_token][0], encoding.offsets[end_token][1]
 
-PIPELINE_REGISTRY.register_pipeline(
-    "scratch-question-answering",
-    pipeline_class=ScratchQuestionAnsweringPipeline,
-    pt_model=AutoModelForQuestionAnswering,
-)
 
 # ---- sequence-to-sequence generation -------------------------------------------------------------------------
 
-from transformers import AutoModelForSeq2SeqLM  # noqa: E402
-
 
 class ScratchSeq2SeqPipeline(Pipeline):
-    """``translate("ich mochte ein bier")`` → ``[{"generated_text": "i want a beer"}]`` (a list of such lists for a
-    list of inputs; ``num_return_sequences`` > 1 gives several dicts per input).
+    """Sequence-to-sequence generation (translation, summarisation, …) with the arguments and outputs of
+    transformers v4's ``Text2TextGenerationPipeline``.
 
-    Model-agnostic: any model with ``generate`` (the encoder-decoder Transformer, the RNN baselines, …) and a
-    tokenizer. The source is tokenized (truncated to ``max_source_length`` if given), ``generate`` runs with the
-    model's generation config plus the call's generation parameters (``num_beams``, ``max_new_tokens``, …), and
-    the output ids are decoded without special tokens.
+    ``translate("ich mochte ein bier")`` → ``[{"generated_text": "i want a beer"}]``; a list of inputs gives one
+    dict per input (a list of dicts per input when ``num_return_sequences`` > 1); ``batch_size`` runs several
+    inputs per ``generate`` call. Arguments: every generation parameter (``num_beams``, ``max_new_tokens``,
+    ``do_sample``, ``generation_config``, …) on top of the model's generation config; ``return_tensors=True``
+    (``{"generated_token_ids": ...}``) or ``return_text`` (default); ``clean_up_tokenization_spaces`` (default
+    False) and ``skip_special_tokens`` (default True) for decoding; ``truncation`` of the source (default: none)
+    or ``max_source_length`` (truncate to that many tokens); ``stop_sequence`` (its first token ends generation).
+    The model config's ``prefix``, if set, is put before every input, as in v4.
     """
 
     _pipeline_calls_generate = True
@@ -112,44 +274,80 @@ class ScratchSeq2SeqPipeline(Pipeline):
     _load_processor = False
     _load_image_processor = False
     _load_feature_extractor = False
+    return_name = "generated"
 
-    def _sanitize_parameters(self, max_source_length=None, skip_special_tokens=None, clean_up_tokenization_spaces=None,
-                             **generate_kwargs):
+    def _sanitize_parameters(
+        self, return_tensors=None, return_text=None, return_type=None, clean_up_tokenization_spaces=None,
+        skip_special_tokens=None, truncation=None, max_source_length=None, stop_sequence=None, **generate_kwargs,
+    ):
         preprocess, postprocess = {}, {}
+        if truncation is not None:
+            preprocess["truncation"] = truncation
         if max_source_length is not None:
-            preprocess["max_source_length"] = max_source_length
-        if skip_special_tokens is not None:
-            postprocess["skip_special_tokens"] = skip_special_tokens
+            preprocess["max_source_length"] = _positive_int("max_source_length", max_source_length)
+        if return_type is None and return_tensors is not None:
+            return_type = "tensors" if return_tensors else "text"
+        elif return_type is None and return_text is not None:
+            return_type = "text" if return_text else "tensors"
+        if return_type is not None:
+            return_type = getattr(return_type, "name", return_type).lower()  # v4's ReturnType enum or a string
+            if return_type not in ("text", "tensors"):
+                raise ValueError(f"return_type must be 'text' or 'tensors', got {return_type!r}.")
+            postprocess["return_type"] = return_type
         if clean_up_tokenization_spaces is not None:
             postprocess["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces
+        if skip_special_tokens is not None:
+            postprocess["skip_special_tokens"] = skip_special_tokens
+        if stop_sequence is not None:
+            stop_ids = self.tokenizer.encode(stop_sequence, add_special_tokens=False)
+            if not stop_ids:
+                raise ValueError(f"stop_sequence {stop_sequence!r} encodes to no token.")
+            generate_kwargs["eos_token_id"] = stop_ids[0]
         return preprocess, generate_kwargs, postprocess
 
-    def preprocess(self, inputs, max_source_length=None):
-        if not isinstance(inputs, str):
-            raise ValueError(f"scratch-seq2seq takes a string (or a list of strings), got {type(inputs).__name__}.")
+    def __call__(self, inputs=None, *args, **kwargs):
+        """Generate from one string or a list of strings: see the class docstring."""
+        if inputs is None:
+            inputs = kwargs.pop("text_inputs", None) or kwargs.pop("text", None)
+        if isinstance(inputs, tuple):
+            inputs = list(inputs)
+        if not isinstance(inputs, (str, list)) or (isinstance(inputs, list) and not all(isinstance(i, str) for i in inputs)):
+            raise ValueError(f"scratch-seq2seq takes a string or a list of strings, got {type(inputs).__name__}.")
+        if isinstance(inputs, list) and not inputs:
+            raise ValueError("scratch-seq2seq got an empty list of inputs.")
+        result = super().__call__(inputs, *args, **kwargs)
+        if isinstance(inputs, list) and all(len(one) == 1 for one in result):  # v4: one dict per input
+            return [one[0] for one in result]
+        return result
+
+    def preprocess(self, inputs, truncation=False, max_source_length=None):
         if self.tokenizer is None:
             raise ValueError("scratch-seq2seq needs a tokenizer: pass tokenizer=... to pipeline().")
-        limit = max_source_length or getattr(self.model.config, "max_position_embeddings", None)
-        return self.tokenizer(inputs, return_tensors="pt", truncation=limit is not None, max_length=limit)
+        prefix = getattr(self, "prefix", None) or ""
+        if max_source_length is not None:
+            truncation = True
+        encoded = self.tokenizer(prefix + inputs, return_tensors="pt", truncation=truncation, max_length=max_source_length)
+        encoded.pop("token_type_ids", None)  # encoder-decoders take none (as v4)
+        return encoded
 
     def _forward(self, model_inputs, **generate_kwargs):
         if not hasattr(self.model, "generate"):
             raise ValueError(f"{type(self.model).__name__} has no generate(): scratch-seq2seq needs a generative model.")
         if getattr(self, "_generate_kwargs", None) is not None:  # set by Pipeline.__init__ for models that can_generate
             generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
-        return {"output_ids": self.model.generate(**model_inputs, **generate_kwargs)}
+        inputs_batch = model_inputs["input_ids"].shape[0]
+        output_ids = self.model.generate(**model_inputs, **generate_kwargs)
+        # (batch · sequences, length) → (batch, sequences, length): the pipeline unbatches along dimension 0
+        return {"output_ids": output_ids.reshape(inputs_batch, -1, output_ids.shape[-1])}
 
-    def postprocess(self, model_outputs, skip_special_tokens=True, clean_up_tokenization_spaces=True):
-        return [
-            {"generated_text": self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens,
-                                                     clean_up_tokenization_spaces=clean_up_tokenization_spaces)}
-            for ids in model_outputs["output_ids"]
-        ]
-
-
-PIPELINE_REGISTRY.register_pipeline(
-    "scratch-seq2seq",
-    pipeline_class=ScratchSeq2SeqPipeline,
-    pt_model=AutoModelForSeq2SeqLM,
-    type="text",
-)
+    def postprocess(self, model_outputs, return_type="text", clean_up_tokenization_spaces=False, skip_special_tokens=True):
+        records = []
+        for ids in model_outputs["output_ids"][0]:
+            if return_type == "tensors":
+                records.append({f"{self.return_name}_token_ids": ids})
+            else:
+                text = self.tokenizer.decode(
+                    ids, skip_special_tokens=skip_special_tokens, clean_up_tokenization_spaces=clean_up_tokenization_spaces
+                )
+                records.append({f"{self.return_name}_text": text})
+        return records

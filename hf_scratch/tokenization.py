@@ -6,6 +6,8 @@ Three kinds, matching the families:
 - ``"char"``: one token per character (the nanoGPT-style character-level LM), plus ``<pad>``/``<unk>``/``<eos>``.
 - ``"seq2seq"``: a shared WordPiece-like vocabulary for translation, ``<pad>``/``<s>``/``</s>``/``<unk>``, with
   ``</s>`` appended to every sequence as Marian does.
+
+``model_max_length(config)`` is the input limit of a model, which every tokenizer saved beside it should report.
 """
 
 from __future__ import annotations
@@ -13,6 +15,31 @@ from __future__ import annotations
 from typing import Iterable
 
 TOKENIZER_KINDS = ("wordpiece", "bpe", "char", "seq2seq")
+
+
+def model_max_length(config) -> int:
+    """The longest input the model built from ``config`` reads: what ``tokenizer.model_max_length`` says for
+    transformers' own checkpoints (512 for bert-base), so that generic code which truncates or cuts text into blocks
+    of ``tokenizer.model_max_length`` tokens never feeds the model more positions than it has.
+
+    - BERT, GPT and the encoder-decoder Transformer: ``max_position_embeddings``, the size of the learned position
+      table (BERT, GPT) or of the sinusoidal table both sides of the Transformer look positions up in (§3.5).
+    - Longformer: RoBERTa's position ids start at ``pad_token_id + 1``, so ``max_position_embeddings -
+      pad_token_id - 1`` (4098 - 2 = 4096 for longformer-base, what its tokenizer says).
+    - Transformer-XL (relative sinusoidal encodings, computed for any distance, plus the memory of earlier
+      segments) and the RNN baselines (no positions at all) have no limit. They keep transformers' "no limit"
+      value ``VERY_LARGE_INTEGER`` (int(1e30)), as transformers' own Transformer-XL and XLNet tokenizers do (their
+      positional size is ``None``): truncating to ``model_max_length`` then keeps the whole text, which these
+      models can read. A Transformer-XL user picks the segment length with ``max_length=`` and carries ``mems``.
+    """
+    from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
+
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions is None:
+        return VERY_LARGE_INTEGER
+    if config.model_type == "scratch-longformer":
+        return positions - config.pad_token_id - 1
+    return positions
 
 
 def train_tokenizer(texts: Iterable[str], kind: str = "wordpiece", vocab_size: int = 1000, lowercase: bool = True):

@@ -16,6 +16,7 @@ import hf_scratch
 from hf_scratch import (
     ScratchGPTConfig,
     ScratchGPTDoubleHeadsModel,
+    ScratchGPTForMultipleChoice,
     ScratchGPTForSequenceClassification,
     ScratchGPTLMHeadModel,
     ScratchGPTModel,
@@ -337,7 +338,7 @@ def test_save_load_roundtrip_through_auto_classes(tmp_path):
         assert torch.equal(model(input_ids=input_ids, attention_mask=attention_mask).logits,
                            reloaded(input_ids=input_ids, attention_mask=attention_mask).logits)
     assert type(AutoModel.from_pretrained(tmp_path)) is ScratchGPTModel
-    assert type(AutoModelForMultipleChoice.from_pretrained(tmp_path)) is ScratchGPTDoubleHeadsModel
+    assert type(AutoModelForMultipleChoice.from_pretrained(tmp_path)) is ScratchGPTForMultipleChoice
 
 
 def test_gradient_checkpointing_gives_same_gradients():
@@ -447,20 +448,27 @@ def test_text_generation_and_classification_pipelines(fixtures_dir, tmp_path):
     assert [set(r) for r in results] == [{"label", "score"}] * 2 and all(r["label"] in {"NEG", "POS"} for r in results)
 
 
-def test_decoding_lm_head_copy_matches_and_follows_weight_updates():
-    """The (hidden, vocab) copy used for decoding gives the lm_head's logits and is rebuilt when the weight changes."""
+def test_generate_goes_through_the_lm_head_module():
+    """Every decoding step calls lm_head itself (no cached copy of its weight): a forward hook on it — what peft
+    adapters, quantized replacements and instrumentation rely on — steers generate()."""
     model = ScratchGPTLMHeadModel(tiny_config()).eval()
-    hidden = torch.randn(2, 1, 32)
+    prompt = torch.tensor([[5, 6, 7]])
     with torch.no_grad():
-        assert torch.allclose(model.vocabulary_logits(hidden), model.lm_head(hidden), atol=1e-5)
-        model.lm_head.weight.mul_(2.0)  # in place, e.g. an optimizer step; tied: the embeddings change too
-        assert torch.allclose(model.vocabulary_logits(hidden), model.lm_head(hidden), atol=1e-5)
-    model.resize_token_embeddings(VOCAB + 3)  # a new weight tensor
+        plain = model.generate(prompt, max_new_tokens=4, do_sample=False, pad_token_id=0)
+    favourite = int(plain[0, -1] + 1) % VOCAB
+
+    def prefer_one_token(module, inputs, output):
+        return output + 100.0 * torch.nn.functional.one_hot(torch.tensor(favourite), VOCAB)
+
+    calls = []
+    handles = [model.lm_head.register_forward_hook(prefer_one_token),
+               model.lm_head.register_forward_hook(lambda module, inputs, output: calls.append(inputs[0].shape))]
     with torch.no_grad():
-        assert model.vocabulary_logits(hidden).shape[-1] == VOCAB + 3
-    logits = model.vocabulary_logits(hidden)  # with autograd: the plain lm_head, gradients flow
-    logits.sum().backward()
-    assert model.lm_head.weight.grad is not None
+        steered = model.generate(prompt, max_new_tokens=4, do_sample=False, pad_token_id=0)
+    for handle in handles:
+        handle.remove()
+    assert steered[0, 3:].tolist() == [favourite] * 4
+    assert len(calls) == 4  # one call per generated token
 
 
 def test_remote_code_loads_every_head_from_the_copied_files(tmp_path):
@@ -490,7 +498,7 @@ def test_remote_code_loads_every_head_from_the_copied_files(tmp_path):
     with torch.no_grad():
         assert torch.equal(remote(input_ids=input_ids, attention_mask=attention_mask).logits,
                            model(input_ids=input_ids, attention_mask=attention_mask).logits)
-    assert loaded["AutoModelForMultipleChoice"].__name__ == "ScratchGPTDoubleHeadsModel"
+    assert loaded["AutoModelForMultipleChoice"].__name__ == "ScratchGPTForMultipleChoice"
 
 
 @pytest.mark.parametrize("name", ["gelu_new", "gelu_fast"])
@@ -512,3 +520,119 @@ def test_tanh_gelu_runs_as_one_fused_kernel_with_the_same_values(name):
     reference = ACT2FN[name](x)
     (reference_grad,) = torch.autograd.grad(reference, x, upstream)
     assert torch.allclose(ours, reference, atol=1e-6) and torch.allclose(grad, reference_grad, atol=1e-5)
+
+
+# ---- the auxiliary LM of the classifier and the multiple-choice head -----------------------------------------
+
+
+def test_classifier_auxiliary_lm_goes_through_the_tied_lm_head(tmp_path):
+    """λ·L1 of the classifier is computed by its lm_head module (tied to the token embeddings), so a hook or an
+    adapter on it takes effect; checkpoints hold no lm_head.weight (tied), so those saved before it existed load."""
+    from safetensors.torch import load_file
+
+    model = ScratchGPTForSequenceClassification(tiny_config(num_labels=2)).eval()
+    assert model.lm_head.weight is model.get_input_embeddings().weight
+    input_ids, attention_mask = right_padded_batch()
+    lm_labels = input_ids.masked_fill(attention_mask == 0, -100)
+    with torch.no_grad():
+        loss = model(input_ids=input_ids, attention_mask=attention_mask, lm_labels=lm_labels).loss
+        hidden = model.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        expected = torch.nn.functional.cross_entropy(  # GPT-1 eq. 1 with W_e, written out
+            (hidden @ model.get_input_embeddings().weight.T)[:, :-1].reshape(-1, VOCAB), lm_labels[:, 1:].reshape(-1)
+        )
+        assert torch.allclose(loss, expected, atol=1e-5)
+        handle = model.lm_head.register_forward_hook(lambda module, inputs, output: output * 0.0)
+        hooked = model(input_ids=input_ids, attention_mask=attention_mask, lm_labels=lm_labels).loss
+        handle.remove()
+    assert torch.allclose(hooked, torch.tensor(VOCAB, dtype=torch.float).log(), atol=1e-5)  # uniform logits
+
+    model.save_pretrained(tmp_path)
+    keys = set(load_file(tmp_path / "model.safetensors"))
+    assert "lm_head.weight" not in keys and "score.weight" in keys  # the keys an older classifier saved
+    reloaded, info = ScratchGPTForSequenceClassification.from_pretrained(tmp_path, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert reloaded.lm_head.weight is reloaded.get_input_embeddings().weight
+    with torch.no_grad():
+        assert torch.equal(reloaded.eval()(input_ids=input_ids, attention_mask=attention_mask, lm_labels=lm_labels).loss, loss)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_multiple_choice_scores_each_choice_at_its_last_real_token(family):
+    """ScratchGPTForMultipleChoice with the double-heads reference's weights gives its mc_logits read at each
+    choice's last real token, and the standard loss: cross-entropy of the softmax over the choices."""
+    reference = reference_model(family, "DoubleHeadsModel")
+    ours = ScratchGPTForMultipleChoice(from_transformers(reference).config).eval()
+    missing, unexpected = ours.load_state_dict(from_transformers(reference).state_dict(), strict=False)
+    assert not missing and unexpected == ["lm_head.weight"]
+    ids, mask = right_padded_batch(batch=6, length=9)
+    input_ids, attention_mask = ids.view(2, 3, 9), mask.view(2, 3, 9)
+    labels = torch.tensor([2, 0])
+    reference_mask = attention_mask.view(-1, 9) if family == "openai-gpt" else attention_mask
+    with torch.no_grad():
+        expected = reference(input_ids=input_ids, attention_mask=reference_mask,
+                             mc_token_ids=attention_mask.sum(-1) - 1, mc_labels=labels)
+        actual = ours(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    assert isinstance(actual, transformers.modeling_outputs.MultipleChoiceModelOutput)
+    assert list(actual.keys())[0] == "loss" and actual.logits.shape == (2, 3)
+    assert (actual.logits - expected.mc_logits).abs().max() <= 1e-4
+    assert abs(actual.loss.item() - expected.mc_loss.item()) <= 1e-5
+
+
+def test_multiple_choice_trains_with_the_trainer_through_the_auto_class(fixtures_dir, tmp_path):
+    """What generic multiple-choice code does: AutoModelForMultipleChoice.from_config, DataCollatorForMultipleChoice
+    (labels of shape (batch,)), Trainer — the loss is the choice cross-entropy and training lowers it."""
+    from transformers import DataCollatorForMultipleChoice, Trainer, TrainingArguments
+
+    from hf_scratch.tokenization import train_tokenizer
+
+    lines = [line for line in (fixtures_dir / "shakespeare.txt").read_text().splitlines() if line.strip()]
+    tokenizer = train_tokenizer(lines, "bpe", vocab_size=300)
+    tokenizer.pad_token = tokenizer.eos_token
+    config = tiny_config("post", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, embedding_dropout_prob=0.0,
+                         multiple_choice_dropout=0.0)
+    model = AutoModelForMultipleChoice.from_config(config)
+    assert type(model) is ScratchGPTForMultipleChoice
+    contexts = ["to be or not", "my lord", "the king", "what light"]
+    endings = [["to be", "a horse", "the sea"], ["is here", "no", "yes indeed"], ["is dead", "lives", "sleeps"],
+               ["through yonder", "is that", "breaks"]]
+    features = []
+    for index, (context, choices) in enumerate(zip(contexts, endings)):
+        encoded = tokenizer([f"{context} {choice}" for choice in choices])
+        features.append({**{k: v for k, v in encoded.items()}, "label": index % 3})
+    collate = DataCollatorForMultipleChoice(tokenizer)
+    batch = collate(features)
+    assert batch["input_ids"].dim() == 3 and batch["labels"].shape == (4,)
+    with torch.no_grad():
+        output = model.eval()(**batch)
+    expected = torch.nn.functional.cross_entropy(output.logits, batch["labels"])
+    assert torch.allclose(output.loss, expected, atol=1e-6)
+
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=8, learning_rate=1e-2,
+                             save_strategy="no", report_to=[], use_cpu=True, logging_steps=1, disable_tqdm=True)
+    trainer = Trainer(model=model.train(), args=args, train_dataset=features, data_collator=collate)
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert losses[-1] < losses[0]
+
+
+def test_multiple_choice_rejects_language_modelling_labels():
+    model = ScratchGPTForMultipleChoice(tiny_config()).eval()
+    input_ids = torch.randint(3, VOCAB, (2, 3, 5))
+    with pytest.raises(ValueError, match="ScratchGPTDoubleHeadsModel"):
+        model(input_ids=input_ids, labels=input_ids)
+    with pytest.raises(ValueError, match="num_choices"):
+        model(input_ids=input_ids[0])
+
+
+def test_double_heads_checkpoint_carries_its_code(tmp_path):
+    """ScratchGPTDoubleHeadsModel is outside the auto_map (AutoModelForMultipleChoice is the standard head), yet its
+    checkpoint carries modeling_gpt.py, and the checkpoint's AutoModelForMultipleChoice is the standard head."""
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    ScratchGPTDoubleHeadsModel(tiny_config()).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["auto_map"]["AutoModelForMultipleChoice"] == "modeling_gpt.ScratchGPTForMultipleChoice"
+    remote = get_class_from_dynamic_module("modeling_gpt.ScratchGPTDoubleHeadsModel", str(tmp_path))
+    assert remote.__module__.startswith("transformers_modules")
+    assert type(remote.from_pretrained(tmp_path)).__name__ == "ScratchGPTDoubleHeadsModel"

@@ -322,6 +322,20 @@ def test_truncated_or_corrupted_safetensors(saved_checkpoint, tmp_path, damage, 
         load(directory)
 
 
+def test_config_loading_does_not_read_the_weights(saved_checkpoint, tmp_path):
+    """Reading a checkpoint's config (to inspect it, or before building the model) leaves the weights alone: a
+    damaged weight file is reported when the weights are loaded, by safetensors, not on every config load."""
+    import transformers
+
+    weights = (saved_checkpoint / "model.safetensors").read_bytes()
+    directory = _copy_with_weights(saved_checkpoint, tmp_path / "damaged", weights[: len(weights) // 2])
+    config_class = type(tiny(PRESENT[0]).config)
+    assert config_class.from_pretrained(directory).to_dict() == tiny(PRESENT[0]).config.to_dict()
+    assert type(transformers.AutoConfig.from_pretrained(directory)) is config_class
+    with pytest.raises(ValueError, match="safetensors.*(save|download)"):
+        type(tiny(PRESENT[0])).from_pretrained(directory)
+
+
 def test_intact_checkpoint_still_loads(saved_checkpoint):
     model = tiny(PRESENT[0])
     loaded = type(model).from_pretrained(saved_checkpoint)

@@ -1,11 +1,14 @@
 """The training scripts end to end on tiny data: every script runs a few steps and writes a hub-ready folder whose
-model card parses back; checkpoints load where hf_scratch cannot be imported; resume after a kill reproduces the
-uninterrupted run; two gloo processes under ``accelerate launch`` match one process with the same global batch;
-bad arguments and unreadable data fail with clear errors."""
+model card parses back (hub ids only in its metadata, uploaded once) and whose tokenizer reports the model's input
+limit; checkpoints load where hf_scratch cannot be imported; rerunning a killed command resumes from its last
+checkpoint and reproduces the uninterrupted run, a non-empty output folder without checkpoints is refused; two gloo
+processes under ``accelerate launch`` match one process with the same global batch; bad arguments and unreadable
+data fail with clear errors. The command-line flags themselves are tested in ``test_cli.py``."""
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import subprocess
@@ -43,7 +46,8 @@ RUNS = {
     "ner-bert": (run_ner, "scratch-bert", [], ["eval_loss", "eval_f1", "eval_precision", "eval_recall", "eval_accuracy"]),
     "qa-bert": (run_qa, "scratch-bert", ["--max_seq_length", "64", "--doc_stride", "16"], ["eval_exact_match", "eval_f1"]),
     "multiple-choice-bert": (run_multiple_choice, "scratch-bert", [], ["eval_loss", "eval_accuracy"]),
-    "multiple-choice-gpt": (run_multiple_choice, "scratch-gpt", ["--lm_labels"], ["eval_loss", "eval_accuracy"]),
+    "multiple-choice-gpt": (run_multiple_choice, "scratch-gpt", [], ["eval_loss", "eval_accuracy"]),
+    "multiple-choice-gpt-lm": (run_multiple_choice, "scratch-gpt", ["--lm_labels"], ["eval_loss", "eval_accuracy"]),
     "translation-transformer": (run_translation, "scratch-transformer", ["--generation_max_length", "8"], ["eval_loss", "eval_bleu"]),
     "translation-rnn": (run_translation, "scratch-rnn", ["--generation_max_length", "8"], ["eval_loss", "eval_bleu"]),
     "clm-transfo-xl": (run_clm, "scratch-transfo-xl", [], ["eval_loss", "eval_perplexity"]),
@@ -88,6 +92,8 @@ def test_script_trains_evaluates_and_writes_a_hub_ready_folder(name, run_outputs
 
     config_class = type(AutoConfig.for_model(model_type))
     assert config["model_type"] == model_type
+    if name.startswith("multiple-choice-gpt"):  # the standard multiple-choice head, or the double heads for LM + MC
+        assert config["architectures"] == ["ScratchGPTDoubleHeadsModel" if name.endswith("-lm") else "ScratchGPTForMultipleChoice"]
     assert config["auto_map"] == config_class.default_auto_map  # every head loads with trust_remote_code
     family = FAMILIES[model_type]
     for code in (f"configuration_{family}.py", f"modeling_{family}.py", "configuration_common.py"):
@@ -108,14 +114,13 @@ def test_script_trains_evaluates_and_writes_a_hub_ready_folder(name, run_outputs
         run_multiple_choice: "multiple-choice", run_translation: "translation",
     }[module]
     assert {"hf_scratch", model_type, "custom_code"} <= set(data.tags)
-    assert data.datasets and data.datasets[0].startswith("hf_scratch embedded")
-    reported = {result.metric_type: result.metric_value for result in data.eval_results}
-    assert reported and set(reported) == set(data.metrics)
-    for metric, value in reported.items():
-        assert value == pytest.approx(results["eval"][f"eval_{metric}"])
+    # the embedded data has no hub id: no `datasets`, and no model-index (its results need a dataset id)
+    assert data.datasets is None and data.eval_results is None and "model-index" not in data.to_dict()
+    assert data.base_model is None  # trained from scratch
+    assert data.metrics and {f"eval_{metric}" for metric in data.metrics} <= set(expected_metrics)
     assert "## Limitations" in card.text and "## Training procedure" in card.text
     for metric in expected_metrics:  # the evaluation table of the card
-        assert f"| {metric} | " in card.text, metric
+        assert f"| {metric} | {round(results['eval'][metric], 4)} |" in card.text, metric
 
 
 def test_tensorboard_logs_by_default(tmp_path):
@@ -203,17 +208,68 @@ def test_checkpoints_load_with_remote_code_without_hf_scratch(run_outputs, tmp_p
         assert torch.allclose(loaded[folder][real], logits[real], atol=1e-5), folder
 
 
-# ---- resume after a kill ------------------------------------------------------------------------------------
+# ---- the saved tokenizer reports the model's input limit ----------------------------------------------------
+
+NO_LIMIT = int(1e30)  # transformers' VERY_LARGE_INTEGER: what its own Transformer-XL / XLNet tokenizers say
+# one run per family: (run, auto class, limit). The tiny Longformer's positions start at pad_token_id + 1 = 1.
+LIMIT_CASES = [
+    ("mlm-bert", "AutoModelForMaskedLM", 512),
+    ("clm-gpt", "AutoModelForCausalLM", 512),
+    ("translation-transformer", "AutoModelForSeq2SeqLM", 512),
+    ("mlm-longformer", "AutoModelForMaskedLM", 511),
+    ("clm-transfo-xl", "AutoModelForCausalLM", NO_LIMIT),
+    ("translation-rnn", "AutoModelForSeq2SeqLM", NO_LIMIT),
+]
+
+
+@pytest.mark.parametrize("name, auto_class, limit", LIMIT_CASES, ids=[case[0] for case in LIMIT_CASES])
+def test_saved_tokenizer_reports_the_models_input_limit(name, auto_class, limit, run_outputs):
+    """Generic code truncates or groups text by tokenizer.model_max_length: it must be the model's real limit. A
+    model reads exactly that many tokens and refuses one more; Transformer-XL and the RNN read longer inputs than
+    any absolute position table here, so their tokenizer says "no limit", as transformers' own do."""
+    import transformers
+
+    folder = run_outputs(name)["output_dir"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    assert tokenizer.model_max_length == limit
+    model = getattr(transformers, auto_class).from_pretrained(folder).eval()
+    length = limit if limit != NO_LIMIT else 600
+    decoder = {"decoder_input_ids": torch.tensor([[model.config.decoder_start_token_id]])} if model.config.is_encoder_decoder else {}
+    ids = lambda n: torch.randint(5, len(tokenizer), (1, n))  # noqa: E731 (no special tokens: no padding positions)
+    with torch.no_grad():
+        assert model(input_ids=ids(length), **decoder).logits.shape[0] == 1
+        if limit != NO_LIMIT:
+            with pytest.raises(ValueError, match="positions"):
+                model(input_ids=ids(length + 1), **decoder)
+
+
+# ---- rerunning a command resumes; a non-empty output folder is refused ------------------------------------------
 
 
 class Killed(RuntimeError):
     pass
 
 
+def _recording_steps():
+    from transformers import TrainerCallback
+
+    class RecordSteps(TrainerCallback):
+        """The global steps this invocation trains."""
+
+        def __init__(self):
+            self.steps = []
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.steps.append(state.global_step)
+
+    return RecordSteps()
+
+
 @pytest.mark.parametrize("model_type", ["scratch-gpt", "scratch-transfo-xl"])
-def test_resume_after_kill_gives_the_uninterrupted_loss(model_type, tmp_path):
-    """Kill right after checkpoint-2 of 4, resume from it: steps 3-4 and the final eval match the uninterrupted run
-    (dropout on, so the RNG state is restored too; Transformer-XL's memory is in the checkpoint)."""
+def test_rerunning_a_killed_command_resumes_from_its_last_checkpoint(model_type, tmp_path, caplog):
+    """Kill right after checkpoint-2 of 4, then run the same command again: it says it resumes from checkpoint-2,
+    trains only steps 3-4, and steps 3-4 and the final eval match the uninterrupted run (dropout on, so the RNG
+    state is restored too; Transformer-XL's memory is in the checkpoint)."""
     from transformers import TrainerCallback
 
     class KillAfterCheckpoint(TrainerCallback):
@@ -223,19 +279,55 @@ def test_resume_after_kill_gives_the_uninterrupted_loss(model_type, tmp_path):
 
     args = [*TINY, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2", "--tokenizer_type", "char"]
     full = run_clm.main(["--model_type", model_type, "--output_dir", str(tmp_path / "full"), *args])
+    command = ["--model_type", model_type, "--output_dir", str(tmp_path / "killed"), *args]
     with pytest.raises(Killed):
-        run_clm.main(["--model_type", model_type, "--output_dir", str(tmp_path / "killed"), *args], callbacks=[KillAfterCheckpoint()])
+        run_clm.main(command, callbacks=[KillAfterCheckpoint()])
     checkpoint = tmp_path / "killed" / "checkpoint-2"
     assert (checkpoint / "model.safetensors").is_file() and not (tmp_path / "killed" / "checkpoint-4").exists()
     if model_type == "scratch-transfo-xl":
         assert list(checkpoint.glob("transfo_xl_mems_*.pt"))
-    resumed = run_clm.main(["--model_type", model_type, "--output_dir", str(tmp_path / "killed"), *args,
-                            "--resume_from_checkpoint", str(checkpoint)])
+    steps = _recording_steps()
+    with caplog.at_level(logging.WARNING, logger="training.common"):
+        resumed = run_clm.main(command, callbacks=[steps])
+    assert f"resuming training from {checkpoint}" in caplog.text
+    assert steps.steps == [3, 4]  # the global step continues from the checkpoint
+    assert json.loads((tmp_path / "killed" / "trainer_state.json").read_text())["global_step"] == 4
     losses = lambda results: {e["step"]: e["loss"] for e in results["log_history"] if "loss" in e}  # noqa: E731
-    assert set(losses(resumed)) >= {3, 4}
     for step in (3, 4):
         assert losses(resumed)[step] == pytest.approx(losses(full)[step], abs=1e-6)
     assert resumed["eval"]["eval_loss"] == pytest.approx(full["eval"]["eval_loss"], abs=1e-6)
+
+
+def test_explicit_resume_from_checkpoint_is_used(tmp_path, caplog):
+    """--resume_from_checkpoint names the checkpoint itself (here: the earlier of two)."""
+    args = ["--model_type", "scratch-gpt", "--output_dir", str(tmp_path), *TINY, "--max_steps", "2",
+            "--save_strategy", "steps", "--save_steps", "1", "--tokenizer_type", "char"]
+    run_clm.main(args)
+    steps = _recording_steps()
+    with caplog.at_level(logging.WARNING, logger="training.common"):
+        run_clm.main([*args, "--max_steps", "3", "--resume_from_checkpoint", str(tmp_path / "checkpoint-1")], callbacks=[steps])
+    assert steps.steps == [2, 3] and f"Resuming training from {tmp_path / 'checkpoint-1'}" in caplog.text
+
+
+def test_non_empty_output_dir_without_checkpoints_is_refused_unless_overwritten(tmp_path, caplog):
+    output_dir = tmp_path / "out"
+    output_dir.mkdir()
+    (output_dir / "notes.txt").write_text("a file the user keeps here")
+    args = ["--model_type", "scratch-gpt", "--output_dir", str(output_dir), *TINY, "--tokenizer_type", "char"]
+    with pytest.raises(ValueError, match=r"is not empty and holds no checkpoint-N folder.*--overwrite_output_dir"):
+        run_clm.main(args)
+    # a stale checkpoint of an earlier run would be resumed from; --overwrite_output_dir starts over and removes it
+    (output_dir / "checkpoint-7").mkdir()
+    with pytest.raises(ValueError, match="give one of the two"):
+        run_clm.main([*args, "--overwrite_output_dir", "--resume_from_checkpoint", str(output_dir / "checkpoint-7")])
+    steps = _recording_steps()
+    with caplog.at_level(logging.WARNING, logger="training.common"):
+        run_clm.main([*args, "--overwrite_output_dir"], callbacks=[steps])
+    assert steps.steps == [1, 2] and "--overwrite_output_dir" in caplog.text
+    assert not (output_dir / "checkpoint-7").exists() and (output_dir / "notes.txt").is_file()
+    assert (output_dir / "model.safetensors").is_file()
+    # evaluation only never trains, so it never refuses nor resumes
+    assert "train" not in run_clm.main([*args, "--do_eval"])
 
 
 # ---- two processes under accelerate launch ------------------------------------------------------------------
@@ -344,16 +436,17 @@ def test_bad_arguments_raise_clear_errors(args, message, tmp_path):
 
 
 def test_unreadable_or_wrong_data_raises_clear_errors(tmp_path):
+    output = str(tmp_path / "out")
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"text": "fine", "label": "a"}\n{this is not json\n')
     with pytest.raises(ValueError, match="broken.jsonl"):
-        run_classification.main(["--model_type", "scratch-bert", "--train_file", str(broken), "--output_dir", str(tmp_path), *TINY[2:]])
+        run_classification.main(["--model_type", "scratch-bert", "--train_file", str(broken), "--output_dir", output, *TINY[2:]])
     wrong = tmp_path / "wrong.jsonl"
     wrong.write_text("".join(json.dumps({"sentence": f"s{i}", "label": i % 2}) + "\n" for i in range(10)))
     with pytest.raises(ValueError, match=r"lacks the column\(s\) \['text'\]"):
-        run_classification.main(["--model_type", "scratch-bert", "--train_file", str(wrong), "--output_dir", str(tmp_path), *TINY[2:]])
+        run_classification.main(["--model_type", "scratch-bert", "--train_file", str(wrong), "--output_dir", output, *TINY[2:]])
     with pytest.raises(ValueError, match="languages"):
-        run_translation.main(["--model_type", "scratch-transformer", "--source_lang", "fr", "--output_dir", str(tmp_path), *TINY[2:]])
+        run_translation.main(["--model_type", "scratch-transformer", "--source_lang", "fr", "--output_dir", output, *TINY[2:]])
 
 
 # ---- metric modules and model card templates ------------------------------------------------------------------
@@ -419,44 +512,101 @@ def test_quickstart_runs_end_to_end(tmp_path, capsys):
     assert (tmp_path / "qs" / "README.md").is_file() and (tmp_path / "qs" / "modeling_gpt.py").is_file()
 
 
-def test_push_to_hub_uploads_the_folder_and_our_model_card(tmp_path, monkeypatch):
-    """The upload itself needs the hub; everything up to it is checked: the Trainer pushes the finished folder and
-    our card (not the Trainer's generic one, which its push writes first) is uploaded as README.md."""
+def test_push_to_hub_uploads_the_folder_with_our_model_card_once(tmp_path, monkeypatch):
+    """The upload itself needs the hub: every way huggingface_hub can upload is replaced by a recorder. One upload
+    carries the finished folder and our card (not the Trainer's generic one); no second upload of README.md."""
     import huggingface_hub
-    import transformers
+    from huggingface_hub import HfApi, ModelCard, RepoUrl
 
-    pushed, uploaded = [], {}
+    uploads = []  # (how, repo_id, {path_in_repo: text of README.md or None})
 
-    def init_hf_repo(self, token=None, private=None):
-        self.hub_model_id = self.args.hub_model_id
+    def record(how):
+        def upload(*args, **kwargs):
+            api_args = args[1:] if args and isinstance(args[0], HfApi) else args
+            repo_id = kwargs.get("repo_id")
+            if how == "upload_folder":
+                folder = Path(kwargs.get("folder_path") or api_args[0])
+                files = {p.relative_to(folder).as_posix(): None for p in folder.rglob("*") if p.is_file()}
+                files["README.md"] = (folder / "README.md").read_text() if (folder / "README.md").is_file() else None
+            elif how == "upload_file":
+                source = kwargs.get("path_or_fileobj") or api_args[0]
+                files = {kwargs.get("path_in_repo"): Path(source).read_text()}
+            else:  # create_commit
+                files = {op.path_in_repo: None for op in kwargs.get("operations") or api_args[1]}
+            uploads.append((how, repo_id, files))
+        return upload
 
-    def push_to_hub(self, commit_message="End of training", **kwargs):
-        folder = Path(self.args.output_dir)
-        (folder / "README.md").write_text("---\nlicense: other\n---\ngeneric Trainer card\n")  # what create_model_card does
-        pushed.append(sorted(p.name for p in folder.iterdir()))
-
-    def upload_file(path_or_fileobj, path_in_repo, repo_id, token=None, commit_message=None):
-        uploaded[path_in_repo] = (Path(path_or_fileobj).read_text(), repo_id)
-
-    monkeypatch.setattr(transformers.Trainer, "init_hf_repo", init_hf_repo)
-    monkeypatch.setattr(transformers.Trainer, "push_to_hub", push_to_hub)
-    monkeypatch.setattr(huggingface_hub, "upload_file", upload_file)
+    monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kwargs: RepoUrl(f"https://huggingface.co/{repo_id}"))
+    for how in ("upload_folder", "upload_file", "create_commit"):
+        monkeypatch.setattr(HfApi, how, record(how))
+        monkeypatch.setattr(huggingface_hub, how, record(how))
     run_mlm.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "out"), *TINY,
                   "--push_to_hub", "--hub_model_id", "someone/tiny-scratch-bert"])
-    assert pushed and {"model.safetensors", "config.json", "modeling_bert.py", "tokenizer.json"} <= set(pushed[-1])
-    card, repo_id = uploaded["README.md"]
-    assert repo_id == "someone/tiny-scratch-bert"
-    assert "library_name: transformers" in card and "name: tiny-scratch-bert" in card and "generic Trainer card" not in card
+    assert len(uploads) == 1, [(how, sorted(files)) for how, _, files in uploads]
+    how, repo_id, files = uploads[0]
+    assert how == "upload_folder" and repo_id == "someone/tiny-scratch-bert"
+    assert {"model.safetensors", "config.json", "modeling_bert.py", "tokenizer.json", "README.md"} <= set(files)
+    card = ModelCard(files["README.md"])
+    assert card.data.library_name == "transformers" and card.data.model_name == "tiny-scratch-bert"
+    assert "hf_scratch" in card.data.tags and "## Training procedure" in card.text  # ours, not the Trainer's
+    assert files["README.md"] == (tmp_path / "out" / "README.md").read_text()
 
 
-def test_dataset_name_reads_through_datasets(tmp_path):
-    """--dataset_name goes through datasets.load_dataset (here a local folder: the hub is not reachable)."""
-    results = run_classification.main(["--model_type", "scratch-bert", "--dataset_name", str(REPO / "training" / "data" / "plays"),
-                                       "--output_dir", str(tmp_path), *TINY])
-    assert results["eval"]["eval_accuracy"] >= 0.0
+def _plays_from_the_hub(monkeypatch, hub_id):
+    """datasets.load_dataset answers ``hub_id`` with the embedded plays (the hub is not reachable)."""
+    import datasets
+
+    load_dataset = datasets.load_dataset
+    plays = str(REPO / "training" / "data" / "plays")
+    monkeypatch.setattr(datasets, "load_dataset", lambda path, *args, **kwargs: load_dataset(plays if path == hub_id else path, *args, **kwargs))
+
+
+def test_card_names_hub_datasets_only(tmp_path, monkeypatch):
+    """--dataset_name of a hub dataset fills the card's `datasets` and model-index (the hub expects dataset ids
+    there); a local folder given as --dataset_name, like local files and the embedded data, leaves both out."""
     from huggingface_hub import ModelCard
 
-    assert ModelCard.load(tmp_path / "README.md").data.datasets == [str(REPO / "training" / "data" / "plays")]
+    _plays_from_the_hub(monkeypatch, "someone/plays")
+    results = run_classification.main(["--model_type", "scratch-bert", "--dataset_name", "someone/plays",
+                                       "--output_dir", str(tmp_path / "hub"), *TINY])
+    data = ModelCard.load(tmp_path / "hub" / "README.md").data
+    assert data.datasets == ["someone/plays"]
+    assert {(r.dataset_type, r.dataset_name, r.task_type) for r in data.eval_results} == {("someone/plays", "someone/plays", "text-classification")}
+    assert {r.metric_type: r.metric_value for r in data.eval_results} == pytest.approx(
+        {"accuracy": results["eval"]["eval_accuracy"], "f1": results["eval"]["eval_f1"]})
+
+    local = str(REPO / "training" / "data" / "plays")
+    results = run_classification.main(["--model_type", "scratch-bert", "--dataset_name", local, "--output_dir", str(tmp_path / "local"), *TINY])
+    assert results["eval"]["eval_accuracy"] >= 0.0  # read through datasets.load_dataset
+    card = ModelCard.load(tmp_path / "local" / "README.md")
+    assert card.data.datasets is None and card.data.eval_results is None
+    assert local in card.text  # the text still says what the data was
+
+
+def test_card_base_model_is_the_fine_tuned_hub_model(tmp_path, monkeypatch, run_outputs):
+    """Fine-tuning a hub model sets base_model to its id; fine-tuning a local folder sets the hub id it records
+    (its own card's base_model, or the repo of a hub cache snapshot) or nothing."""
+    import shutil
+
+    import huggingface_hub
+    from huggingface_hub import ModelCard
+
+    from training.common import ModelArguments, base_model_id
+
+    published = tmp_path / "published"
+    shutil.copytree(run_outputs("mlm-bert")["output_dir"], published, ignore=shutil.ignore_patterns("checkpoint-*", "runs"))
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, **kwargs: str(published) if repo_id == "someone/tiny-bert" else None)
+    args = [*[a for a in TINY if a not in ("--model_size", "tiny")], "--max_steps", "1"]
+    run_mlm.main(["--model_name_or_path", "someone/tiny-bert", "--output_dir", str(tmp_path / "a"), *args])
+    assert ModelCard.load(tmp_path / "a" / "README.md").data.base_model == "someone/tiny-bert"
+    run_mlm.main(["--model_name_or_path", str(tmp_path / "a"), "--output_dir", str(tmp_path / "b"), *args])
+    assert ModelCard.load(tmp_path / "b" / "README.md").data.base_model == "someone/tiny-bert"  # recorded by a's card
+
+    assert base_model_id(ModelArguments(model_name_or_path=str(published))) is None  # trained from scratch, unpublished
+    snapshot = tmp_path / "hub" / "models--someone--tiny-bert" / "snapshots" / "0123abcd"
+    shutil.copytree(published, snapshot)
+    assert base_model_id(ModelArguments(model_name_or_path=str(snapshot))) == "someone/tiny-bert"
+    assert base_model_id(ModelArguments(model_type="scratch-bert")) is None
 
 
 def test_reference_gpt2_checkpoint_is_converted_on_the_fly(tmp_path, run_outputs):

@@ -206,6 +206,41 @@ def test_target_only_loss_equals_full_softmax_loss(overrides):
     assert torch.allclose(summed.loss, full.loss * (labels[:, 1:] != -100).sum() / 5, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "overrides", [{}, {"cutoffs": []}, {"div_val": 1, "embedding_size": 12, "tie_word_embeddings": False}],
+    ids=["adaptive", "plain-softmax", "one-table-untied"],
+)
+def test_resize_token_embeddings_grows_the_rarest_cluster(tmp_path, overrides):
+    """New tokens (tokenizer.add_tokens + resize_token_embeddings) join the last cluster of the adaptive input and
+    softmax: the old tokens keep their log-probabilities' inputs, the new ones can be fed, scored and trained, and
+    the resized model saves and loads."""
+    model = tiny_model(**overrides)
+    ids = torch.tensor([[1, 9, 17, 25, 33, 39]])
+    with torch.no_grad():
+        old_embedded = model.model.word_embeddings(ids)
+    model.resize_token_embeddings(43)
+    assert model.config.vocab_size == 43 and model.get_input_embeddings().num_embeddings == 43
+    new_ids = torch.tensor([[1, 9, 42, 17, 41, 40]])
+    with torch.no_grad():
+        torch.testing.assert_close(model.model.word_embeddings(ids), old_embedded, atol=0, rtol=0)
+        log_probs = model(new_ids).logits
+    assert log_probs.shape[-1] == 43
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(1, 6), atol=1e-5, rtol=0)
+    model.train()
+    loss = model(new_ids, labels=new_ids).loss
+    loss.backward()
+    assert model.model.word_embeddings.embeddings[-1].weight.grad[-1].abs().sum() > 0
+    if not model.config.tie_word_embeddings:
+        assert model.lm_head.weights[-1].shape[0] == model.model.word_embeddings.embeddings[-1].num_embeddings
+    model.save_pretrained(tmp_path)
+    loaded = ScratchTransfoXLLMHeadModel.from_pretrained(tmp_path).eval()
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(new_ids).logits, model(new_ids).logits)
+    with pytest.raises(ValueError, match="cutoff"):
+        loaded.resize_token_embeddings(max(loaded.config.cutoffs, default=0))
+
+
 def test_save_load_and_auto_classes(tmp_path):
     model = tiny_model()
     ids = torch.randint(0, 40, (1, 6))

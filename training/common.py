@@ -1,26 +1,33 @@
 """What every training script shares, so nothing is written twice:
 
 - argument dataclasses (``ModelArguments``, ``DataArguments``) parsed with ``HfArgumentParser`` beside
-  ``TrainingArguments`` / ``Seq2SeqTrainingArguments`` (``parse_arguments``), with the defaults the scripts agree on;
+  ``TrainingArguments`` / ``Seq2SeqTrainingArguments`` (``parse_arguments``), with the defaults the scripts agree on,
+  from flags or from one JSON file, and with the flag names of transformers' examples (``--block_size``, …) mapped
+  onto ours; a rerun into an ``--output_dir`` holding checkpoints resumes from the last one (``resolve_output_dir``);
 - data loading (``load_raw_datasets``): local txt/csv/json/jsonl files, a ``datasets`` hub name, or the small
-  embedded default dataset in ``training/data/``; unreadable data raises ``ValueError`` naming the file;
+  embedded default dataset in ``training/data/``, loaded or streamed (``--streaming``); unreadable data raises
+  ``ValueError`` naming the file;
 - tokenizers (``get_tokenizer``): given, taken from the checkpoint, or trained with ``hf_scratch.tokenization`` —
   WordPiece (BERT, Longformer), byte-level BPE (GPT, Transformer-XL), one shared vocabulary for both languages
   (translation) or characters (``--tokenizer_type char``: the nanoGPT Shakespeare setting);
 - models (``create_model``): ``--model_type`` + ``--model_size`` preset + ``--config_overrides``, or
   ``--model_name_or_path`` (an hf_scratch checkpoint, or a reference checkpoint — bert, gpt2, openai-gpt, marian,
   longformer, transfo-xl — converted on the fly with ``hf_scratch.convert.load_reference_checkpoint``);
-- the end of every run (``train_evaluate_save``): train (resuming with ``--resume_from_checkpoint``), evaluate,
-  save the hub-ready folder (safetensors, config with the full ``auto_map``, the modeling code, tokenizer,
-  generation config) and its ``README.md`` model card filled from ``model_cards/<family>.md``, push if asked.
+- the end of every run (``train_evaluate_save``): train (resuming from the detected or given checkpoint),
+  evaluate, save the hub-ready folder (safetensors, config with the full ``auto_map``, the modeling code, tokenizer
+  reporting the model's input limit, generation config) and its ``README.md`` model card filled from
+  ``model_cards/<family>.md`` (hub ids only in its metadata), push it in one upload if asked.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -30,9 +37,12 @@ from typing import Any, Callable, Iterable, Optional
 import datasets
 import transformers
 from transformers import AutoConfig, AutoTokenizer, HfArgumentParser, TrainingArguments
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 import hf_scratch
-from hf_scratch.tokenization import TOKENIZER_KINDS, train_tokenizer
+from hf_scratch.tokenization import TOKENIZER_KINDS, model_max_length, train_tokenizer
+
+logger = logging.getLogger(__name__)
 
 TRAINING_DIR = Path(__file__).resolve().parent
 DATA_DIR = TRAINING_DIR / "data"
@@ -108,6 +118,17 @@ class ModelArguments:
     )
     tokenizer_vocab_size: int = field(default=2000, metadata={"help": "Vocabulary size of a trained WordPiece/BPE tokenizer."})
     attn_implementation: Optional[str] = field(default=None, metadata={"help": "eager or sdpa (default: the model's)."})
+    cache_dir: Optional[str] = field(
+        default=None, metadata={"help": "Where models, tokenizers and datasets downloaded from the hub are cached (default: the Hugging Face cache)."}
+    )
+    token: Optional[str] = field(
+        default=None, metadata={"help": "Hub token for private or gated models, tokenizers and datasets (default: the one `hf auth login` saved)."}
+    )
+    trust_remote_code: bool = field(
+        default=False,
+        metadata={"help": "Run the configuration / modeling / tokenizer code a checkpoint carries (only for repositories "
+                          "you trust). datasets no longer runs dataset loading scripts at all."},
+    )
 
 
 @dataclass
@@ -116,36 +137,86 @@ class DataArguments:
     dataset_config_name: Optional[str] = field(default=None, metadata={"help": "Its configuration name."})
     train_file: Optional[str] = field(default=None, metadata={"help": "A local training file: txt, csv, json or jsonl."})
     validation_file: Optional[str] = field(default=None, metadata={"help": "A local validation file: txt, csv, json or jsonl."})
-    validation_split_percentage: int = field(default=10, metadata={"help": "Held-out % of train when there is no validation set."})
+    validation_split_percentage: int = field(
+        default=10, metadata={"help": "Percentage of the training data held out for evaluation when there is no validation set."}
+    )
     max_seq_length: int = field(default=128, metadata={"help": "Maximum tokens per example after tokenization."})
     max_train_samples: Optional[int] = field(default=None, metadata={"help": "Keep only this many training examples."})
     max_eval_samples: Optional[int] = field(default=None, metadata={"help": "Keep only this many evaluation examples."})
+    preprocessing_num_workers: Optional[int] = field(
+        default=None, metadata={"help": "Processes that tokenize the data (the num_proc of datasets' map; default: one)."}
+    )
+    streaming: bool = field(
+        default=False,
+        metadata={"help": "Stream the data (datasets' IterableDataset) instead of loading it: run_clm (GPT) and run_mlm; "
+                          "needs --max_steps and a tokenizer (--tokenizer_name or --model_name_or_path)."},
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Train from scratch into a non-empty --output_dir (its files are overwritten and its checkpoint-* "
+                          "folders removed when training starts) instead of resuming from its last checkpoint."},
+    )
 
 
-def parse_arguments(script: str, extra_dataclasses: tuple = (), args: Optional[list[str]] = None, training_class=TrainingArguments):
+def parse_arguments(script: str, extra_dataclasses: tuple = (), args: Optional[list[str]] = None, training_class=TrainingArguments,
+                    aliases: Optional[dict[str, str]] = None, defaults: Optional[dict[str, Any]] = None):
     """Parse ``args`` (default: ``sys.argv[1:]``) into (ModelArguments, DataArguments, *extra, TrainingArguments).
 
-    Defaults differ from the Trainer's where a script needs them: with neither ``--do_train`` nor ``--do_eval`` a
-    script does both; logs go to TensorBoard (when installed) unless ``--report_to`` says otherwise; ``--output_dir`` defaults to
-    ``outputs/<script>``. Bad values raise ValueError (unknown flags: the parser's usage error)."""
+    ``args`` are flags, or — as transformers' example scripts accept — the path of a single ``.json`` file holding
+    an object of arguments (``{"model_type": "scratch-gpt", "max_steps": 200}``), read with ``HfArgumentParser``.
+    ``aliases`` name integer fields the way transformers' examples do (``{"block_size": "max_seq_length"}``):
+    either name sets the field, both at once is an error. ``defaults`` are the script's own defaults for fields of
+    the shared dataclasses (e.g. ``predict_with_generate``), used unless given.
+
+    Defaults differ from the Trainer's where a script needs them: with neither ``do_train`` nor ``do_eval`` a
+    script does both; logs go to TensorBoard (when installed) unless ``report_to`` says otherwise; ``output_dir``
+    defaults to ``outputs/<script>`` and is checked by ``resolve_output_dir`` (a rerun resumes). Bad values raise
+    ValueError (unknown flags: the parser's usage error)."""
     args = list(sys.argv[1:] if args is None else args)
-    if not any(a == "--output_dir" or a.startswith("--output_dir=") for a in args):
-        args += ["--output_dir", str(Path("outputs") / script)]
+    aliases = dict(aliases or {})
+    defaults = {"output_dir": str(Path("outputs") / script), **(defaults or {})}
     parser = HfArgumentParser((ModelArguments, DataArguments, *extra_dataclasses, training_class))
-    parsed = parser.parse_args_into_dataclasses(args=args)
+    for alias, target in aliases.items():
+        parser.add_argument(f"--{alias}", dest=target, type=int, default=argparse.SUPPRESS,
+                            help=f"The name transformers' example scripts use for --{target}: give one of the two.")
+    if len(args) == 1 and args[0].endswith(".json"):
+        values = read_json_arguments(args[0])
+        given = set(values)
+        values = {aliases.get(name, name): value for name, value in values.items()}
+        values.update({name: value for name, value in defaults.items() if name not in given})
+        parsed = parser.parse_dict(values)
+    else:
+        given = {arg[2:].split("=", 1)[0].replace("-", "_") for arg in args if arg.startswith("--")}  # --do-train too
+        args += [item for name, value in defaults.items() if name not in given for item in (f"--{name}", str(value))]
+        parsed = parser.parse_args_into_dataclasses(args=args)
+    for alias, target in aliases.items():
+        if alias in given and target in given:
+            raise ValueError(f"--{alias} and --{target} are the same setting (the first is the name transformers' examples use): give one of them.")
     model_args, data_args, training_args = parsed[0], parsed[1], parsed[-1]
-    if "--do_train" not in args and "--do_eval" not in args:
+    if "do_train" not in given and "do_eval" not in given:
         training_args.do_train = training_args.do_eval = True
-    if not any(a.startswith("--report_to") for a in args):
+    if "report_to" not in given:
         from transformers.integrations import is_tensorboard_available
 
         training_args.report_to = ["tensorboard"] if is_tensorboard_available() else []
-    check_common_arguments(model_args, data_args)
+    check_common_arguments(model_args, data_args, training_args)
+    resolve_output_dir(data_args, training_args)
     transformers.set_seed(training_args.seed)  # before the model is initialised, so runs are reproducible
     return parsed
 
 
-def check_common_arguments(model_args: ModelArguments, data_args: DataArguments) -> None:
+def read_json_arguments(path: str) -> dict[str, Any]:
+    """The object of arguments in the JSON file ``path``."""
+    try:
+        values = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"Cannot read the arguments file {path!r}: {error}") from error
+    if not isinstance(values, dict):
+        raise ValueError(f"The arguments file {path!r} must hold a JSON object of arguments, e.g. {{\"max_steps\": 200}}; got {type(values).__name__}.")
+    return values
+
+
+def check_common_arguments(model_args: ModelArguments, data_args: DataArguments, training_args=None) -> None:
     if model_args.model_type is None and model_args.model_name_or_path is None:
         raise ValueError("Give --model_type (train from scratch, e.g. --model_type scratch-bert) or --model_name_or_path (fine-tune a checkpoint).")
     if model_args.model_type is not None and model_args.model_name_or_path is not None:
@@ -167,13 +238,49 @@ def check_common_arguments(model_args: ModelArguments, data_args: DataArguments)
             raise ValueError(f"--{name} {path!r} does not exist or cannot be read.")
     if data_args.max_seq_length <= 0:
         raise ValueError(f"--max_seq_length must be positive, got {data_args.max_seq_length}.")
+    if data_args.preprocessing_num_workers is not None and data_args.preprocessing_num_workers < 1:
+        raise ValueError(f"--preprocessing_num_workers must be at least 1, got {data_args.preprocessing_num_workers}.")
+    if data_args.streaming:
+        if model_args.tokenizer_name is None and model_args.model_name_or_path is None:
+            raise ValueError("--streaming cannot train a tokenizer on a stream: give --tokenizer_name (or --model_name_or_path).")
+        if training_args is not None and training_args.do_train and training_args.max_steps <= 0:
+            raise ValueError("--streaming needs --max_steps: a stream has no length, so the Trainer cannot count epochs.")
+
+
+def resolve_output_dir(data_args: DataArguments, training_args) -> None:
+    """What training does with an ``--output_dir`` that already holds files, as transformers' example scripts do:
+    resume from its last ``checkpoint-N`` (``transformers.trainer_utils.get_last_checkpoint``), refuse a non-empty
+    folder without checkpoints, or — with ``--overwrite_output_dir`` — start over. transformers 5 removed
+    ``TrainingArguments.overwrite_output_dir``, so the flag is ours (``DataArguments``). An explicit
+    ``--resume_from_checkpoint`` is used as given. Either way the log says what happens."""
+    output_dir = Path(training_args.output_dir)
+    if not training_args.do_train or not output_dir.is_dir() or not any(output_dir.iterdir()):
+        return
+    given = training_args.resume_from_checkpoint
+    if data_args.overwrite_output_dir:
+        if given is not None and Path(given).resolve().is_relative_to(output_dir.resolve()):
+            raise ValueError(f"--overwrite_output_dir removes the checkpoints in {output_dir}, --resume_from_checkpoint {given} "
+                             "resumes from one of them: give one of the two.")
+        logger.warning(f"--overwrite_output_dir: training starts from scratch in {output_dir}; its files are overwritten "
+                       "and its checkpoint-* folders removed.")
+    elif given is not None:
+        logger.warning(f"Resuming training from {given} (--resume_from_checkpoint).")
+    else:
+        last = get_last_checkpoint(str(output_dir))
+        if last is None:
+            raise ValueError(f"--output_dir {output_dir} is not empty and holds no checkpoint-N folder to resume from: pass "
+                             "--overwrite_output_dir to train from scratch into it (its files are overwritten), or choose "
+                             "another --output_dir.")
+        training_args.resume_from_checkpoint = last
+        logger.warning(f"Checkpoint detected: resuming training from {last}. To train from scratch instead, pass "
+                       "--overwrite_output_dir or choose another --output_dir.")
 
 
 def check_model_type(model_args: ModelArguments, supported: Iterable[str]) -> str:
     """The hf_scratch model type this run trains (a reference checkpoint's type mapped to ours); the script must
     support it and hf_scratch must register it."""
     supported = list(supported)
-    model_type = model_args.model_type or _checkpoint_model_type(model_args.model_name_or_path)
+    model_type = model_args.model_type or _checkpoint_model_type(model_args)
     scratch_type = model_type if model_type in FAMILIES else _SCRATCH_OF_REFERENCE.get(model_type, model_type)
     if scratch_type not in supported:
         raise ValueError(f"This script trains {supported}; got model type {model_type!r}.")
@@ -190,10 +297,32 @@ _SCRATCH_OF_REFERENCE = {
 }
 
 
-def _checkpoint_model_type(path: Optional[str]) -> Optional[str]:
-    config_file = Path(path) / "config.json" if path else None
-    if config_file is None or not config_file.is_file():
-        return AutoConfig.from_pretrained(path).model_type if path else None
+def hub_options(model_args: ModelArguments) -> dict[str, Any]:
+    """--cache_dir and --token, for every download (models, tokenizers, datasets)."""
+    return {"cache_dir": model_args.cache_dir, "token": model_args.token}
+
+
+def checkpoint_folder(model_args: ModelArguments) -> Optional[str]:
+    """The local folder of --model_name_or_path: the folder itself, or a hub id downloaded (``snapshot_download``,
+    with --cache_dir / --token); conversion of reference checkpoints reads files."""
+    name = model_args.model_name_or_path
+    if name is None or Path(name).is_dir():
+        return name
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(name, **hub_options(model_args))
+    except (OSError, ValueError) as error:  # not found, offline, invalid id
+        raise ValueError(f"--model_name_or_path {name!r} is neither a local folder nor a model that can be downloaded from the hub: {error}") from error
+
+
+def _checkpoint_model_type(model_args: ModelArguments) -> Optional[str]:
+    folder = checkpoint_folder(model_args)
+    config_file = Path(folder) / "config.json" if folder else None
+    if config_file is None:
+        return None
+    if not config_file.is_file():
+        raise ValueError(f"--model_name_or_path {model_args.model_name_or_path!r} has no config.json: give a model folder or hub id.")
     return json.loads(config_file.read_text())["model_type"]
 
 
@@ -206,15 +335,23 @@ def family_of(model) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def load_raw_datasets(data_args: DataArguments, default_data: str, text_sample_by: str = "line", seed: int = 42,
-                      limit: bool = True) -> datasets.DatasetDict:
+def load_raw_datasets(model_args: ModelArguments, data_args: DataArguments, default_data: str, text_sample_by: str = "line",
+                      seed: int = 42, limit: bool = True, can_stream: bool = False):
     """A DatasetDict with "train" and "validation": from ``--dataset_name``, local files, or the embedded default
-    ``training/data/<default_data>/{train,validation}.*``. ``text_sample_by="paragraph"`` makes a txt row a block
-    separated by blank lines (a document). ``limit=False`` leaves --max_*_samples to the caller (language
-    modelling counts blocks, not lines)."""
+    ``training/data/<default_data>/{train,validation}.*`` (downloads honour --cache_dir / --token).
+    ``text_sample_by="paragraph"`` makes a txt row a block separated by blank lines (a document). ``limit=False``
+    leaves --max_*_samples to the caller (language modelling counts blocks, not lines).
+
+    With --streaming (only where the script says it ``can_stream``; elsewhere a ValueError) the result is an
+    IterableDatasetDict read lazily; without a validation split, rows whose index modulo 100 falls below
+    --validation_split_percentage are held out (a stream has no length to split by)."""
+    if data_args.streaming and not can_stream:
+        raise ValueError("--streaming: this script needs the whole dataset at once (it collects labels, counts choices or "
+                         "splits contexts into windows); only run_clm.py (GPT) and run_mlm.py stream. Drop --streaming.")
+    options = {**hub_options(model_args), **({"streaming": True} if data_args.streaming else {})}
     if data_args.dataset_name is not None:
         try:
-            raw = datasets.load_dataset(data_args.dataset_name, data_args.dataset_config_name)
+            raw = datasets.load_dataset(data_args.dataset_name, data_args.dataset_config_name, **options)
         except Exception as error:  # datasets raises many types (FileNotFoundError, ConnectionError, …)
             raise ValueError(f"Cannot load --dataset_name {data_args.dataset_name!r}: {error}") from error
     else:
@@ -229,30 +366,53 @@ def load_raw_datasets(data_args: DataArguments, default_data: str, text_sample_b
         builder = extensions.pop()
         kwargs = {"sample_by": text_sample_by} if builder == "text" else {}
         try:
-            raw = datasets.load_dataset(builder, data_files=files, **kwargs)
+            raw = datasets.load_dataset(builder, data_files=files, **kwargs, **options)
         except Exception as error:
             raise ValueError(f"Cannot read {sorted(files.values())} as {builder}: {error}") from error
     if "train" not in raw:
         raise ValueError(f"The data has no 'train' split (splits: {list(raw)}).")
-    if "validation" not in raw:
+    if "validation" not in raw and data_args.streaming:
+        share = data_args.validation_split_percentage
+        held_out = lambda keep: raw["train"].filter(lambda _, i: (i % 100 < share) == keep, with_indices=True)  # noqa: E731
+        raw = datasets.IterableDatasetDict(train=held_out(False), validation=held_out(True))
+    elif "validation" not in raw:
         held_out = raw["train"].train_test_split(test_size=data_args.validation_split_percentage / 100, seed=seed)
         raw = datasets.DatasetDict(train=held_out["train"], validation=held_out["test"])
     return limit_samples(raw, data_args) if limit else raw
 
 
-def limit_samples(data: datasets.DatasetDict, data_args: DataArguments) -> datasets.DatasetDict:
-    """Apply --max_train_samples / --max_eval_samples."""
+def limit_samples(data, data_args: DataArguments):
+    """Apply --max_train_samples / --max_eval_samples (the first rows of a stream)."""
     for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples)):
-        if limit is not None:
+        if limit is None:
+            continue
+        if isinstance(data[split], datasets.IterableDataset):
+            data[split] = data[split].take(limit)
+        else:
             data[split] = data[split].select(range(min(limit, len(data[split]))))
     return data
 
 
-def require_columns(raw: datasets.DatasetDict, columns: Iterable[str], what: str) -> None:
+def column_names(dataset) -> list[str]:
+    """The columns of a dataset; a stream whose features are unknown until read shows them in its first row."""
+    if dataset.column_names is not None:
+        return list(dataset.column_names)
+    first = next(iter(dataset), None)
+    return list(first) if first is not None else []
+
+
+def map_options(data_args: DataArguments, desc: str) -> dict[str, Any]:
+    """Keyword arguments for ``Dataset.map``: --preprocessing_num_workers processes and a progress description
+    (a stream maps lazily and takes neither)."""
+    return {} if data_args.streaming else {"num_proc": data_args.preprocessing_num_workers, "desc": desc}
+
+
+def require_columns(raw, columns: Iterable[str], what: str) -> None:
     for split, dataset in raw.items():
-        missing = [c for c in columns if c not in dataset.column_names]
+        names = column_names(dataset)
+        missing = [c for c in columns if c not in names]
         if missing:
-            raise ValueError(f"The {split} data lacks the column(s) {missing} needed for {what}; it has {dataset.column_names}.")
+            raise ValueError(f"The {split} data lacks the column(s) {missing} needed for {what}; it has {names}.")
 
 
 def describe_data(data_args: DataArguments, default_data: str) -> str:
@@ -270,11 +430,12 @@ def describe_data(data_args: DataArguments, default_data: str) -> str:
 
 def get_tokenizer(model_args: ModelArguments, texts: Callable[[], Iterable[str]], needs_padding: bool = False):
     """The tokenizer given by --tokenizer_name, else the checkpoint's, else one trained on ``texts()``. With
-    ``needs_padding`` a tokenizer without a pad token gets one (``<pad>``, appended to the vocabulary)."""
-    source = model_args.tokenizer_name or model_args.model_name_or_path
-    if source is not None:
+    ``needs_padding`` a tokenizer without a pad token gets one (``<pad>``, appended to the vocabulary).
+    ``create_model`` then sets its ``model_max_length`` to the model's input limit."""
+    if model_args.tokenizer_name is not None or model_args.model_name_or_path is not None:
+        source = model_args.tokenizer_name or checkpoint_folder(model_args)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source)
+            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=model_args.trust_remote_code, **hub_options(model_args))
         except (OSError, ValueError) as error:
             raise ValueError(f"Cannot load a tokenizer from {source!r}: {error}. Give --tokenizer_name.") from error
     else:
@@ -338,25 +499,29 @@ def scratch_config(model_args: ModelArguments, tokenizer, **head_kwargs):
 
 def create_model(model_args: ModelArguments, auto_class, tokenizer, **head_kwargs):
     """The model to train: from scratch (``--model_type``) or from ``--model_name_or_path``. A reference checkpoint
-    (model_type bert, gpt2, …) is converted to hf_scratch first, then loaded into the head ``auto_class`` asks for
-    (a new head is initialised; ``head_kwargs`` such as ``num_labels`` update the config)."""
+    (model_type bert, gpt2, …) is converted to hf_scratch first, then loaded into the head ``auto_class`` (an Auto
+    class, or a model class) asks for
+    (a new head is initialised; ``head_kwargs`` such as ``num_labels`` update the config). The tokenizer's
+    ``model_max_length`` becomes the model's input limit (``hf_scratch.tokenization.model_max_length``) unless it
+    already says less, so the tokenizer saved beside the model reports it."""
     load_kwargs = {"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}
     if model_args.model_name_or_path is None:
         config = scratch_config(model_args, tokenizer, **head_kwargs)
-        return auto_class.from_config(config, **load_kwargs)
-    path = model_args.model_name_or_path
-    if not Path(path).is_dir():  # a hub id: fetch the folder (conversion reads files)
-        from huggingface_hub import snapshot_download
-
-        path = snapshot_download(path)
-    if _checkpoint_model_type(path) not in FAMILIES:
+        # an Auto class, or a head no Auto class names (GPT's double heads)
+        from_config = getattr(auto_class, "from_config", None) or auto_class._from_config
+        model = from_config(config, **load_kwargs)
+    elif _checkpoint_model_type(model_args) not in FAMILIES:
         from hf_scratch.convert import load_reference_checkpoint
 
-        converted = load_reference_checkpoint(path)
+        converted = load_reference_checkpoint(checkpoint_folder(model_args))
         with tempfile.TemporaryDirectory() as folder:
             converted.save_pretrained(folder)
-            return auto_class.from_pretrained(folder, ignore_mismatched_sizes=True, **head_kwargs, **load_kwargs)
-    return auto_class.from_pretrained(path, ignore_mismatched_sizes=True, **head_kwargs, **load_kwargs)
+            model = auto_class.from_pretrained(folder, ignore_mismatched_sizes=True, **head_kwargs, **load_kwargs)
+    else:
+        model = auto_class.from_pretrained(checkpoint_folder(model_args), ignore_mismatched_sizes=True,
+                                           trust_remote_code=model_args.trust_remote_code, **head_kwargs, **load_kwargs)
+    tokenizer.model_max_length = min(tokenizer.model_max_length, model_max_length(model.config))
+    return model
 
 
 def prepare_for_saving(model, tokenizer) -> None:
@@ -401,15 +566,21 @@ class CardInfo:
 
 
 def train_evaluate_save(trainer, model_args, data_args, training_args, card: CardInfo, extra_metrics: Optional[Callable[[dict], dict]] = None) -> dict:
-    """Train (resuming if asked), evaluate, save the hub-ready folder with its model card; return the results:
+    """Train (from the checkpoint ``resolve_output_dir`` found or --resume_from_checkpoint gave, if any), evaluate,
+    save the hub-ready folder with its model card, push it if asked; return the results:
     ``{"train": …, "eval": …, "log_history": …, "output_dir": …}``."""
     results: dict[str, Any] = {"output_dir": training_args.output_dir}
     model, tokenizer = trainer.model, trainer.processing_class
     prepare_for_saving(model, tokenizer)
+    write_card = lambda **_: write_model_card(  # noqa: E731
+        training_args.output_dir, model, tokenizer, model_args, data_args, training_args, card, results.get("eval", {})
+    )
     if training_args.do_train:
         checkpoint = training_args.resume_from_checkpoint
         if checkpoint is not None and not Path(checkpoint).is_dir():
             raise ValueError(f"--resume_from_checkpoint {checkpoint!r} is not a checkpoint directory.")
+        if data_args.overwrite_output_dir and training_args.should_save:
+            remove_checkpoints(training_args.output_dir)
         outcome = trainer.train(resume_from_checkpoint=checkpoint)
         results["train"] = dict(outcome.metrics)
         trainer.log_metrics("train", outcome.metrics)
@@ -425,38 +596,88 @@ def train_evaluate_save(trainer, model_args, data_args, training_args, card: Car
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
     results["log_history"] = list(trainer.state.log_history)
-    if training_args.should_save:
-        trainer.save_model()
-        write_model_card(training_args.output_dir, model, tokenizer, training_args, card, results.get("eval", {}))
     if training_args.push_to_hub:
-        # Trainer.push_to_hub uploads the folder (weights, code, tokenizer) but first overwrites README.md with its
-        # own generic card: write ours again and upload it on top
+        # Trainer.push_to_hub saves the folder, writes README.md through its create_model_card hook and uploads it
+        # all in one commit; the hook writes our card instead of the Trainer's generic one, so the card goes up
+        # once, beside the weights (Trainer.save_model would push a second time)
+        trainer.create_model_card = write_card
         trainer.push_to_hub(commit_message="End of training")
-        if training_args.should_save:
-            from huggingface_hub import upload_file
-
-            card_path = write_model_card(training_args.output_dir, model, tokenizer, training_args, card, results.get("eval", {}))
-            upload_file(path_or_fileobj=str(card_path), path_in_repo="README.md", repo_id=trainer.hub_model_id,
-                        token=training_args.hub_token, commit_message="Model card")
+    elif training_args.should_save:
+        trainer.save_model()
+        write_card()
     return results
 
 
-def model_card_data(model, training_args, card: CardInfo, eval_metrics: dict):
+def remove_checkpoints(output_dir: str) -> None:
+    """--overwrite_output_dir: delete the ``checkpoint-N`` folders of the run being overwritten, so that neither a
+    later rerun (which resumes from the last checkpoint) nor checkpoint rotation picks up one of them."""
+    for checkpoint in sorted(Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*")):
+        if checkpoint.is_dir() and re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", checkpoint.name):
+            logger.warning(f"--overwrite_output_dir: removing {checkpoint}")
+            shutil.rmtree(checkpoint)
+
+
+def is_hub_id(name: Optional[str]) -> bool:
+    """Whether ``name`` names a hub repository: not a local path, and a valid repo id ("user/name" or "name")."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if not name or Path(name).exists():
+        return False
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def hub_dataset_id(data_args: DataArguments) -> Optional[str]:
+    """The hub id of the training data, for the card's ``datasets`` and model-index: --dataset_name when it names a
+    hub dataset; None for local files, a local folder or the embedded data (the hub expects dataset ids there, so
+    the field is left out; the card's text still says what the data was)."""
+    return data_args.dataset_name if is_hub_id(data_args.dataset_name) else None
+
+
+def base_model_id(model_args: ModelArguments):
+    """The hub model this run fine-tunes, for the card's ``base_model`` (the hub's model tree): --model_name_or_path
+    when it is a hub id. A local folder has no hub id of its own; it gives the one it records, if any: the repo of a
+    hub cache snapshot (``…/models--user--name/snapshots/<commit>``), else the ``base_model`` of its own model card
+    (the nearest published ancestor). None otherwise, and when training from scratch."""
+    name = model_args.model_name_or_path
+    if name is None or is_hub_id(name):
+        return name
+    folder = Path(name).resolve()
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        return folder.parent.parent.name.removeprefix("models--").replace("--", "/")
+    card_file = folder / "README.md"
+    if not card_file.is_file():
+        return None
+    from huggingface_hub import ModelCard
+
+    recorded = ModelCard.load(card_file).data.base_model
+    ids = [base for base in ([recorded] if isinstance(recorded, str) else recorded or []) if is_hub_id(base)]
+    return (ids[0] if len(ids) == 1 else ids) or None
+
+
+def model_card_data(model, model_args, data_args, training_args, card: CardInfo, eval_metrics: dict):
+    """The card's metadata. ``datasets`` and the model-index (its results need a dataset id, as in transformers'
+    own cards) only with a hub dataset; ``base_model`` when fine-tuning a hub model (``base_model_id``)."""
     from huggingface_hub import EvalResult, ModelCardData
 
     family = family_of(model)
     name = (training_args.hub_model_id or Path(training_args.output_dir).name).split("/")[-1]
+    dataset = hub_dataset_id(data_args)
     eval_results = [
-        EvalResult(task_type=card.pipeline_tag, dataset_type=card.dataset, dataset_name=card.dataset, metric_type=metric,
-                   metric_value=float(eval_metrics[f"eval_{metric}"]))
+        EvalResult(task_type=card.pipeline_tag, dataset_type=dataset, dataset_name=dataset,
+                   dataset_config=data_args.dataset_config_name, metric_type=metric, metric_value=float(eval_metrics[f"eval_{metric}"]))
         for metric in card.metric_names
-        if f"eval_{metric}" in eval_metrics
+        if f"eval_{metric}" in eval_metrics and dataset is not None
     ]
     return ModelCardData(
         library_name="transformers",
         pipeline_tag=card.pipeline_tag,
         tags=["hf_scratch", model.config.model_type, family, "custom_code", "from-scratch"],
-        datasets=[card.dataset],
+        datasets=[dataset] if dataset is not None else None,
+        base_model=base_model_id(model_args),
         metrics=list(card.metric_names),
         license="apache-2.0",
         model_name=name,
@@ -464,7 +685,7 @@ def model_card_data(model, training_args, card: CardInfo, eval_metrics: dict):
     )
 
 
-def write_model_card(output_dir: str, model, tokenizer, training_args, card: CardInfo, eval_metrics: dict) -> Path:
+def write_model_card(output_dir: str, model, tokenizer, model_args, data_args, training_args, card: CardInfo, eval_metrics: dict) -> Path:
     """Fill ``model_cards/<family>.md`` and write ``README.md`` into the output directory."""
     from huggingface_hub import ModelCard
 
@@ -486,7 +707,7 @@ def write_model_card(output_dir: str, model, tokenizer, training_args, card: Car
         "vocab_size", "hidden_size", "d_model", "num_hidden_layers", "encoder_layers", "decoder_layers",
         "num_attention_heads", "intermediate_size", "hidden_act", "max_position_embeddings", "attention_window",
         "mem_len", "cell_type", "attention_type") if k in config}
-    card_data = model_card_data(model, training_args, card, eval_metrics)
+    card_data = model_card_data(model, model_args, data_args, training_args, card, eval_metrics)
     content = ModelCard.from_template(
         card_data,
         model_name=card_data.model_name,
@@ -522,22 +743,26 @@ def _auto_class_of(model) -> str:
 
 
 def tokenize_text_blocks(raw, tokenizer, text_column: str, data_args: DataArguments, line_by_line: bool, training_args,
-                         special_tokens: bool) -> "datasets.DatasetDict":
+                         special_tokens: bool):
     """Language-modelling examples: each non-empty line on its own (``line_by_line``, truncated to ``block_size``),
     or all text concatenated and cut into blocks of ``block_size`` tokens (the remainder is dropped), as in
     transformers' run_clm / run_mlm. ``special_tokens`` adds [CLS]…[SEP] around each block (BERT-style MLM).
-    ``block_size`` is --max_seq_length; --max_*_samples count examples after grouping."""
+    ``block_size`` is --max_seq_length (alias --block_size), at most the model's input limit
+    (``tokenizer.model_max_length``); --max_*_samples count examples after grouping. A loaded split is grouped in
+    one batch per --preprocessing_num_workers process, a stream a thousand rows at a time."""
     block_size = data_args.max_seq_length
     if block_size > tokenizer.model_max_length:
-        raise ValueError(f"--max_seq_length {block_size} exceeds the tokenizer's model_max_length {tokenizer.model_max_length}.")
-    columns = raw["train"].column_names
+        raise ValueError(f"--max_seq_length (--block_size) {block_size} exceeds the {tokenizer.model_max_length} positions the "
+                         "model reads (tokenizer.model_max_length): lower it, or configure more max_position_embeddings.")
+    columns = column_names(raw["train"])
     with training_args.main_process_first(desc="tokenizing"):
         if line_by_line:
             def tokenize(batch):
                 lines = [line for line in batch[text_column] if line and not line.isspace()]
                 return tokenizer(lines, truncation=True, max_length=block_size, return_special_tokens_mask=special_tokens)
 
-            return limit_samples(raw.map(tokenize, batched=True, remove_columns=columns, desc="tokenizing lines"), data_args)
+            tokenized = raw.map(tokenize, batched=True, remove_columns=columns, **map_options(data_args, "tokenizing lines"))
+            return limit_samples(tokenized, data_args)
         wrap = special_tokens and tokenizer.cls_token_id is not None and tokenizer.sep_token_id is not None
         inner = block_size - (2 if wrap else 0)
         eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None and not special_tokens else []
@@ -556,11 +781,12 @@ def tokenize_text_blocks(raw, tokenizer, text_column: str, data_args: DataArgume
             result["attention_mask"] = [[1] * len(ids) for ids in result["input_ids"]]
             return result
 
-        tokenized = raw.map(tokenize, batched=True, remove_columns=columns, desc="tokenizing")
-        grouped = tokenized.map(group, batched=True, batch_size=None, desc=f"grouping into blocks of {block_size}")
+        tokenized = raw.map(tokenize, batched=True, remove_columns=columns, **map_options(data_args, "tokenizing"))
+        whole_split = {} if data_args.streaming else {"batch_size": None}
+        grouped = tokenized.map(group, batched=True, **whole_split, **map_options(data_args, f"grouping into blocks of {block_size}"))
         grouped = limit_samples(grouped, data_args)
     for split, dataset in grouped.items():
-        if len(dataset) == 0:
+        if not data_args.streaming and len(dataset) == 0:
             raise ValueError(f"The {split} text is shorter than one block of {block_size} tokens: lower --max_seq_length or add text.")
     return grouped
 

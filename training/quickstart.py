@@ -47,7 +47,7 @@ def main(argv=None) -> dict:
         "--learning_rate", "1e-3", "--warmup_steps", str(max(1, options.max_steps // 20)), "--lr_scheduler_type", "cosine",
         "--weight_decay", "0.1", "--max_steps", str(options.max_steps), "--logging_steps", str(max(1, options.max_steps // 10)),
         "--save_strategy", "no", "--eval_strategy", "no", "--dataloader_pin_memory", "false",
-        "--seed", "0",
+        "--seed", "0", "--overwrite_output_dir",  # a demo: every run starts over in the same folder
     ])
     folder = Path(results["output_dir"])
     first_loss = next(e["loss"] for e in results["log_history"] if "loss" in e)

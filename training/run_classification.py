@@ -27,7 +27,7 @@ from transformers import AutoModelForSequenceClassification, DataCollatorWithPad
 
 from training.common import (
     CardInfo, check_model_type, create_model, describe_data, get_tokenizer, label_list, limit_samples, load_metric,
-    load_raw_datasets, parse_arguments, require_columns, train_evaluate_save,
+    load_raw_datasets, map_options, parse_arguments, require_columns, train_evaluate_save,
 )
 
 SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer")
@@ -63,7 +63,7 @@ class GPTClassificationCollator:
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, cls_args, training_args = parse_arguments("run_classification", (ClassificationArguments,), args)
     is_gpt = check_model_type(model_args, SUPPORTED) == "scratch-gpt"
-    raw = load_raw_datasets(data_args, "plays", limit=False)
+    raw = load_raw_datasets(model_args, data_args, "plays", limit=False)
     text_columns = [cls_args.text_column] + ([cls_args.text_pair_column] if cls_args.text_pair_column else [])
     require_columns(raw, text_columns + [cls_args.label_column], "classification")
     labels = label_list(raw, cls_args.label_column)  # from all the data: the label set must not depend on --max_*_samples
@@ -85,7 +85,7 @@ def main(args=None, callbacks=None) -> dict:
         model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)
         data = raw.map(
             lambda batch: tokenizer(*(batch[c] for c in text_columns), truncation=True, max_length=data_args.max_seq_length),
-            batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"], desc="tokenizing",
+            batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"], **map_options(data_args, "tokenizing"),
         )
         collator = DataCollatorWithPadding(tokenizer)
     training_args.label_names = ["labels"]  # GPT's classifier also accepts lm_labels (auxiliary LM loss)

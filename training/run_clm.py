@@ -6,7 +6,7 @@ transformers' run_clm.py.
     python training/run_clm.py --model_type scratch-transfo-xl --max_seq_length 64                  # with memory
 
 Text is tokenized (byte-level BPE by default, one token per character with ``--tokenizer_type char``),
-concatenated and cut into blocks of ``--max_seq_length`` tokens; labels are the inputs (the model shifts them).
+concatenated and cut into blocks of ``--max_seq_length`` (alias ``--block_size``) tokens; labels are the inputs (the model shifts them).
 Transformer-XL trains through ``hf_scratch.training_transfo_xl.TransfoXLTrainer``: batches stream the corpus in
 order so that row i of batch k+1 continues row i of batch k, the memory is carried between steps and saved in every
 checkpoint (resume continues exactly), and evaluation runs with memory.
@@ -26,8 +26,8 @@ if __package__ in (None, ""):
 from transformers import AutoModelForCausalLM, Trainer, default_data_collator
 
 from training.common import (
-    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_raw_datasets, parse_arguments,
-    require_columns, tokenize_text_blocks, train_evaluate_save,
+    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_raw_datasets, map_options,
+    parse_arguments, require_columns, tokenize_text_blocks, train_evaluate_save,
 )
 
 SUPPORTED = ("scratch-gpt", "scratch-transfo-xl")
@@ -39,15 +39,17 @@ class CLMArguments:
 
 
 def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, clm_args, training_args = parse_arguments("run_clm", (CLMArguments,), args)
-    check_model_type(model_args, SUPPORTED)
-    raw = load_raw_datasets(data_args, "shakespeare", limit=False)
+    model_args, data_args, clm_args, training_args = parse_arguments("run_clm", (CLMArguments,), args, aliases={"block_size": "max_seq_length"})
+    if check_model_type(model_args, SUPPORTED) == "scratch-transfo-xl" and data_args.streaming:
+        raise ValueError("--streaming: Transformer-XL's trainer lays the whole corpus out in parallel streams to carry its memory; "
+                         "drop --streaming (GPT streams).")
+    raw = load_raw_datasets(model_args, data_args, "shakespeare", limit=False, can_stream=True)
     require_columns(raw, [clm_args.text_column], "causal language modelling")
     tokenizer = get_tokenizer(model_args, lambda: raw["train"][clm_args.text_column])
     model = create_model(model_args, AutoModelForCausalLM, tokenizer)
     data = tokenize_text_blocks(raw, tokenizer, clm_args.text_column, data_args, line_by_line=False,
                                 training_args=training_args, special_tokens=False)
-    data = data.map(lambda batch: {"labels": batch["input_ids"]}, batched=True, desc="labels")
+    data = data.map(lambda batch: {"labels": batch["input_ids"]}, batched=True, **map_options(data_args, "labels"))
     trainer_class = Trainer
     if model.config.model_type == "scratch-transfo-xl":
         # blocks are in corpus order; the XL trainer streams them, carries `mems` and checkpoints them

@@ -3,7 +3,7 @@
     python training/run_mlm.py --model_type scratch-bert --model_size tiny --max_steps 200 --output_dir out/mlm
     python training/run_mlm.py --model_name_or_path path/to/bert-checkpoint --train_file my.txt
 
-Text is tokenized and concatenated into blocks of ``--max_seq_length`` tokens (or one example per line with
+Text is tokenized and concatenated into blocks of ``--max_seq_length`` (alias ``--block_size``) tokens (or one example per line with
 ``--line_by_line``); 15 % of tokens are masked by ``DataCollatorForLanguageModeling``. Without data arguments it
 trains on the embedded Shakespeare excerpt in ``training/data/shakespeare``. Reports perplexity.
 """
@@ -35,11 +35,11 @@ class MLMArguments:
 
 
 def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, mlm_args, training_args = parse_arguments("run_mlm", (MLMArguments,), args)
+    model_args, data_args, mlm_args, training_args = parse_arguments("run_mlm", (MLMArguments,), args, aliases={"block_size": "max_seq_length"})
     check_model_type(model_args, SUPPORTED)
     if not 0.0 < mlm_args.mlm_probability < 1.0:
         raise ValueError(f"--mlm_probability must be in (0, 1), got {mlm_args.mlm_probability}.")
-    raw = load_raw_datasets(data_args, "shakespeare", limit=False)
+    raw = load_raw_datasets(model_args, data_args, "shakespeare", limit=False, can_stream=True)
     require_columns(raw, [mlm_args.text_column], "masked language modelling")
     tokenizer = get_tokenizer(model_args, lambda: raw["train"][mlm_args.text_column])
     model = create_model(model_args, AutoModelForMaskedLM, tokenizer)

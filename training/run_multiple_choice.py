@@ -1,4 +1,4 @@
-"""Multiple choice (BERT; GPT with its double heads; Longformer) with the 🤗 Trainer, in the style of
+"""Multiple choice (BERT; GPT, with its double heads for the auxiliary LM loss; Longformer) with the 🤗 Trainer, in the style of
 transformers' run_swag.py.
 
     python training/run_multiple_choice.py --model_type scratch-bert --max_steps 200 --output_dir out/mc
@@ -6,8 +6,9 @@ transformers' run_swag.py.
 
 Rows hold a ``context``, a list of ``endings`` (the same number in every row) and the index of the right one
 (``label``). BERT/Longformer score ``[CLS] context [SEP] ending [SEP]`` per choice at [CLS]; GPT uses GPT-1's
-transformation ``[<s>; context; $; ending; ⟨e⟩]`` scored at the extract token (``ScratchGPTDoubleHeadsModel``,
-``mc_token_ids``), optionally with the auxiliary language-modelling loss on the same text (``--lm_labels``).
+transformation ``[<s>; context; $; ending; ⟨e⟩]`` scored at the extract token (``ScratchGPTForMultipleChoice``, the
+head ``AutoModelForMultipleChoice`` gives), or with ``--lm_labels`` ``ScratchGPTDoubleHeadsModel``, which adds the
+auxiliary language-modelling loss on the same text (GPT-1 §3.2).
 Without data arguments it picks the line that follows a line of Shakespeare among four
 (``training/data/next_line``). Reports accuracy.
 """
@@ -26,7 +27,7 @@ from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoi
 
 from training.common import (
     CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets,
-    parse_arguments, require_columns, train_evaluate_save,
+    map_options, parse_arguments, require_columns, train_evaluate_save,
 )
 
 SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer")
@@ -41,7 +42,9 @@ class MultipleChoiceArguments:
 
 
 class GPTMultipleChoiceCollator:
-    """Frames every (context, ending) with GPT-1's transformation at batch time; adds mc_labels (and LM labels)."""
+    """Frames every (context, ending) with GPT-1's transformation at batch time and adds the labels: the right
+    ending's index as ``labels`` for ``ScratchGPTForMultipleChoice``, or — with ``--lm_labels`` — as ``mc_labels``
+    beside the language-modelling ``labels`` for ``ScratchGPTDoubleHeadsModel``."""
 
     def __init__(self, task_inputs, args: MultipleChoiceArguments):
         self.task_inputs, self.args = task_inputs, args
@@ -52,21 +55,23 @@ class GPTMultipleChoiceCollator:
         from hf_scratch.gpt_input_transforms import language_modeling_labels
 
         batch = self.task_inputs.multiple_choice([f[self.args.context_column] for f in features], [f[self.args.endings_column] for f in features])
-        batch["mc_labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
-        if self.args.lm_labels:
-            batch["labels"] = language_modeling_labels(batch)
-        return batch
+        choices = torch.tensor([f["labels"] for f in features], dtype=torch.long)
+        if not self.args.lm_labels:  # the standard contract: the extract token is found from the attention mask
+            del batch["mc_token_ids"]
+            return {**batch, "labels": choices}
+        return {**batch, "mc_labels": choices, "labels": language_modeling_labels(batch)}
 
 
 def choice_logits(logits, labels):
-    """Keep the (batch, choices) scores: BERT's logits, or GPT's mc_logits beside its LM logits."""
+    """Keep the (batch, choices) scores: the logits of a multiple-choice head, or the double heads' mc_logits
+    beside their LM logits."""
     return logits if not isinstance(logits, tuple) else next(t for t in logits if t.ndim == 2)
 
 
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, mc_args, training_args = parse_arguments("run_multiple_choice", (MultipleChoiceArguments,), args)
     is_gpt = check_model_type(model_args, SUPPORTED) == "scratch-gpt"
-    raw = load_raw_datasets(data_args, "next_line")
+    raw = load_raw_datasets(model_args, data_args, "next_line")
     require_columns(raw, [mc_args.context_column, mc_args.endings_column, mc_args.label_column], "multiple choice")
     counts = {len(e) for split in raw.values() for e in split[mc_args.endings_column]}
     if len(counts) != 1 or 0 in counts:
@@ -81,11 +86,13 @@ def main(args=None, callbacks=None) -> dict:
     if is_gpt:
         from hf_scratch.gpt_input_transforms import GPTTaskInputs
 
+        from hf_scratch import ScratchGPTDoubleHeadsModel
+
         task_inputs = GPTTaskInputs(tokenizer, max_length=data_args.max_seq_length)  # adds ⟨s⟩ $ ⟨e⟩ to the vocabulary
-        model = create_model(model_args, AutoModelForMultipleChoice, tokenizer)
+        model = create_model(model_args, ScratchGPTDoubleHeadsModel if mc_args.lm_labels else AutoModelForMultipleChoice, tokenizer)
         model.resize_token_embeddings(len(tokenizer))
         training_args.remove_unused_columns = False
-        training_args.label_names = ["mc_labels"]
+        training_args.label_names = ["mc_labels"] if mc_args.lm_labels else ["labels"]
         data = raw.select_columns([mc_args.context_column, mc_args.endings_column, "labels"])
         collator = GPTMultipleChoiceCollator(task_inputs, mc_args)
     else:
@@ -98,7 +105,8 @@ def main(args=None, callbacks=None) -> dict:
             return {k: [v[i : i + num_choices] for i in range(0, len(v), num_choices)] for k, v in encoded.items()}
 
         with training_args.main_process_first(desc="tokenizing"):
-            data = raw.map(tokenize, batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"])
+            data = raw.map(tokenize, batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"],
+                           **map_options(data_args, "tokenizing"))
         collator = DataCollatorForMultipleChoice(tokenizer)
     metric = load_metric("accuracy_f1")
 

@@ -24,7 +24,7 @@ from transformers import AutoModelForTokenClassification, DataCollatorForTokenCl
 
 from training.common import (
     CardInfo, check_model_type, create_model, describe_data, get_tokenizer, limit_samples, load_metric,
-    load_raw_datasets, parse_arguments, require_columns, train_evaluate_save,
+    load_raw_datasets, map_options, parse_arguments, require_columns, train_evaluate_save,
 )
 
 SUPPORTED = ("scratch-bert", "scratch-longformer")
@@ -39,7 +39,7 @@ class NERArguments:
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, ner_args, training_args = parse_arguments("run_ner", (NERArguments,), args)
     check_model_type(model_args, SUPPORTED)
-    raw = load_raw_datasets(data_args, "names", limit=False)
+    raw = load_raw_datasets(model_args, data_args, "names", limit=False)
     require_columns(raw, [ner_args.tokens_column, ner_args.tags_column], "token classification")
     tags = sorted({tag for row in raw["train"][ner_args.tags_column] for tag in row})
     tag_to_id = {tag: i for i, tag in enumerate(tags)}
@@ -66,7 +66,7 @@ def main(args=None, callbacks=None) -> dict:
         return encoded
 
     with training_args.main_process_first(desc="tokenizing"):
-        data = raw.map(tokenize_and_align, batched=True, remove_columns=raw["train"].column_names, desc="tokenizing")
+        data = raw.map(tokenize_and_align, batched=True, remove_columns=raw["train"].column_names, **map_options(data_args, "tokenizing"))
     metric = load_metric("seqeval")
 
     def compute_metrics(eval_prediction):

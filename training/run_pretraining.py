@@ -62,7 +62,7 @@ def pretraining_accuracy(eval_prediction) -> dict:
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, pt_args, training_args = parse_arguments("run_pretraining", (PretrainingArguments,), args)
     check_model_type(model_args, SUPPORTED)
-    raw = load_raw_datasets(data_args, "documents", text_sample_by="document", limit=False)
+    raw = load_raw_datasets(model_args, data_args, "documents", text_sample_by="document", limit=False)
     require_columns(raw, [pt_args.text_column], "pre-training")
     from_txt = raw["train"].info.builder_name == "text" if raw["train"].info else False
     documents = {split: documents_of(raw[split], pt_args.text_column, from_txt) for split in raw}

@@ -25,7 +25,7 @@ from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding,
 
 from training.common import (
     CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets,
-    parse_arguments, require_columns, train_evaluate_save,
+    map_options, parse_arguments, require_columns, train_evaluate_save,
 )
 
 SUPPORTED = ("scratch-bert", "scratch-longformer")
@@ -113,7 +113,7 @@ def best_answers(examples, features, start_logits, end_logits, max_answer_length
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, qa_args, training_args = parse_arguments("run_qa", (QAArguments,), args)
     check_model_type(model_args, SUPPORTED)
-    raw = load_raw_datasets(data_args, "speakers")
+    raw = load_raw_datasets(model_args, data_args, "speakers")
     require_columns(raw, COLUMNS, "extractive question answering")
     if qa_args.doc_stride > data_args.max_seq_length // 2:
         raise ValueError(f"--doc_stride {qa_args.doc_stride} must be well below --max_seq_length {data_args.max_seq_length} (windows would not advance).")
@@ -123,8 +123,10 @@ def main(args=None, callbacks=None) -> dict:
     model = create_model(model_args, AutoModelForQuestionAnswering, tokenizer)
     length, stride = data_args.max_seq_length, qa_args.doc_stride
     with training_args.main_process_first(desc="tokenizing"):
-        train = raw["train"].map(train_features(tokenizer, length, stride), batched=True, remove_columns=raw["train"].column_names)
-        validation = raw["validation"].map(eval_features(tokenizer, length, stride), batched=True, remove_columns=raw["validation"].column_names)
+        train = raw["train"].map(train_features(tokenizer, length, stride), batched=True, remove_columns=raw["train"].column_names,
+                                 **map_options(data_args, "training windows"))
+        validation = raw["validation"].map(eval_features(tokenizer, length, stride), batched=True,
+                                           remove_columns=raw["validation"].column_names, **map_options(data_args, "evaluation windows"))
     metric = load_metric("squad")
 
     def span_metrics(_) -> dict:

@@ -9,7 +9,8 @@ Rows are ``{"translation": {"de": …, "en": …}}`` (the transformers examples'
 both languages (shared vocabulary, ``</s>`` closes every sequence); labels are the target ids, the model builds its
 decoder inputs by shifting them right behind the start token. Evaluation generates (greedy, or beam search with
 ``--generation_num_beams``) and scores corpus BLEU. Without data arguments it translates short German software
-messages into English (``training/data/de_en``).
+messages into English (``training/data/de_en``). Sources are truncated to ``--max_seq_length`` (alias
+``--max_source_length``, transformers' name) tokens, targets to ``--max_target_length``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqT
 
 from training.common import (
     CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets,
-    parse_arguments, require_columns, train_evaluate_save,
+    map_options, parse_arguments, require_columns, train_evaluate_save,
 )
 
 SUPPORTED = ("scratch-transformer", "scratch-rnn")
@@ -41,14 +42,14 @@ class TranslationArguments:
 
 
 def main(args=None, callbacks=None) -> dict:
-    args = list(sys.argv[1:] if args is None else args)
-    if not any(a.startswith("--predict_with_generate") for a in args):
-        args.append("--predict_with_generate")
     model_args, data_args, tr_args, training_args = parse_arguments(
-        "run_translation", (TranslationArguments,), args, training_class=Seq2SeqTrainingArguments
+        "run_translation", (TranslationArguments,), args, training_class=Seq2SeqTrainingArguments,
+        aliases={"max_source_length": "max_seq_length"}, defaults={"predict_with_generate": True},
     )
+    if tr_args.max_target_length <= 0:
+        raise ValueError(f"--max_target_length must be positive, got {tr_args.max_target_length}.")
     check_model_type(model_args, SUPPORTED)
-    raw = load_raw_datasets(data_args, "de_en")
+    raw = load_raw_datasets(model_args, data_args, "de_en")
     require_columns(raw, [tr_args.translation_column], "translation")
     source, target = tr_args.source_lang, tr_args.target_lang
     languages = set(raw["train"][0][tr_args.translation_column])
@@ -68,7 +69,7 @@ def main(args=None, callbacks=None) -> dict:
         return encoded
 
     with training_args.main_process_first(desc="tokenizing"):
-        data = raw.map(tokenize, batched=True, remove_columns=raw["train"].column_names, desc="tokenizing")
+        data = raw.map(tokenize, batched=True, remove_columns=raw["train"].column_names, **map_options(data_args, "tokenizing"))
     metric = load_metric("sacrebleu")
 
     def compute_metrics(eval_prediction):

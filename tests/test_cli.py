@@ -1,0 +1,238 @@
+"""The training scripts' command line, as users of transformers' example scripts type it: ``--help`` on every
+script; one JSON file of arguments instead of flags; the flag names of the examples mapped onto ours
+(``--block_size``, ``--max_source_length``) and the example flags that do something of their own
+(``--max_target_length``, ``--preprocessing_num_workers``, ``--cache_dir``, ``--token``, ``--trust_remote_code``,
+``--streaming``), each shown to take effect. Offline, tiny models, a few steps."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import hf_scratch  # noqa: E402,F401  (registers the families)
+from training import run_classification, run_clm, run_mlm, run_translation  # noqa: E402
+
+TINY = [
+    "--model_size", "tiny", "--max_steps", "2", "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "4",
+    "--max_train_samples", "16", "--max_eval_samples", "4", "--max_seq_length", "32", "--tokenizer_vocab_size", "300",
+    "--logging_steps", "1", "--save_strategy", "no", "--report_to", "none", "--use_cpu", "--dataloader_pin_memory", "false",
+    "--disable_tqdm", "true", "--seed", "0",
+]
+
+
+def without(args: list[str], *flags: str) -> list[str]:
+    """``args`` without the given flags and their values."""
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in flags:
+            skip = True
+        else:
+            kept.append(arg)
+    return kept
+
+
+def _train_batches():
+    """A callback keeping the training dataset the Trainer iterates (its dataloader's dataset)."""
+    from transformers import TrainerCallback
+
+    class TrainData(TrainerCallback):
+        dataset = None
+
+        def on_train_begin(self, args, state, control, train_dataloader=None, **kwargs):
+            self.dataset = train_dataloader.dataset
+
+    return TrainData()
+
+
+# ---- --help -----------------------------------------------------------------------------------------------------
+
+HELP_RUNNER = textwrap.dedent(
+    """
+    import contextlib, io, json, runpy, sys
+
+    outcome = {}
+    for script in sys.argv[1:]:
+        sys.argv = [script, "--help"]  # exactly `python <script> --help`
+        printed = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+                runpy.run_path(script, run_name="__main__")
+            code = "returned instead of printing its usage and exiting"
+        except SystemExit as exit:
+            code = exit.code or 0
+        except Exception as error:
+            code = f"{type(error).__name__}: {error}"
+        outcome[script] = [code, printed.getvalue()]
+    print(json.dumps(outcome))
+    """
+)
+
+
+def test_every_script_prints_its_usage():
+    """`python training/<script>.py --help` for every script in training/, run as __main__ in one fresh process
+    (one interpreter start instead of nine): it exits 0 with the usage, listing the flags users bring from
+    transformers' examples."""
+    scripts = sorted(str(p) for p in (REPO / "training").glob("*.py") if 'if __name__ == "__main__":' in p.read_text())
+    assert {Path(s).name for s in scripts} >= {"quickstart.py", "run_classification.py", "run_clm.py", "run_mlm.py",
+                                               "run_multiple_choice.py", "run_ner.py", "run_pretraining.py", "run_qa.py",
+                                               "run_translation.py"}
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", COLUMNS="120")
+    completed = subprocess.run([sys.executable, "-c", HELP_RUNNER, *scripts], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    outcome = json.loads(completed.stdout.strip().splitlines()[-1])
+    for script, (code, printed) in outcome.items():
+        assert code == 0 and printed.startswith("usage: "), (script, code, printed[-2000:])
+        if Path(script).name == "quickstart.py":
+            continue
+        for flag in ("--overwrite_output_dir", "--cache_dir", "--token", "--trust_remote_code", "--preprocessing_num_workers",
+                     "--streaming", "--validation_split_percentage", "--resume_from_checkpoint"):
+            assert flag in printed, (script, flag)
+    help_of = {Path(script).name: printed for script, (_, printed) in outcome.items()}
+    assert "--block_size" in help_of["run_clm.py"] and "--block_size" in help_of["run_mlm.py"]
+    assert "--max_source_length" in help_of["run_translation.py"] and "--max_target_length" in help_of["run_translation.py"]
+    assert "--block_size" not in help_of["run_qa.py"]  # only where it means something
+
+
+# ---- one JSON file of arguments -------------------------------------------------------------------------------
+
+
+def test_a_json_file_of_arguments_is_the_whole_command(tmp_path):
+    """As in transformers' examples, a single .json argument holds every argument (here with the examples' name
+    --block_size); the script's own defaults still apply (train and evaluate, no TensorBoard unless asked)."""
+    arguments = {
+        "model_type": "scratch-gpt", "tokenizer_type": "char", "output_dir": str(tmp_path / "out"), "block_size": 16,
+        "max_steps": 3, "per_device_train_batch_size": 2, "per_device_eval_batch_size": 4, "max_train_samples": 16,
+        "max_eval_samples": 4, "logging_steps": 1, "save_strategy": "no", "report_to": "none", "use_cpu": True,
+        "dataloader_pin_memory": False, "disable_tqdm": True, "seed": 0,
+    }
+    (tmp_path / "args.json").write_text(json.dumps(arguments))
+    data = _train_batches()
+    results = run_clm.main([str(tmp_path / "args.json")], callbacks=[data])
+    assert results["output_dir"] == str(tmp_path / "out") and (tmp_path / "out" / "model.safetensors").is_file()
+    assert [e["step"] for e in results["log_history"] if "loss" in e] == [1, 2, 3]
+    assert "eval_loss" in results["eval"]
+    assert {len(ids) for ids in data.dataset["input_ids"]} == {16} and len(data.dataset) == 16
+
+    (tmp_path / "unknown.json").write_text(json.dumps({**arguments, "no_such_argument": 1}))
+    with pytest.raises(ValueError, match="no_such_argument"):
+        run_clm.main([str(tmp_path / "unknown.json")])
+    (tmp_path / "both.json").write_text(json.dumps({**arguments, "max_seq_length": 16}))
+    with pytest.raises(ValueError, match="same setting"):
+        run_clm.main([str(tmp_path / "both.json")])
+    (tmp_path / "list.json").write_text(json.dumps(["--model_type", "scratch-gpt"]))
+    with pytest.raises(ValueError, match="JSON object"):
+        run_clm.main([str(tmp_path / "list.json")])
+    with pytest.raises(ValueError, match="Cannot read the arguments file"):
+        run_clm.main([str(tmp_path / "missing.json")])
+
+
+# ---- the examples' names for our lengths ------------------------------------------------------------------------
+
+
+def test_block_size_sets_the_language_modelling_block(tmp_path):
+    data = _train_batches()
+    run_mlm.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "mlm"), *without(TINY, "--max_seq_length"),
+                  "--block_size", "24"], callbacks=[data])
+    assert {len(ids) for ids in data.dataset["input_ids"]} == {24}  # [CLS] 22 tokens [SEP]
+    with pytest.raises(ValueError, match="same setting"):
+        run_mlm.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "both"), *TINY, "--block_size", "24"])
+    with pytest.raises(ValueError, match="exceeds the 512 positions"):  # the tiny GPT has 512 positions
+        run_clm.main(["--model_type", "scratch-gpt", "--tokenizer_type", "char", "--output_dir", str(tmp_path / "long"),
+                      *without(TINY, "--max_seq_length"), "--block_size", "1024"])
+
+
+def test_translation_lengths_workers_and_cache_dir(tmp_path):
+    """--max_source_length / --max_target_length truncate sources and targets; --preprocessing_num_workers 2
+    tokenizes in two processes (datasets writes one cache shard per process); --cache_dir holds the loaded data."""
+    cache = tmp_path / "cache"
+    data = _train_batches()
+    run_translation.main(["--model_type", "scratch-transformer", "--output_dir", str(tmp_path / "mt"),
+                          *without(TINY, "--max_seq_length"), "--generation_max_length", "8", "--max_source_length", "6",
+                          "--max_target_length", "5", "--preprocessing_num_workers", "2", "--cache_dir", str(cache)],
+                         callbacks=[data])
+    assert max(len(ids) for ids in data.dataset["input_ids"]) == 6
+    assert max(len(ids) for ids in data.dataset["labels"]) == 5
+    arrow = [p.name for p in cache.rglob("*.arrow")]
+    assert any(name.endswith("-train.arrow") for name in arrow), arrow  # the dataset itself, in --cache_dir
+    assert any(name.endswith("_00001_of_00002.arrow") for name in arrow), arrow  # tokenized by two workers
+
+
+def test_hub_flags_reach_every_download(tmp_path, monkeypatch):
+    """--cache_dir, --token and --trust_remote_code go with every download of the checkpoint, its tokenizer and the
+    data (the hub is not reachable: snapshot_download answers with a local folder, the loaders are spied on)."""
+    import datasets
+    import huggingface_hub
+    import transformers
+
+    from hf_scratch.tokenization import train_tokenizer
+
+    checkpoint = tmp_path / "published"
+    tokenizer = train_tokenizer(["to be or not to be that is the question"] * 4, kind="wordpiece", vocab_size=100)
+    config = transformers.AutoConfig.for_model("scratch-bert", vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
+                                               num_attention_heads=2, intermediate_size=64, pad_token_id=tokenizer.pad_token_id)
+    transformers.AutoModelForMaskedLM.from_config(config).save_pretrained(checkpoint)
+    tokenizer.save_pretrained(checkpoint)
+
+    calls = []
+
+    def spy(name, function):
+        def call(*args, **kwargs):
+            calls.append((name, kwargs))
+            return function(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", spy("snapshot_download", lambda repo_id, **kwargs: str(checkpoint)))
+    monkeypatch.setattr(datasets, "load_dataset", spy("load_dataset", datasets.load_dataset))
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", spy("tokenizer", transformers.AutoTokenizer.from_pretrained))
+    monkeypatch.setattr(transformers.AutoModelForMaskedLM, "from_pretrained", spy("model", transformers.AutoModelForMaskedLM.from_pretrained))
+    cache = tmp_path / "cache"
+    run_mlm.main(["--model_name_or_path", "someone/tiny-bert", "--output_dir", str(tmp_path / "out"),
+                  *without(TINY, "--model_size", "--max_steps"), "--max_steps", "1",
+                  "--cache_dir", str(cache), "--token", "hf_not_a_real_token", "--trust_remote_code"])
+    names = [name for name, _ in calls]
+    assert {"snapshot_download", "load_dataset", "tokenizer", "model"} <= set(names), names
+    for name, kwargs in calls:
+        if name in ("snapshot_download", "load_dataset", "tokenizer"):
+            assert kwargs.get("cache_dir") == str(cache) and kwargs.get("token") == "hf_not_a_real_token", (name, kwargs)
+        if name in ("tokenizer", "model"):
+            assert kwargs.get("trust_remote_code") is True, (name, kwargs)
+    assert "trust_remote_code" not in dict(calls)["load_dataset"]  # datasets no longer runs loading scripts
+
+
+# ---- --streaming ------------------------------------------------------------------------------------------------
+
+
+def test_streaming_language_modelling_and_clear_errors_elsewhere(tmp_path):
+    import datasets
+
+    from hf_scratch.tokenization import train_tokenizer
+
+    texts = (REPO / "training" / "data" / "shakespeare" / "train.txt").read_text().splitlines()
+    train_tokenizer(texts, kind="char").save_pretrained(tmp_path / "tokenizer")
+    common = ["--tokenizer_name", str(tmp_path / "tokenizer"), *TINY]
+    data = _train_batches()
+    results = run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "clm"), *common, "--streaming"], callbacks=[data])
+    assert isinstance(data.dataset, datasets.IterableDataset)  # read lazily, never loaded
+    assert [e["step"] for e in results["log_history"] if "loss" in e] == [1, 2] and "eval_loss" in results["eval"]
+    assert (tmp_path / "clm" / "model.safetensors").is_file()
+
+    with pytest.raises(ValueError, match="--streaming: this script needs the whole dataset"):
+        run_classification.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "cls"), *common, "--streaming"])
+    with pytest.raises(ValueError, match="Transformer-XL"):
+        run_clm.main(["--model_type", "scratch-transfo-xl", "--output_dir", str(tmp_path / "xl"), *common, "--streaming"])
+    with pytest.raises(ValueError, match="cannot train a tokenizer on a stream"):
+        run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "tok"), *TINY, "--streaming"])
+    with pytest.raises(ValueError, match="needs --max_steps"):
+        run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "steps"), *without(common, "--max_steps"),
+                      "--num_train_epochs", "1", "--streaming"])
