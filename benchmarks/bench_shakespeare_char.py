@@ -56,7 +56,7 @@ def main(argv=None):
             "--lr_scheduler_type", "cosine_with_min_lr", "--lr_scheduler_kwargs", '{"min_lr": 1e-4}',
             "--adam_beta2", "0.99", "--weight_decay", "0.1", "--max_grad_norm", "1.0",
             "--logging_steps", "50", "--eval_strategy", "no", "--save_strategy", "no", "--report_to", "none",
-            "--seed", "1337", "--dataloader_num_workers", "0", "--output_dir", str(output_dir),
+            "--seed", "1337", "--dataloader_num_workers", "0", "--output_dir", str(output_dir), "--overwrite_output_dir",
         ]
         print(" ".join(command), flush=True)
         load_before = os.getloadavg()[0]

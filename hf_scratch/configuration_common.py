@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import sys
 from typing import ClassVar
 
 from transformers import PreTrainedConfig
@@ -22,7 +23,22 @@ class ScratchConfig(PreTrainedConfig):
         super().__post_init__(**kwargs)
         if getattr(self, "auto_map", None) is None:
             self.auto_map = dict(self.default_auto_map)
+        self._drop_registered_pipelines()
         self.check()
+
+    def _drop_registered_pipelines(self) -> None:
+        """Forget the ``custom_pipelines`` of a loaded config that this process has registered already
+        (``import hf_scratch`` does): transformers' ``pipeline()`` would otherwise insist on ``trust_remote_code=True``
+        for them. Where hf_scratch is not installed nothing is registered and the entries stay (see save_pretrained)."""
+        custom = getattr(self, "custom_pipelines", None)
+        registry = getattr(sys.modules.get("transformers.pipelines"), "PIPELINE_REGISTRY", None)
+        if not custom or registry is None:
+            return
+        remaining = {task: info for task, info in custom.items() if task not in registry.supported_tasks}
+        if remaining:
+            self.custom_pipelines = remaining
+        else:
+            del self.custom_pipelines
 
     def check(self) -> None:
         """Raise ValueError for impossible values. Families extend this."""

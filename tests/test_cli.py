@@ -218,11 +218,13 @@ def test_streaming_language_modelling_and_clear_errors_elsewhere(tmp_path):
 
     from hf_scratch.tokenization import train_tokenizer
 
-    texts = (REPO / "training" / "data" / "shakespeare" / "train.txt").read_text().splitlines()
-    train_tokenizer(texts, kind="char").save_pretrained(tmp_path / "tokenizer")
+    text = REPO / "training" / "data" / "shakespeare" / "train.txt"
+    train_tokenizer(text.read_text().splitlines(), kind="char").save_pretrained(tmp_path / "tokenizer")
     common = ["--tokenizer_name", str(tmp_path / "tokenizer"), *TINY]
     data = _train_batches()
-    results = run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "clm"), *common, "--streaming"], callbacks=[data])
+    # a train file alone: the validation rows are held out of the stream (every index % 100 below 10)
+    results = run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "clm"), *common, "--streaming",
+                            "--train_file", str(text)], callbacks=[data])
     assert isinstance(data.dataset, datasets.IterableDataset)  # read lazily, never loaded
     assert [e["step"] for e in results["log_history"] if "loss" in e] == [1, 2] and "eval_loss" in results["eval"]
     assert (tmp_path / "clm" / "model.safetensors").is_file()

@@ -237,7 +237,7 @@ def one_process_group(monkeypatch):
     dist.destroy_process_group()
 
 
-def _inputs(family: str) -> dict:
+def _inputs(family: str) -> tuple[dict, dict]:
     spec = FAMILIES[family]
     sizes = {**fixed_sizes(), "layers": 2}
     kwargs = spec.inputs(sizes, sizes["ids"], None)

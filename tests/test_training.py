@@ -380,6 +380,7 @@ def test_accelerate_two_processes_match_one_process(run_outputs, tmp_path):
 
 @pytest.mark.parametrize("name, distributed_type", [
     ("ddp", "MULTI_GPU"), ("cpu_ddp", "MULTI_GPU"), ("fsdp", "FSDP"), ("deepspeed_zero2", "DEEPSPEED"),
+    ("fsdp2", "FSDP"),
 ])
 def test_accelerate_configs_parse(name, distributed_type):
     from accelerate.commands.config.config_args import load_config_from_file
@@ -591,8 +592,6 @@ def test_card_base_model_is_the_fine_tuned_hub_model(tmp_path, monkeypatch, run_
     import huggingface_hub
     from huggingface_hub import ModelCard
 
-    from training.common import ModelArguments, base_model_id
-
     published = tmp_path / "published"
     shutil.copytree(run_outputs("mlm-bert")["output_dir"], published, ignore=shutil.ignore_patterns("checkpoint-*", "runs"))
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, **kwargs: str(published) if repo_id == "someone/tiny-bert" else None)
@@ -601,6 +600,8 @@ def test_card_base_model_is_the_fine_tuned_hub_model(tmp_path, monkeypatch, run_
     assert ModelCard.load(tmp_path / "a" / "README.md").data.base_model == "someone/tiny-bert"
     run_mlm.main(["--model_name_or_path", str(tmp_path / "a"), "--output_dir", str(tmp_path / "b"), *args])
     assert ModelCard.load(tmp_path / "b" / "README.md").data.base_model == "someone/tiny-bert"  # recorded by a's card
+
+    from training.common import ModelArguments, base_model_id
 
     assert base_model_id(ModelArguments(model_name_or_path=str(published))) is None  # trained from scratch, unpublished
     snapshot = tmp_path / "hub" / "models--someone--tiny-bert" / "snapshots" / "0123abcd"

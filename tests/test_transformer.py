@@ -543,8 +543,8 @@ def test_seq2seq_pipeline_translates(toy_translator, tmp_path):
     model = trainer.model.eval()
     translate = pipeline("scratch-seq2seq", model=model, tokenizer=tokenizer)
     assert translate("ich mochte ein bier") == [{"generated_text": "i want a beer"}]
-    assert translate(["ich trinke ein cola", "du mochtest ein bier"], num_beams=3) == [
-        [{"generated_text": "i drink a coke"}], [{"generated_text": "you want a beer"}]
+    assert translate(["ich trinke ein cola", "du mochtest ein bier"], num_beams=3) == [  # v4: one dict per input
+        {"generated_text": "i drink a coke"}, {"generated_text": "you want a beer"}
     ]
     two = translate("ich mochte ein wasser", num_beams=3, num_return_sequences=2)
     assert len(two) == 2 and two[0]["generated_text"] == "i want a water"

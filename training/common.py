@@ -216,7 +216,7 @@ def read_json_arguments(path: str) -> dict[str, Any]:
     return values
 
 
-def check_common_arguments(model_args: ModelArguments, data_args: DataArguments, training_args=None) -> None:
+def check_common_arguments(model_args: ModelArguments, data_args: DataArguments, training_args) -> None:
     if model_args.model_type is None and model_args.model_name_or_path is None:
         raise ValueError("Give --model_type (train from scratch, e.g. --model_type scratch-bert) or --model_name_or_path (fine-tune a checkpoint).")
     if model_args.model_type is not None and model_args.model_name_or_path is not None:
@@ -243,16 +243,16 @@ def check_common_arguments(model_args: ModelArguments, data_args: DataArguments,
     if data_args.streaming:
         if model_args.tokenizer_name is None and model_args.model_name_or_path is None:
             raise ValueError("--streaming cannot train a tokenizer on a stream: give --tokenizer_name (or --model_name_or_path).")
-        if training_args is not None and training_args.do_train and training_args.max_steps <= 0:
+        if training_args.do_train and training_args.max_steps <= 0:
             raise ValueError("--streaming needs --max_steps: a stream has no length, so the Trainer cannot count epochs.")
 
 
 def resolve_output_dir(data_args: DataArguments, training_args) -> None:
-    """What training does with an ``--output_dir`` that already holds files, as transformers' example scripts do:
-    resume from its last ``checkpoint-N`` (``transformers.trainer_utils.get_last_checkpoint``), refuse a non-empty
-    folder without checkpoints, or — with ``--overwrite_output_dir`` — start over. transformers 5 removed
-    ``TrainingArguments.overwrite_output_dir``, so the flag is ours (``DataArguments``). An explicit
-    ``--resume_from_checkpoint`` is used as given. Either way the log says what happens."""
+    """What training does with an ``--output_dir`` that already holds files — the contract of transformers'
+    example scripts: resume from its last ``checkpoint-N`` (``transformers.trainer_utils.get_last_checkpoint``),
+    refuse a non-empty folder without checkpoints, or — with ``--overwrite_output_dir`` — start over. transformers 5
+    removed ``TrainingArguments.overwrite_output_dir`` (and its examples the check), so the flag is ours
+    (``DataArguments``). An explicit ``--resume_from_checkpoint`` is used as given. The log says what happens."""
     output_dir = Path(training_args.output_dir)
     if not training_args.do_train or not output_dir.is_dir() or not any(output_dir.iterdir()):
         return
@@ -372,9 +372,12 @@ def load_raw_datasets(model_args: ModelArguments, data_args: DataArguments, defa
     if "train" not in raw:
         raise ValueError(f"The data has no 'train' split (splits: {list(raw)}).")
     if "validation" not in raw and data_args.streaming:
-        share = data_args.validation_split_percentage
-        held_out = lambda keep: raw["train"].filter(lambda _, i: (i % 100 < share) == keep, with_indices=True)  # noqa: E731
-        raw = datasets.IterableDatasetDict(train=held_out(False), validation=held_out(True))
+        stream, share = raw["train"], data_args.validation_split_percentage
+
+        def rows(validation: bool):
+            return stream.filter(lambda _, index: (index % 100 < share) == validation, with_indices=True)
+
+        raw = datasets.IterableDatasetDict(train=rows(validation=False), validation=rows(validation=True))
     elif "validation" not in raw:
         held_out = raw["train"].train_test_split(test_size=data_args.validation_split_percentage / 100, seed=seed)
         raw = datasets.DatasetDict(train=held_out["train"], validation=held_out["test"])
