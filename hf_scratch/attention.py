@@ -44,6 +44,39 @@ def check_attn_implementation(name: Optional[str]) -> str:
 # --------------------------------------------------------------------------------------------------------------
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Input checks that read tensor values, and torch.compile / torch.export
+# --------------------------------------------------------------------------------------------------------------
+
+
+def values_pass(ok: torch.Tensor, message: str) -> bool:
+    """Whether a check on tensor *values* passes (``ok``: bool tensor, all True when it does).
+
+    Checks on shapes, dtypes and types read nothing from the device and raise their ValueError everywhere. A check on
+    values has to read them: in eager mode this reads ``ok.all()`` (one device sync on an accelerator, none on CPU)
+    and returns it, so that the caller raises its detailed ValueError. Under ``torch.compile`` / ``torch.export``
+    reading a value would break the graph (and sync the device on every call), so the check becomes an
+    asynchronous assertion inside the graph, ``torch._assert_async(ok.all(), message)``, and this returns True: bad
+    values still stop the call, as a RuntimeError carrying ``message`` (on an accelerator, a device-side assertion
+    reported at the next synchronisation)."""
+    if torch.compiler.is_compiling():
+        torch._assert_async(ok.all(), message)
+        return True
+    return bool(ok.all())
+
+
+def padding_or_none(key_is_real: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """The key-padding part of a mask, or None when it restricts nothing.
+
+    In eager mode an all-ones mask is dropped (one read of the mask), so that SDPA runs unmasked or with its own
+    causal kernel. Under ``torch.compile`` / ``torch.export`` the mask is kept as it is: an all-ones mask gives the
+    same result, while deciding would break the graph, sync the device, and recompile whenever a batch gains or loses
+    padding."""
+    if key_is_real is None or torch.compiler.is_compiling():
+        return key_is_real
+    return None if bool(key_is_real.all()) else key_is_real
+
+
 def check_attention_mask(
     attention_mask: Optional[torch.Tensor], batch_size: int, length: int, name: str = "attention_mask"
 ) -> Optional[torch.Tensor]:
@@ -60,11 +93,12 @@ def check_attention_mask(
     if attention_mask.dtype == torch.bool:
         return attention_mask
     if attention_mask.is_floating_point() or attention_mask.dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
-        if ((attention_mask != 0) & (attention_mask != 1)).any():
-            raise ValueError(
-                f"{name} must contain only 0 and 1 (1 = attend, 0 = padding); got other values. "
-                "Pass the tokenizer's attention_mask, not an additive bias."
-            )
+        message = (
+            f"{name} must contain only 0 and 1 (1 = attend, 0 = padding); got other values. "
+            "Pass the tokenizer's attention_mask, not an additive bias."
+        )
+        if not values_pass((attention_mask == 0) | (attention_mask == 1), message):
+            raise ValueError(message)
         return attention_mask != 0
     raise ValueError(f"{name} has dtype {attention_mask.dtype}; use bool or an integer/float 0/1 tensor.")
 
@@ -74,13 +108,17 @@ def padding_mask(key_is_real: torch.Tensor) -> torch.Tensor:
     return key_is_real[:, None, None, :]
 
 
-def causal_mask(query_length: int, key_length: int, device: torch.device) -> torch.Tensor:
-    """(1, 1, query_length, key_length) bool: query i (the last ``query_length`` of ``key_length`` positions)
-    may attend key j iff j ≤ i — the decoder's "subsequent" mask (seed 001), offset by any cached keys."""
-    offset = key_length - query_length
-    query_positions = torch.arange(query_length, device=device)[:, None] + offset
+def causal_mask(
+    query_length: int, key_length: int, device: torch.device, query_positions: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """(1, 1, query_length, key_length) bool: query i may attend key j iff j ≤ pos(i) — the decoder's "subsequent"
+    mask (seed 001). pos(i), the key slot of query i, is by default among the last ``query_length`` of
+    ``key_length`` (cached keys, then the new ones); ``query_positions`` (query_length,) gives the slots — a static
+    cache has more slots than tokens so far, and the slots not yet written lie after every query."""
+    if query_positions is None:
+        query_positions = torch.arange(query_length, device=device) + (key_length - query_length)
     key_positions = torch.arange(key_length, device=device)[None, :]
-    return (key_positions <= query_positions)[None, None]
+    return (key_positions <= query_positions[:, None])[None, None]
 
 
 def combine_masks(*masks: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -105,14 +143,19 @@ class AttentionMask:
 
     ``key_padding``: (batch, key_length) bool, True for real tokens (None: no padding).
     ``causal``: whether query i may only attend keys ≤ i (aligned at the end when keys include a cache).
+    ``query_positions``: (query_length,) the key slots of the queries when they are not the last ones — with
+    transformers' ``StaticCache`` the keys are all ``max_cache_len`` slots, written or not (see ``cache_layout``).
     """
 
     key_padding: Optional[torch.Tensor] = None
     causal: bool = False
+    query_positions: Optional[torch.Tensor] = None
 
     def to_bool(self, query_length: int, key_length: int, device: torch.device) -> Optional[torch.Tensor]:
         """The combined relation, broadcastable to (batch, heads, query_length, key_length), or None."""
-        causal = causal_mask(query_length, key_length, device) if self.causal and query_length > 1 else None
+        causal = None
+        if self.causal and (query_length > 1 or self.query_positions is not None):
+            causal = causal_mask(query_length, key_length, device, self.query_positions)
         padding = padding_mask(self.key_padding) if self.key_padding is not None else None
         return combine_masks(padding, causal)
 
@@ -193,11 +236,54 @@ def attend(
         allowed = mask.to_bool(query_length, key_length, query.device) if mask is not None else None
         output, weights = eager_attention(query, key, value, allowed, dropout=dropout, scale=scale)
         return output, (weights if output_attentions else None)
-    if mask is not None and mask.key_padding is None and mask.causal and query_length == key_length:
+    if mask is not None and mask.key_padding is None and mask.causal and mask.query_positions is None and query_length == key_length:
         # Pure causal self-attention: let the kernel use its own (faster) triangular mask.
         return sdpa_attention(query, key, value, None, dropout=dropout, scale=scale, is_causal=True), None
     allowed = mask.to_bool(query_length, key_length, query.device) if mask is not None else None
     return sdpa_attention(query, key, value, allowed, dropout=dropout, scale=scale), None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Caches: where the new tokens' keys go in a transformers Cache (DynamicCache grows, StaticCache has fixed slots)
+# --------------------------------------------------------------------------------------------------------------
+
+
+def cache_layout(past_key_values, query_length: int, device) -> tuple[int, torch.Tensor, bool]:
+    """(key_length, cache_positions, static) for this call's ``query_length`` new tokens.
+
+    ``key_length``: the keys attention sees once the cache is updated — the cached tokens and the new ones for a
+    growing cache (``DynamicCache``), all ``max_cache_len`` slots for transformers' ``StaticCache`` (written or not);
+    ``cache_positions``: (query_length,) the slots of the new tokens, past + 0 … past + query_length - 1, where a
+    static cache counts ``past`` on the device (a 0-d tensor: reading it would sync the device and tie a compiled
+    graph to one decoding step); ``static``: whether the new tokens are not simply the last keys (then the causal
+    mask is built from ``cache_positions``, and it also hides the slots not yet written)."""
+    if past_key_values is None:
+        return query_length, torch.arange(query_length, device=device), False
+    past_length = past_key_values.get_seq_length()
+    key_length, _ = past_key_values.get_mask_sizes(query_length, 0)
+    cache_positions = torch.arange(query_length, device=device) + past_length
+    return key_length, cache_positions, bool(past_key_values.is_compileable)
+
+
+def check_cache_mask(
+    attention_mask: Optional[torch.Tensor], batch_size: int, key_length: int, cache_positions: torch.Tensor,
+    static: bool, name: str = "attention_mask",
+) -> Optional[torch.Tensor]:
+    """The 0/1 mask of a decoder with a cache, as (batch, key_length) bool over the key slots.
+
+    It covers the cached tokens and the new ones: exactly ``key_length`` columns for a growing cache; for a static
+    cache any width up to its ``max_cache_len`` slots that reaches the new tokens (``generate`` passes it widened to
+    all slots, see ``ScratchPreTrainedModel.create_masks_for_generate``) — slots after its end count as padding."""
+    length = key_length
+    if static and isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2:
+        length = min(attention_mask.shape[1], key_length)
+    key_is_real = check_attention_mask(attention_mask, batch_size, length, name)
+    if key_is_real is None or length == key_length:
+        return key_is_real
+    message = f"{name} has {length} columns but the static cache holds more tokens: cover every token so far."
+    if not values_pass(cache_positions < length, message):
+        raise ValueError(message)
+    return torch.cat([key_is_real, key_is_real.new_zeros(batch_size, key_length - length)], dim=1)
 
 
 # --------------------------------------------------------------------------------------------------------------

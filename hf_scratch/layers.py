@@ -14,7 +14,7 @@ from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 
-from .attention import check_attn_implementation
+from .attention import check_attn_implementation, values_pass
 
 
 # The tanh approximation of GELU, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) — GPT-2's "gelu_new" — is written in
@@ -45,6 +45,21 @@ class ScratchPreTrainedModel(PreTrainedModel):
     def __init__(self, config, *inputs, **kwargs):
         super().__init__(config, *inputs, **kwargs)
         check_attn_implementation(config._attn_implementation)
+
+    def create_masks_for_generate(self, config, inputs_embeds, attention_mask, past_key_values, **kwargs):
+        """What ``generate`` passes as the attention mask when it decodes with a compilable cache
+        (``cache_implementation="static"``). transformers would build its own 4-D mask here; our models build
+        their relation from the 0/1 padding mask (``attention.check_cache_mask``), so they get that mask, widened
+        with zeros to all the cache's slots (slots not yet written are no real tokens, and the causal mask hides
+        them anyway): every decoding step then has the same shapes, and a compiled forward is not recompiled as
+        the sequence grows."""
+        if attention_mask is None or attention_mask.dim() != 2 or past_key_values is None:
+            return attention_mask
+        key_length, _ = past_key_values.get_mask_sizes(inputs_embeds.shape[1], 0)
+        missing = key_length - attention_mask.shape[1]
+        if missing <= 0:
+            return attention_mask
+        return torch.cat([attention_mask, attention_mask.new_zeros(attention_mask.shape[0], missing)], dim=1)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
@@ -95,13 +110,11 @@ def check_input_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input
         raise ValueError(f"{name} must hold integer token ids, got dtype {input_ids.dtype}.")
     if input_ids.numel() == 0:
         raise ValueError(f"{name} is empty: pass at least one token.")
-    largest, smallest = int(input_ids.max()), int(input_ids.min())
-    if largest >= vocab_size or smallest < 0:
-        bad = largest if largest >= vocab_size else smallest
-        raise ValueError(
-            f"{name} contains id {bad}, outside the vocabulary of {vocab_size} tokens (vocab_size): use the "
-            "tokenizer that belongs to this model, or resize the embeddings (model.resize_token_embeddings)."
-        )
+    fix = "use the tokenizer that belongs to this model, or resize the embeddings (model.resize_token_embeddings)."
+    in_vocabulary = (input_ids >= 0) & (input_ids < vocab_size)
+    if not values_pass(in_vocabulary, f"{name} contains an id outside the vocabulary of {vocab_size} tokens: {fix}"):
+        bad = input_ids[~in_vocabulary][0].item()
+        raise ValueError(f"{name} contains id {bad}, outside the vocabulary of {vocab_size} tokens (vocab_size): {fix}")
 
 
 def check_one_input(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor]) -> None:

@@ -27,7 +27,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput, can_return_tuple
 
-from .attention import AttentionMask, MultiHeadAttention, check_attention_mask
+from .attention import AttentionMask, MultiHeadAttention, check_attention_mask, padding_or_none
 from .configuration_bert import ScratchBertConfig
 from .layers import (
     FeedForward,
@@ -142,9 +142,7 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
         output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
 
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
-        # An all-ones mask restricts nothing: drop it so SDPA runs unmasked.
-        padded = key_is_real is not None and not bool(key_is_real.all())
-        mask = AttentionMask(key_padding=key_is_real if padded else None)
+        mask = AttentionMask(key_padding=padding_or_none(key_is_real))
 
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None

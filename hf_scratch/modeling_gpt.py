@@ -35,7 +35,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput, can_return_tuple
 
-from .attention import AttentionMask, MultiHeadAttention, check_attention_mask
+from .attention import AttentionMask, MultiHeadAttention, cache_layout, check_cache_mask, padding_or_none, values_pass
 from .configuration_gpt import ScratchGPTConfig
 from .layers import (
     FeedForward,
@@ -56,16 +56,17 @@ from .positional import LearnedPositionalEmbedding
 # --------------------------------------------------------------------------------------------------------------
 
 
-def positions_from_attention_mask(key_is_real: torch.Tensor, query_length: int) -> torch.Tensor:
-    """Position of each of the last ``query_length`` tokens, counting only real tokens before it.
+def positions_from_attention_mask(key_is_real: torch.Tensor, cache_positions: torch.Tensor) -> torch.Tensor:
+    """Position of each new token, counting only real tokens before it.
 
-    ``key_is_real`` covers the cached tokens and the new ones, (batch, past + query_length). A left-padded row
-    [pad, pad, a, b] gets positions [0, 0, 0, 1]: its first real token sits at position 0, as it would unpadded.
-    Padding positions are set to 0 (their outputs are never read).
+    ``key_is_real`` covers the cache's key slots, (batch, key_length): the cached tokens and the new ones, which sit
+    at ``cache_positions`` (the last columns, or a static cache's next slots). A left-padded row [pad, pad, a, b]
+    gets positions [0, 0, 0, 1]: its first real token sits at position 0, as it would unpadded. Padding positions
+    are set to 0 (their outputs are never read).
     """
     positions = key_is_real.long().cumsum(-1) - 1
     positions = positions.masked_fill(~key_is_real, 0)
-    return positions[:, -query_length:]
+    return positions[:, cache_positions]
 
 
 class ScratchGPTEmbeddings(nn.Module):
@@ -182,7 +183,8 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
             check_input_ids(input_ids, embedding_rows(self.embeddings.word))
         elif inputs_embeds.dim() != 3:
             raise ValueError(f"inputs_embeds must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}.")
-        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        reference = input_ids if input_ids is not None else inputs_embeds
+        batch, length = reference.shape[:2]
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         use_cache = self.config.use_cache if use_cache is None else use_cache
@@ -192,17 +194,18 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
             past_key_values = DynamicCache(config=self.config)
         elif not use_cache:
             past_key_values = None
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        key_length, cache_positions, static = cache_layout(past_key_values, length, reference.device)
 
-        # The mask covers the cached tokens and the new ones; an all-ones mask restricts nothing beyond causality.
-        key_is_real = check_attention_mask(attention_mask, batch, past_length + length)
+        # The mask covers the key slots: the cached tokens and the new ones (and a static cache's empty slots).
+        key_is_real = check_cache_mask(attention_mask, batch, key_length, cache_positions, static)
         if position_ids is None:
             if key_is_real is not None:
-                position_ids = positions_from_attention_mask(key_is_real, length)
+                position_ids = positions_from_attention_mask(key_is_real, cache_positions)
             else:
-                position_ids = torch.arange(past_length, past_length + length, device=self.device)[None, :]
-        padded = key_is_real is not None and not bool(key_is_real.all())
-        mask = AttentionMask(key_padding=key_is_real if padded else None, causal=True)
+                position_ids = cache_positions[None, :]
+        mask = AttentionMask(
+            key_padding=padding_or_none(key_is_real), causal=True, query_positions=cache_positions if static else None
+        )
 
         hidden_states = self.embeddings(input_ids, position_ids, token_type_ids, inputs_embeds)
         all_hidden_states = () if output_hidden_states else None
@@ -489,8 +492,10 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
                 f"mc_token_ids has shape {tuple(mc_token_ids.shape)} but the inputs need ({batch}, {num_choices}): "
                 "give the position of the extract token of every choice."
             )
-        elif bool(((mc_token_ids < 0) | (mc_token_ids >= length)).any()):
-            raise ValueError(f"mc_token_ids must be positions in [0, {length - 1}], the extract token of each choice.")
+        else:
+            message = f"mc_token_ids must be positions in [0, {length - 1}], the extract token of each choice."
+            if not values_pass((mc_token_ids >= 0) & (mc_token_ids < length), message):
+                raise ValueError(message)
 
         outputs = self.model(
             flatten_choices(input_ids), None, flatten_choices(attention_mask), flatten_choices(token_type_ids),

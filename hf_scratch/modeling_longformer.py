@@ -50,6 +50,7 @@ from .attention import (
     merge_heads,
     sdpa_attention,
     split_heads,
+    values_pass,
 )
 from .configuration_longformer import ScratchLongformerConfig
 from .layers import (
@@ -145,7 +146,7 @@ def key_windows(x: torch.Tensor, block: int, prefix: Optional[torch.Tensor] = No
     edge = x.new_zeros(batch, block, heads, dim)
     padded = torch.cat([edge, x, edge], dim=1)  # (F.pad would first fill all of it with zeros)
     windows = padded.unfold(1, 3 * block, block).transpose(3, 4)  # (batch, blocks, heads, 3·block, d), a view
-    if prefix is not None and prefix.shape[1]:
+    if prefix is not None:
         shared = prefix.transpose(1, 2)[:, None].expand(batch, blocks, heads, prefix.shape[1], dim)
         windows = torch.cat([shared, windows], dim=3)
     return windows.reshape(batch * blocks, heads, windows.shape[3], dim)
@@ -161,7 +162,7 @@ def block_mask(
     query_ok = query_is_real.reshape(batch, blocks, block, 1)
     key_ok = F.pad(key_is_local, (block, block)).unfold(1, 3 * block, block)  # (batch, blocks, 3·block)
     allowed = band_mask(block, key_is_local.device) & key_ok[:, :, None, :]
-    if global_slot_is_real is not None and global_slot_is_real.shape[1]:
+    if global_slot_is_real is not None:
         allowed = torch.cat([global_slot_is_real[:, None, None, :].expand(-1, blocks, block, -1), allowed], dim=-1)
     return (allowed & query_ok).reshape(batch * blocks, 1, block, allowed.shape[-1])
 
@@ -239,7 +240,7 @@ class GlobalTokens:
             def prepare(x):
                 return split_residues(pad_length(x, multiple, False), dilation)
 
-            slots = self.is_real.repeat_interleave(dilation, dim=0) if self.count else None
+            slots = self.is_real.repeat_interleave(dilation, dim=0) if self.present else None
             self.block_masks[block, dilation, multiple] = block_mask(
                 prepare(key_is_real & ~self.is_global), prepare(key_is_real), block, slots
             )
@@ -249,6 +250,8 @@ class GlobalTokens:
     def from_mask(cls, is_global: torch.Tensor) -> "GlobalTokens":
         counts = is_global.sum(dim=1)
         num_global = int(counts.max()) if is_global.numel() else 0
+        torch._check(num_global >= 0)  # what a compiled graph must know when G is a symbol
+        torch._check(num_global <= is_global.shape[1])
         positions = torch.argsort((~is_global).to(torch.int8), dim=1, stable=True)[:, :num_global]
         is_real = torch.arange(num_global, device=is_global.device)[None, :] < counts[:, None]
         return cls(is_global, positions, is_real)
@@ -256,6 +259,13 @@ class GlobalTokens:
     @property
     def count(self) -> int:
         return self.positions.shape[1]
+
+    @property
+    def present(self) -> bool:
+        """Whether the global-attention parts run. In eager mode only when some token is global (G > 0). Under
+        torch.compile / torch.export G is a size read from the mask (an unbacked symbol: one device read, no graph
+        break) that the graph cannot branch on, so they always run — with G = 0 on empty tensors, the same result."""
+        return torch.compiler.is_compiling() or self.count > 0
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, n, …) → (batch, G, …): the rows of the global tokens."""
@@ -300,8 +310,31 @@ class ScratchLongformerSelfAttention(nn.Module):
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.reshape(*x.shape[:2], self.num_heads, self.head_dim)
 
-    def _local(self, query, key, value, key_is_real, globals_, implementation, dropout, output_attentions):
-        """Sliding-window (+ global keys) attention for every head in one kernel call.
+    def _groups(self) -> list[tuple[int, slice]]:
+        """(dilation, heads) of each head group, the heads as a slice of the heads sorted by dilation."""
+        groups, first = [], 0
+        for dilation, heads in self.head_groups.items():
+            groups.append((dilation, slice(first, first + len(heads))))
+            first += len(heads)
+        return groups
+
+    def _block_masks(self, key_is_real, globals_: GlobalTokens) -> torch.Tensor:
+        """The block masks of ``_local`` for every head group, stacked along the heads (one broadcast mask when all
+        heads share a dilation: an expanded one would be materialised). Built before ``_local`` runs, so that the
+        checkpointed ``_local`` reads them and changes nothing outside itself (torch.compile requires that)."""
+        block = self.one_sided_window
+        multiple = block * math.lcm(*self.head_groups)
+        groups = self._groups()
+        if len(groups) == 1:
+            return globals_.block_mask(key_is_real, block, groups[0][0], multiple)
+        return torch.cat(
+            [globals_.block_mask(key_is_real, block, d, multiple).expand(-1, g.stop - g.start, -1, -1) for d, g in groups],
+            dim=1,
+        )
+
+    def _local(self, query, key, value, key_is_real, allowed, globals_, implementation, dropout, output_attentions):
+        """Sliding-window (+ global keys) attention for every head in one kernel call, ``allowed`` from
+        ``_block_masks``.
 
         Each dilation group's heads are split into residue classes and cut into blocks; with the length padded to
         a multiple of w/2 · lcm(dilations) every group has the same number of blocks, so the groups stack along
@@ -309,8 +342,8 @@ class ScratchLongformerSelfAttention(nn.Module):
         batch, length = key_is_real.shape
         block = self.one_sided_window
         multiple = block * math.lcm(*self.head_groups)
-        global_keys = globals_.gather(key) if globals_.count else None
-        global_values = globals_.gather(value) if globals_.count else None
+        global_keys = globals_.gather(key) if globals_.present else None
+        global_values = globals_.gather(value) if globals_.present else None
         # heads sorted by dilation (a no-op when they already are), then each group is a view of consecutive heads
         head_order = sorted(range(self.num_heads), key=lambda h: self.dilations[h])
         sorted_already = head_order == list(range(self.num_heads))
@@ -319,10 +352,7 @@ class ScratchLongformerSelfAttention(nn.Module):
             return x if x is None or sorted_already else x[:, :, head_order]
 
         query, key, value, global_keys, global_values = map(by_dilation, (query, key, value, global_keys, global_values))
-        groups, first = [], 0
-        for dilation, heads in self.head_groups.items():
-            groups.append((dilation, slice(first, first + len(heads))))
-            first += len(heads)
+        groups = self._groups()
 
         def stacked(make):
             parts = [make(dilation, group) for dilation, group in groups]
@@ -337,10 +367,6 @@ class ScratchLongformerSelfAttention(nn.Module):
         queries = stacked(lambda d, g: query_blocks(residues(query, d, g), block))
         keys = stacked(lambda d, g: key_windows(residues(key, d, g), block, shared(global_keys, d, g)))
         values = stacked(lambda d, g: key_windows(residues(value, d, g), block, shared(global_values, d, g)))
-        if len(groups) == 1:  # one mask for every head: it broadcasts (an expanded one would be materialised)
-            allowed = globals_.block_mask(key_is_real, block, groups[0][0], multiple)
-        else:
-            allowed = stacked(lambda d, g: globals_.block_mask(key_is_real, block, d, multiple).expand(-1, g.stop - g.start, -1, -1))
         output, weights = block_attention(queries, keys, values, allowed, implementation, dropout, output_attentions)
 
         num_global = keys.shape[2] - 3 * block
@@ -391,18 +417,21 @@ class ScratchLongformerSelfAttention(nn.Module):
         implementation = self.config._attn_implementation
         dropout = self.dropout if self.training else 0.0
         query, key, value = (self._heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
+        allowed = self._block_masks(key_is_real, globals_)
         if implementation == "sdpa" and not output_attentions and torch.is_grad_enabled():
             # Keep only Q, K, V (views of one projection) and the attention kernel's output for the backward pass
             # and rebuild the 3× key windows there: the windows would be the largest tensors kept, and rebuilding
             # them is cheap; the attention itself is not run again.
             output, local_weights = checkpoint(
-                self._local, query, key, value, key_is_real, globals_, implementation, dropout, False,
+                self._local, query, key, value, key_is_real, allowed, globals_, implementation, dropout, False,
                 use_reentrant=False, context_fn=functools.partial(create_selective_checkpoint_contexts, keep_attention_kernels),
             )
         else:
-            output, local_weights = self._local(query, key, value, key_is_real, globals_, implementation, dropout, output_attentions)
+            output, local_weights = self._local(
+                query, key, value, key_is_real, allowed, globals_, implementation, dropout, output_attentions
+            )
         global_weights = None
-        if globals_.count:
+        if globals_.present:
             global_output, global_weights = self._global(hidden_states, key_is_real, globals_, dropout)
             output = globals_.scatter(output, global_output.transpose(1, 2))
             if local_weights is not None:  # as in transformers: a global row's local weights are not used, zero them
@@ -468,6 +497,8 @@ def feed_forward_recomputing_activation(feed_forward: FeedForward, hidden_states
     the backward pass instead of kept (no activation dropout in Longformer's FFN)."""
     inner = feed_forward.fc_in(hidden_states)
     if not (torch.is_grad_enabled() and inner.requires_grad) or torch.is_autocast_enabled(inner.device.type):
+        return feed_forward.output(inner)
+    if torch.compiler.is_compiling():  # the compiler's partitioner chooses what to keep (Inductor recomputes act(x))
         return feed_forward.output(inner)
     return ActivationThenLinear.apply(inner, feed_forward.activation, feed_forward.fc_out.weight, feed_forward.fc_out.bias)
 
@@ -560,14 +591,14 @@ class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
-        all_global_attentions = () if output_attentions and globals_.count else None
+        all_global_attentions = () if output_attentions and globals_.present else None
         for layer in self.layers:
             hidden_states, local_weights, global_weights = layer(hidden_states, key_is_real, globals_, output_attentions)
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)
             if output_attentions:
                 all_attentions += (local_weights,)
-                if globals_.count:
+                if globals_.present:
                     all_global_attentions += (global_weights,)
 
         pooled = self.pooler(hidden_states) if self.pooler is not None else None
@@ -591,11 +622,12 @@ def tokens_before_first(input_ids: Optional[torch.Tensor], token_id: Optional[in
             "global_attention_mask explicitly."
         )
     is_sep = input_ids == token_id
-    if not bool(is_sep.any(dim=-1).all()):
-        raise ValueError(
-            f"Every row needs a separator token (sep_token_id={token_id}) to place the default global attention "
-            f"({what}); encode question and context as a pair, or pass global_attention_mask explicitly."
-        )
+    message = (
+        f"Every row needs a separator token (sep_token_id={token_id}) to place the default global attention "
+        f"({what}); encode question and context as a pair, or pass global_attention_mask explicitly."
+    )
+    if not values_pass(is_sep.any(dim=-1), message):
+        raise ValueError(message)
     first_sep = is_sep.long().argmax(dim=-1, keepdim=True)
     return torch.arange(input_ids.shape[-1], device=input_ids.device)[None, :] < first_sep
 

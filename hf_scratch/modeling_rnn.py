@@ -32,7 +32,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput, SequenceClassifierOutput
 from transformers.utils import ModelOutput, can_return_tuple
 
-from .attention import check_attention_mask, masked_softmax, padding_mask
+from .attention import check_attention_mask, masked_softmax, padding_mask, padding_or_none, values_pass
 from .configuration_rnn import ScratchRNNConfig
 from .layers import (
     ScratchPreTrainedModel,
@@ -138,11 +138,12 @@ def check_right_padded(key_is_real: torch.Tensor, name: str = "attention_mask") 
     """An RNN reads the real tokens first: padding must come after them (the tokenizer's padding_side='right')."""
     lengths = key_is_real.sum(-1, keepdim=True)
     positions = torch.arange(key_is_real.shape[1], device=key_is_real.device)[None, :]
-    if not torch.equal(positions < lengths, key_is_real):
-        raise ValueError(
-            f"{name} has padding before real tokens, but the RNN encoder reads each sequence from its first token: "
-            "pad on the right (tokenizer.padding_side = 'right')."
-        )
+    message = (
+        f"{name} has padding before real tokens, but the RNN encoder reads each sequence from its first token: "
+        "pad on the right (tokenizer.padding_side = 'right')."
+    )
+    if not values_pass((positions < lengths) == key_is_real, message):
+        raise ValueError(message)
 
 
 def select_state(keep_old: torch.Tensor, old: LayerState, new: LayerState) -> LayerState:
@@ -185,7 +186,7 @@ class ScratchRNNLayer(GradientCheckpointingLayer):
         right-padded, or None; ``hidden`` / ``cell``: the initial state (zeros when None). Tensors are passed
         positionally so that gradient checkpointing propagates their gradients."""
         state = self.zero_state(inputs) if hidden is None else (hidden, cell)
-        if self.fused:
+        if self.fused and not torch.compiler.is_compiling():  # Dynamo does not trace torch.nn's fused RNN kernels
             return self._fused(inputs, key_is_real, state)
         return self._cells(inputs, key_is_real, state)
 
@@ -349,10 +350,9 @@ class ScratchRNNEncoder(nn.Module):
 
 def source_padding(attention_mask: Optional[torch.Tensor], shape) -> Optional[torch.Tensor]:
     """The validated (batch, source_length) bool mask of real source tokens; None when nothing is padded."""
-    key_is_real = check_attention_mask(attention_mask, shape[0], shape[1])
-    if key_is_real is None or bool(key_is_real.all()):
-        return None
-    check_right_padded(key_is_real)
+    key_is_real = padding_or_none(check_attention_mask(attention_mask, shape[0], shape[1]))
+    if key_is_real is not None:
+        check_right_padded(key_is_real)
     return key_is_real
 
 

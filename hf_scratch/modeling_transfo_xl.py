@@ -40,6 +40,7 @@ from .attention import (
     combine_masks,
     merge_heads,
     padding_mask,
+    padding_or_none,
 )
 from .configuration_transfo_xl import ScratchTransfoXLConfig
 from .layers import (
@@ -114,19 +115,19 @@ class ScratchTransfoXLAdaptiveEmbedding(nn.Module):
         return bounds
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Every table looks up every token (ids outside it clamped into it) and the token keeps the vector of the
+        table that holds it. Looking up only each table's own tokens would make the shapes depend on the ids (a
+        graph break under torch.compile, a device sync); the extra rows cost the projections P_c of the narrow
+        tables, a fraction of one layer."""
         check_input_ids(input_ids, self.num_embeddings)
-        flat_ids = input_ids.reshape(-1)
-        dtype = self.embeddings[0].weight.dtype
-        embedded = torch.zeros(flat_ids.shape[0], self.hidden_size, dtype=dtype, device=flat_ids.device)
+        embedded = None
         for index, (low, high) in enumerate(self.table_bounds()):
-            positions = ((flat_ids >= low) & (flat_ids < high)).nonzero().squeeze(1)
-            if positions.numel() == 0:
-                continue
-            vectors = self.embeddings[index](flat_ids[positions] - low)
+            vectors = self.embeddings[index]((input_ids - low).clamp(0, high - low - 1))
             if len(self.projections):
                 vectors = F.linear(vectors, self.projections[index])
-            embedded.index_copy_(0, positions, vectors)
-        return embedded.view(*input_ids.shape, self.hidden_size) * self.scale
+            in_table = ((input_ids >= low) & (input_ids < high))[..., None]
+            embedded = vectors if embedded is None else torch.where(in_table, vectors, embedded)
+        return embedded * self.scale
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -543,8 +544,8 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         length = attention_mask.shape[-1] if attention_mask.dim() == 2 else -1
         if length < query_length:
             check_attention_mask(attention_mask, batch, query_length)  # raises with the expected shape
-        key_is_real = check_attention_mask(attention_mask, batch, length)[:, -key_length:]
-        if bool(key_is_real.all()):
+        key_is_real = padding_or_none(check_attention_mask(attention_mask, batch, length)[:, -key_length:])
+        if key_is_real is None:
             return None  # restricts nothing
         if key_is_real.shape[1] < key_length:
             real_memory = torch.ones(batch, key_length - key_is_real.shape[1], dtype=torch.bool, device=device)

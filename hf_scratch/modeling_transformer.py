@@ -35,7 +35,14 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import can_return_tuple
 
-from .attention import AttentionMask, MultiHeadAttention, check_attention_mask
+from .attention import (
+    AttentionMask,
+    MultiHeadAttention,
+    cache_layout,
+    check_attention_mask,
+    check_cache_mask,
+    padding_or_none,
+)
 from .configuration_transformer import ScratchTransformerConfig
 from .layers import (
     FeedForward,
@@ -48,11 +55,6 @@ from .layers import (
     token_cross_entropy,
 )
 from .positional import SinusoidalPositionalEmbedding, sinusoidal_table
-
-
-def _padding_or_none(key_is_real: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    """An all-ones padding mask restricts nothing: drop it so the SDPA kernel runs unmasked."""
-    return key_is_real if key_is_real is not None and not bool(key_is_real.all()) else None
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -72,13 +74,14 @@ class ScratchTransformerEmbeddings(nn.Module):
         self.scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids, inputs_embeds, past_length: int = 0, name: str = "input_ids") -> torch.Tensor:
-        """``inputs_embeds`` are used as given (already scaled); positions continue after ``past_length`` cached ones."""
+    def forward(self, input_ids, inputs_embeds, position_ids=None, name: str = "input_ids") -> torch.Tensor:
+        """``inputs_embeds`` are used as given (already scaled); ``position_ids`` (1 or batch, length) default to
+        0 … length - 1 (the decoder passes the cache positions: they continue after the cached tokens)."""
         if inputs_embeds is None:
             check_input_ids(input_ids, embedding_rows(self.tokens), name=name)
             inputs_embeds = self.tokens(input_ids) * self.scale
-        length = inputs_embeds.shape[1]
-        position_ids = torch.arange(past_length, past_length + length, device=inputs_embeds.device)[None, :]
+        if position_ids is None:
+            position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None, :]
         return self.dropout(inputs_embeds + self.positions(position_ids).to(inputs_embeds.dtype))
 
 
@@ -137,7 +140,7 @@ class ScratchTransformerEncoder(nn.Module):
         output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
 
         hidden_states = self.embeddings(input_ids, inputs_embeds)
-        mask = AttentionMask(key_padding=_padding_or_none(source_is_real))
+        mask = AttentionMask(key_padding=padding_or_none(source_is_real))
         all_hidden_states = () if output_hidden_states else None
         all_attentions = () if output_attentions else None
         for layer in self.layers:
@@ -254,17 +257,22 @@ class ScratchTransformerDecoder(nn.Module):
             past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
         if not use_cache:
             past_key_values = None
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        device = encoder_hidden_states.device
+        key_length, cache_positions, static = cache_layout(past_key_values, length, device)
 
         # Masks: the target may attend its own past (causal ∧ padding); the source's real tokens (cross-attention).
-        target_is_real = check_attention_mask(attention_mask, batch, past_length + length, "decoder_attention_mask")
+        target_is_real = check_cache_mask(
+            attention_mask, batch, key_length, cache_positions, static, "decoder_attention_mask"
+        )
         source_is_real = check_attention_mask(
             encoder_attention_mask, batch, encoder_hidden_states.shape[1], "attention_mask (of the source)"
         )
-        self_mask = AttentionMask(key_padding=_padding_or_none(target_is_real), causal=True)
-        cross_mask = AttentionMask(key_padding=_padding_or_none(source_is_real))
+        self_mask = AttentionMask(
+            key_padding=padding_or_none(target_is_real), causal=True, query_positions=cache_positions if static else None
+        )
+        cross_mask = AttentionMask(key_padding=padding_or_none(source_is_real))
 
-        hidden_states = self.embeddings(input_ids, inputs_embeds, past_length, name="decoder_input_ids")
+        hidden_states = self.embeddings(input_ids, inputs_embeds, cache_positions[None, :], name="decoder_input_ids")
         all_hidden_states = () if output_hidden_states else None
         all_self_attentions = () if output_attentions else None
         all_cross_attentions = () if output_attentions else None
