@@ -103,7 +103,8 @@ class ScratchBertPooler(nn.Module):
 
 class ScratchBertPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchBertConfig
-    _no_split_modules = ["ScratchBertLayer", "ScratchBertEmbeddings"]
+    _can_compile_fullgraph = True  # every head, forward and backward (tests/test_compile.py)
+    _no_split_modules = ["ScratchBertLayer"]
 
 
 class ScratchBertModel(ScratchBertPreTrainedModel):

@@ -133,6 +133,7 @@ class ScratchGPTBlock(GradientCheckpointingLayer):
 
 class ScratchGPTPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchGPTConfig
+    _can_compile_fullgraph = True  # every head, forward and backward; decoding with a StaticCache too
     _no_split_modules = ["ScratchGPTBlock"]
     _skip_keys_device_placement = ["past_key_values"]
 

@@ -541,8 +541,12 @@ class ScratchLongformerModelOutput(BaseModelOutputWithPooling):
 
 
 class ScratchLongformerPreTrainedModel(ScratchPreTrainedModel):
+    """Compiles as one graph: the number of global tokens G, a size read from the mask, is a symbol of the graph
+    (one read from the device per forward, no recompilation when it changes; see ``GlobalTokens.present``)."""
+
     config_class = ScratchLongformerConfig
-    _no_split_modules = ["ScratchLongformerLayer", "ScratchLongformerEmbeddings"]
+    _can_compile_fullgraph = True
+    _no_split_modules = ["ScratchLongformerLayer"]
 
 
 class ScratchLongformerModel(ScratchLongformerPreTrainedModel):

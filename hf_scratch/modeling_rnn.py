@@ -493,9 +493,18 @@ class ScratchRNNDecoderState:
 
 class ScratchRNNPreTrainedModel(ScratchPreTrainedModel):
     """The RNN attention has one kernel of its own: ``attn_implementation`` "eager" and "sdpa" are both accepted
-    (and give the same numbers) so that the family loads with the same arguments as the others."""
+    (and give the same numbers) so that the family loads with the same arguments as the others.
+
+    ``torch.compile``: not as one graph with Dynamo's defaults (``_can_compile_fullgraph = False``). The weights live
+    in ``torch.nn.LSTM/GRU/RNN`` modules (the checkpoint layout of torch.nn), which Dynamo refuses to trace unless
+    ``torch._dynamo.config.allow_rnn = True``; with that opt-in the forward compiles with ``fullgraph=True``, running
+    the step-by-step cell equations (the fused kernels and packed sequences are opaque to Dynamo). The recurrence
+    unrolls one step per token, so every new source or target length compiles a new graph, ``dynamic=True`` or not.
+    ``generate`` carries the recurrent state (``ScratchRNNDecoderState``), not a transformers ``Cache``:
+    ``cache_implementation="static"`` does not apply — the state has a fixed size already."""
 
     config_class = ScratchRNNConfig
+    _can_compile_fullgraph = False
     _no_split_modules = ["ScratchRNNLayer"]
 
     @torch.no_grad()

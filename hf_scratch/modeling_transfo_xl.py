@@ -346,9 +346,8 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
         log_probs[in_head] = head[in_head].gather(-1, targets[in_head, None])[:, 0]
         for cluster in range(1, len(bounds)):
             low, high = bounds[cluster]
+            # (an empty cluster runs on empty tensors: branching on it would break a torch.compile graph)
             rows = ((targets >= low) & (targets < high)).nonzero().squeeze(1)
-            if rows.numel() == 0:
-                continue
             tail = torch.log_softmax(
                 self._logits(hidden_states[rows], *self.cluster_parameters(cluster, embedding)).float(), dim=-1
             )
@@ -401,7 +400,13 @@ class ScratchTransfoXLLMHeadModelOutput(ModelOutput):
 
 
 class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
+    """Compiles as one graph, with and without ``mems``: the first segment (no memory) and the following ones (a full
+    memory, ``mem_len`` per layer, each its own contiguous tensor) are two graphs, reused by every later segment.
+    The memory is no transformers ``Cache``: ``generate(cache_implementation="static")`` has nothing to make
+    static and decodes with the memory as always; the memory's shape stops changing once it holds ``mem_len``."""
+
     config_class = ScratchTransfoXLConfig
+    _can_compile_fullgraph = True
     _no_split_modules = ["ScratchTransfoXLLayer"]
     _skip_keys_device_placement = ["mems"]
 
@@ -511,14 +516,16 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
 
     def _update_mems(self, layer_inputs: list[torch.Tensor], mems: Optional[list[torch.Tensor]]):
         """New memory of each layer: the last ``mem_len`` of [old memory ∘ this segment's layer input], detached
-        (the stop-gradient SG(·) of seed 004 eq. in §1.2.1). ``mem_len`` is read from the config now."""
+        (the stop-gradient SG(·) of seed 004 eq. in §1.2.1). ``mem_len`` is read from the config now. Each memory
+        is its own contiguous tensor: a view would keep the whole layer input alive, and give every segment other
+        strides (a torch.compile guard: a recompilation per segment)."""
         mem_len = self.config.mem_len
         if mem_len == 0:
             return None
         with torch.no_grad():
             if mems is None:
-                return [h[:, -mem_len:].detach() for h in layer_inputs]
-            return [torch.cat([m, h], dim=1)[:, -mem_len:].detach() for m, h in zip(mems, layer_inputs)]
+                return [h[:, -mem_len:].detach().contiguous() for h in layer_inputs]
+            return [torch.cat([m, h], dim=1)[:, -mem_len:].detach().contiguous() for m, h in zip(mems, layer_inputs)]
 
     # -- masks and positions ---------------------------------------------------------------------------------
     def _attention_mask(self, key_is_real, query_length: int, key_length: int, device) -> torch.Tensor:

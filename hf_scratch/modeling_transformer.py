@@ -310,6 +310,7 @@ class ScratchTransformerDecoder(nn.Module):
 
 class ScratchTransformerPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchTransformerConfig
+    _can_compile_fullgraph = True  # forward and backward; decoding with a static EncoderDecoderCache too
     _no_split_modules = ["ScratchTransformerEncoderLayer", "ScratchTransformerDecoderLayer", "ScratchTransformerEmbeddings"]
 
     @torch.no_grad()
