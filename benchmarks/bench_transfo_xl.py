@@ -74,7 +74,7 @@ def evaluation_speed(case: str, window: int, memory: int, same_length: bool, van
         with torch.inference_mode():
             for position in range(window, window + vanilla_tokens):
                 hidden = model.model(stream[:, position - window : position]).last_hidden_state[:, -1:]
-                logits = model.lm_head(hidden, model.model.word_embeddings)
+                logits = model.lm_head(hidden)
         return logits
 
     times = compare({"xl": with_memory, "vanilla": recompute_window}, warmup=1, repeats=repeats)

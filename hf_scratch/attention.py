@@ -9,9 +9,13 @@ as boolean "may attend" relations (True = may attend) and combined with logic �
 only the eager kernel turns them into the additive M, with ``torch.finfo(dtype).min`` (never a fixed constant or infinity, which
 overflow in half precision or give NaN). A query row that may attend nothing returns zeros, never NaN.
 
-Two kernels, chosen by ``config._attn_implementation``:
+Kernels, chosen by ``config._attn_implementation``:
 - ``"eager"``: the equation above written out, and the only one that can return the attention weights;
-- ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with the same boolean mask.
+- ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with the same boolean mask;
+- for the families whose attention is exactly this equation (BERT, GPT, the encoder-decoder: their models set
+  transformers' ``_supports_attention_backend``), any kernel registered in transformers' ``AttentionInterface``
+  that takes the additive mask M, 4-D — ``"flex_attention"`` (on CPU, under ``torch.compile``) or your own
+  (``AttentionInterface.register("name", function)``); see ``registered_attention``.
 """
 
 from __future__ import annotations
@@ -23,18 +27,29 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import AttentionInterface
 
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
+# Registered kernels that expect their mask or cache in another form than the additive 4-D M (flash attention's
+# 2-D padding mask and unpadded sequences, paged caches): not ours to feed.
+OTHER_MASK_FORMATS = ("flash_attention", "paged|", "kernels-community/")
 
 
-def check_attn_implementation(name: Optional[str]) -> str:
-    """Return a supported attention implementation name or raise a ValueError that lists the choices."""
+def registered_kernels() -> list[str]:
+    """Kernels in transformers' ``AttentionInterface`` (built-in and user-registered) that take the 4-D mask."""
+    return [name for name in AttentionInterface() if not name.startswith(OTHER_MASK_FORMATS) and name not in ATTENTION_IMPLEMENTATIONS]
+
+
+def check_attn_implementation(name: Optional[str], registry: bool = False) -> str:
+    """Return a supported attention implementation name or raise a ValueError that lists the choices.
+    ``registry``: the family also runs the kernels of transformers' ``AttentionInterface`` (``registered_kernels``)."""
     if name is None:
         return "sdpa"
-    if name not in ATTENTION_IMPLEMENTATIONS:
+    choices = ATTENTION_IMPLEMENTATIONS + (tuple(registered_kernels()) if registry else ())
+    if name not in choices:
         raise ValueError(
-            f"Unknown attention implementation {name!r}: hf_scratch models support {ATTENTION_IMPLEMENTATIONS}. "
-            "Pass attn_implementation='eager' or 'sdpa'."
+            f"Unknown attention implementation {name!r}: this model supports {choices}. Pass attn_implementation="
+            "'eager' or 'sdpa'" + (", or a kernel registered with transformers.AttentionInterface." if registry else ".")
         )
     return name
 
@@ -216,6 +231,34 @@ def sdpa_attention(
     )
 
 
+def registered_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    allowed: Optional[torch.Tensor],
+    implementation: str,
+    dropout: float = 0.0,
+    scale: Optional[float] = None,
+) -> torch.Tensor:
+    """softmax(Q Kᵀ·scale + M) V by a kernel of transformers' ``AttentionInterface``, called the way transformers'
+    models call it: ``kernel(module, query, key, value, attention_mask, dropout=, scaling=, is_causal=False)`` with
+    (batch, heads, length, head_dim) inputs and M as an additive (batch, 1, query_length, key_length) mask (0 or
+    ``finfo.min``; None when nothing is masked); it returns (batch, query_length, heads, head_dim). A row that may
+    attend nothing is set to zeros, as with our kernels."""
+    bias = None
+    if allowed is not None:
+        batch, query_length, key_length = query.shape[0], query.shape[-2], key.shape[-2]
+        bias = mask_to_bias(allowed, query.dtype).expand(batch, 1, query_length, key_length)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    kernel = AttentionInterface()[implementation]
+    output, _ = kernel(module, query, key, value, bias, dropout=dropout, scaling=scale, is_causal=False)
+    output = output.transpose(1, 2)
+    if allowed is not None:
+        output = output.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+    return output
+
+
 def attend(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -226,12 +269,19 @@ def attend(
     dropout: float = 0.0,
     scale: Optional[float] = None,
     output_attentions: bool = False,
+    module: Optional[nn.Module] = None,
 ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
     """Run attention with the chosen kernel; returns (output, weights or None).
 
-    Asking for the weights always runs the eager kernel (SDPA cannot return them).
+    Asking for the weights always runs the eager kernel (SDPA cannot return them). Another ``implementation`` than
+    "eager" / "sdpa" is a kernel of transformers' ``AttentionInterface``, called with ``module`` (the attention
+    layer, as transformers passes it).
     """
     query_length, key_length = query.shape[-2], key.shape[-2]
+    if not output_attentions and implementation not in ATTENTION_IMPLEMENTATIONS:
+        allowed = mask.to_bool(query_length, key_length, query.device) if mask is not None else None
+        output = registered_attention(module, query, key, value, allowed, implementation, dropout=dropout, scale=scale)
+        return output, None
     if output_attentions or implementation == "eager":
         allowed = mask.to_bool(query_length, key_length, query.device) if mask is not None else None
         output, weights = eager_attention(query, key, value, allowed, dropout=dropout, scale=scale)
@@ -383,6 +433,7 @@ class MultiHeadAttention(nn.Module):
             implementation=self.config._attn_implementation,
             dropout=self.dropout if self.training else 0.0,
             output_attentions=output_attentions,
+            module=self,
         )
         return self.out_proj(merge_heads(output)), weights
 

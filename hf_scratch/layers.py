@@ -33,9 +33,10 @@ def get_activation(name: str) -> nn.Module:
 
 class ScratchPreTrainedModel(PreTrainedModel):
     """What every family's ``PreTrainedModel`` shares: the base model sits under ``model``, gradient checkpointing
-    and both attention kernels (``"eager"``, ``"sdpa"``) are supported, and any other ``attn_implementation`` is
-    refused with a ValueError when the model is built. Each family adds ``config_class``, ``_no_split_modules``
-    and its weight initialisation."""
+    and both attention kernels (``"eager"``, ``"sdpa"``) are supported — and, for the families that set
+    ``_supports_attention_backend``, the kernels of transformers' ``AttentionInterface``
+    (``attention.registered_kernels``) — and any other ``attn_implementation`` is refused with a ValueError when
+    the model is built. Each family adds ``config_class``, ``_no_split_modules`` and its weight initialisation."""
 
     base_model_prefix = "model"
     main_input_name = "input_ids"
@@ -44,7 +45,7 @@ class ScratchPreTrainedModel(PreTrainedModel):
 
     def __init__(self, config, *inputs, **kwargs):
         super().__init__(config, *inputs, **kwargs)
-        check_attn_implementation(config._attn_implementation)
+        check_attn_implementation(config._attn_implementation, registry=self._supports_attention_backend)
 
     def create_masks_for_generate(self, config, inputs_embeds, attention_mask, past_key_values, **kwargs):
         """What ``generate`` passes as the attention mask when it decodes with a compilable cache

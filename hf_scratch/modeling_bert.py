@@ -104,6 +104,8 @@ class ScratchBertPooler(nn.Module):
 class ScratchBertPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchBertConfig
     _can_compile_fullgraph = True  # every head, forward and backward (tests/test_compile.py)
+    _supports_attention_backend = True  # standard attention: kernels of transformers' AttentionInterface run it
+    _supports_flex_attn = True
     _no_split_modules = ["ScratchBertLayer"]
 
 

@@ -134,6 +134,8 @@ class ScratchGPTBlock(GradientCheckpointingLayer):
 class ScratchGPTPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchGPTConfig
     _can_compile_fullgraph = True  # every head, forward and backward; decoding with a StaticCache too
+    _supports_attention_backend = True  # standard attention: kernels of transformers' AttentionInterface run it
+    _supports_flex_attn = True
     _no_split_modules = ["ScratchGPTBlock"]
     _skip_keys_device_placement = ["past_key_values"]
 

@@ -249,7 +249,7 @@ class GlobalTokens:
     @classmethod
     def from_mask(cls, is_global: torch.Tensor) -> "GlobalTokens":
         counts = is_global.sum(dim=1)
-        num_global = int(counts.max()) if is_global.numel() else 0
+        num_global = counts.max().item() if is_global.numel() else 0  # (.item(): a symbol when traced, not a guess)
         torch._check(num_global >= 0)  # what a compiled graph must know when G is a symbol
         torch._check(num_global <= is_global.shape[1])
         positions = torch.argsort((~is_global).to(torch.int8), dim=1, stable=True)[:, :num_global]
@@ -386,32 +386,17 @@ class ScratchLongformerSelfAttention(nn.Module):
         return output, weights
 
     def _global(self, hidden_states, key_is_real, globals_, dropout):
-        """The global tokens' rows: softmax(q_g K_gᵀ/√d) V_g over every real token, with the global projections.
-
-        K_g = X W_kᵀ + b_k and V_g = X W_vᵀ + b_v are never formed for all n tokens: per head,
-        q_g·k_j = (q_g W_k^h)·x_j + q_g·b_k^h and Σ_j p_j v_j = W_v^h (Σ_j p_j x_j) + b_v^h Σ_j p_j. That costs
-        O(G·heads·n·hidden) instead of two n × hidden × hidden projections, and keeps no n × hidden tensor for the
-        backward pass.
-        """
-        batch, length, hidden = hidden_states.shape
-        heads, dim = self.num_heads, self.head_dim
+        """The global tokens' rows: softmax(q_g K_gᵀ/√d) V_g over every real token, with the global projections
+        (§3.1), each called as a module so that hooks, adapters and quantized replacements see it."""
+        dim = self.head_dim
         query = self._heads(self.query_global(globals_.gather(hidden_states))).transpose(1, 2) * dim**-0.5
-        key_weight = self.key_global.weight.view(heads, dim, hidden)
-        value_weight = self.value_global.weight.view(heads, dim, hidden)
-        query_in_input_space = torch.einsum("bhgd,hdc->bhgc", query, key_weight)  # (batch, heads, G, hidden)
-        # heads × G rows against the n input vectors in one product (the input is read once, not once per head)
-        # (n × hidden)·(hidden × heads·G): the product with n as the long side is the fast one on CPU
-        scores = torch.bmm(hidden_states, query_in_input_space.reshape(batch, -1, hidden).transpose(1, 2))
-        scores = scores.transpose(1, 2).reshape(batch, heads, -1, length)  # (batch, heads, G, n)
-        # q_g·b_k^h: constant over the keys, kept so that every parameter takes part in the graph (DDP needs that)
-        scores = scores + torch.einsum("bhgd,hd->bhg", query, self.key_global.bias.view(heads, dim))[..., None]
+        key = self._heads(self.key_global(hidden_states)).transpose(1, 2)  # (batch, heads, n, dim)
+        value = self._heads(self.value_global(hidden_states)).transpose(1, 2)
+        scores = torch.matmul(query, key.transpose(-1, -2))  # (batch, heads, G, n)
         allowed = key_is_real[:, None, None, :] & globals_.is_real[:, None, :, None]
         weights = masked_softmax(scores, allowed)
         dropped = F.dropout(weights, p=dropout) if dropout > 0.0 else weights
-        context = torch.bmm(dropped.reshape(batch, -1, length), hidden_states).view(batch, heads, -1, hidden)
-        output = torch.einsum("bhgc,hdc->bhgd", context, value_weight)
-        output = output + self.value_global.bias.view(1, heads, 1, dim) * dropped.sum(-1, keepdim=True)
-        return output, weights
+        return torch.matmul(dropped, value), weights
 
     def forward(self, hidden_states, key_is_real, globals_: GlobalTokens, output_attentions: bool = False):
         implementation = self.config._attn_implementation
@@ -465,42 +450,25 @@ def dense_longformer_attention(attention: ScratchLongformerSelfAttention, hidden
 # ---- 3. the encoder ------------------------------------------------------------------------------------------
 
 
-class ActivationThenLinear(torch.autograd.Function):
-    """y = act(x) Wᵀ + b, keeping only x for the backward pass and recomputing act(x) there.
+MATMULS = frozenset(getattr(torch.ops.aten, name).default for name in ("mm", "addmm", "bmm"))
 
-    The feed-forward network's two largest tensors are x = W₁h + b₁ and act(x) (n × intermediate each); autograd
-    would keep both. Recomputing the elementwise activation is cheap and halves that memory."""
 
-    @staticmethod
-    def forward(ctx, x, activation, weight, bias):
-        ctx.activation = activation
-        ctx.save_for_backward(x, weight)
-        with torch.no_grad():
-            return F.linear(activation(x), weight, bias)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        x, weight = ctx.saved_tensors
-        with torch.enable_grad():
-            x = x.detach().requires_grad_(True)
-            activated = ctx.activation(x)
-        grad_activated = grad_output.matmul(weight.to(grad_output.dtype))
-        (grad_x,) = torch.autograd.grad(activated, x, grad_activated)
-        flat_grad, flat_activated = grad_output.reshape(-1, grad_output.shape[-1]), activated.detach().reshape(-1, activated.shape[-1])
-        grad_weight = flat_grad.t().matmul(flat_activated.to(flat_grad.dtype)).to(weight.dtype)
-        grad_bias = flat_grad.sum(0)
-        return grad_x, None, grad_weight, grad_bias
+def keep_matmuls(ctx, op, *args, **kwargs) -> CheckpointPolicy:
+    """Selective-checkpoint policy: save the matrix products' outputs, recompute the elementwise ops."""
+    return CheckpointPolicy.MUST_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
 
 
 def feed_forward_recomputing_activation(feed_forward: FeedForward, hidden_states: torch.Tensor) -> torch.Tensor:
-    """``feed_forward(hidden_states)`` (seed 000 eq. 7: act(x W₁ + b₁) W₂ + b₂) with the activation recomputed in
-    the backward pass instead of kept (no activation dropout in Longformer's FFN)."""
+    """``feed_forward(hidden_states)`` (seed 000 eq. 7: act(x W₁ + b₁) W₂ + b₂) with act(x) recomputed in the
+    backward pass instead of kept (no activation dropout in Longformer's FFN): ``fc_out`` runs as a module under a
+    selective checkpoint that keeps the products, so only the elementwise activation runs twice."""
     inner = feed_forward.fc_in(hidden_states)
     if not (torch.is_grad_enabled() and inner.requires_grad) or torch.is_autocast_enabled(inner.device.type):
         return feed_forward.output(inner)
     if torch.compiler.is_compiling():  # the compiler's partitioner chooses what to keep (Inductor recomputes act(x))
         return feed_forward.output(inner)
-    return ActivationThenLinear.apply(inner, feed_forward.activation, feed_forward.fc_out.weight, feed_forward.fc_out.bias)
+    return checkpoint(feed_forward.output, inner, use_reentrant=False,
+                      context_fn=functools.partial(create_selective_checkpoint_contexts, keep_matmuls))
 
 
 class ScratchLongformerLayer(GradientCheckpointingLayer):

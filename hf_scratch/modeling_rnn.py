@@ -198,9 +198,15 @@ class ScratchRNNLayer(GradientCheckpointingLayer):
             with torch.autocast("cpu", enabled=False):
                 state = tuple(None if s is None else s.to(dtype) for s in state)
                 return self._fused(inputs.to(dtype), key_is_real, state)
-        initial = state if self.has_cell_state else state[0]
+        # cuDNN refuses a non-contiguous initial state ("rnn: hx is not contiguous"); the decoder's is a slice of the
+        # encoder's (batch, layers, hidden) final states
+        initial = tuple(s.contiguous() for s in state) if self.has_cell_state else state[0].contiguous()
         if key_is_real is None:
             outputs, final = self.recurrence(inputs, initial)
+            # torch.nn.LSTM returns batch-first outputs as a view (transposed): give them their own memory (a view
+            # returned by an FSDP2 unit loses its pre-backward hook to any in-place op; the next kernel wants them
+            # contiguous anyway). A copy, also when the view is contiguous (one token, or one row).
+            outputs = outputs.clone(memory_format=torch.contiguous_format)
         else:
             lengths = key_is_real.sum(-1)
             # a row without real tokens is packed as length 1, then given back its initial state and zero outputs

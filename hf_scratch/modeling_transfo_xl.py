@@ -12,7 +12,7 @@
 4. the layer (§1.2.3): causal relative attention over memory + segment, residual + LayerNorm, position-wise
    feed-forward (ReLU), residual + LayerNorm (post-LN, or pre-LN with ``pre_lnorm``);
 5. the adaptive softmax (Grave et al. 2017) over the clustered vocabulary, whose weights and projections may be
-   tied to the adaptive input.
+   tied to the adaptive input (the same parameters, registered in both modules by ``_tied_weights_keys``).
 
 Memory is ``mems``: a list with one (batch, memory_length, hidden_size) tensor per layer, returned by every forward
 and passed back in for the next segment (batch-first; the converter handles the reference's sequence-first layout).
@@ -72,11 +72,11 @@ class _Projections(nn.ParameterList):
 
 
 class _ProjectionsByCluster(nn.ParameterDict):
-    """The softmax's own (untied) projections, keyed by cluster number."""
+    """The softmax's projections, keyed by cluster number (those with ``tie_projs`` are the input's)."""
 
 
 class _OutputWeights(nn.ParameterList):
-    """The softmax's own output embeddings, one per table (only when not tied to the input)."""
+    """The softmax's output embeddings, one per table (the input tables with ``tie_word_embeddings``)."""
 
 
 class _OutputBiases(nn.ParameterList):
@@ -105,6 +105,16 @@ class ScratchTransfoXLAdaptiveEmbedding(nn.Module):
     def num_embeddings(self) -> int:
         """The vocabulary size now: the rows of all tables (``resize_token_embeddings`` changes the last one)."""
         return sum(embedding_rows(table) for table in self.embeddings)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The embedding matrix (vocab_size, embedding_size) when there is one table (``div_val == 1``), as an
+        ``nn.Embedding`` has it: scripts read ``get_input_embeddings().weight.shape[0]`` as the vocabulary size, and
+        accelerate's FSDP recognises the tied output embeddings by it. Read-only; with one table per cluster there is
+        no single matrix, and reading it raises AttributeError (``getattr(embedding, "weight", None)`` is None)."""
+        if len(self.embeddings) != 1:
+            raise AttributeError("the adaptive input has one embedding table per cluster (div_val > 1), no single weight")
+        return self.embeddings[0].weight
 
     def table_bounds(self) -> list[tuple[int, int]]:
         """[low, high) token ids of each table, read from the tables as they are now."""
@@ -153,7 +163,8 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
 
     q = W_q h_τ (current segment only), k = W_k [m ∘ h], v = W_v [m ∘ h], W_R R (``position_proj``);
     A_rel = (q + u)ᵀ k  [terms (a) + (c)]  +  shift((q + v)ᵀ W_R R)  [terms (b) + (d)], scaled by 1/√d_head.
-    u (``content_bias``) and v (``position_bias``) are this layer's own or, with ``untie_r=False``, the model's.
+    u (``content_bias``) and v (``position_bias``) are this layer's own parameters (``untie_r``), read in this
+    forward; with ``untie_r=False`` they are the model's, shared by every layer, and passed in by the model.
     """
 
     def __init__(self, config: ScratchTransfoXLConfig, own_biases: bool):
@@ -179,15 +190,18 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
         query_length: int,
         relative_positions: torch.Tensor,
         allowed: Optional[torch.Tensor],
-        content_bias: torch.Tensor,
-        position_bias: torch.Tensor,
+        content_bias: Optional[torch.Tensor] = None,
+        position_bias: Optional[torch.Tensor] = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        if content_bias is None:  # this layer's own u and v (untie_r); otherwise the model's shared ones
+            content_bias, position_bias = self.content_bias, self.position_bias
         inner = self.num_heads * self.head_dim
-        # Queries only for the current segment; keys and values for memory + segment (one GEMM for both).
-        query = self._heads(F.linear(context[:, -query_length:], self.qkv_proj.weight[:inner]))
-        key, value = F.linear(context, self.qkv_proj.weight[inner:]).chunk(2, dim=-1)
-        key, value = self._heads(key), self._heads(value)
+        # One call of the projection for memory + segment (hooks and adapters see it); queries are read for the
+        # current segment only, keys and values for memory + segment.
+        qkv = self.qkv_proj(context)
+        query = self._heads(qkv[:, -query_length:, :inner])
+        key, value = self._heads(qkv[..., inner : 2 * inner]), self._heads(qkv[..., 2 * inner :])
         positions = self.position_proj(relative_positions).view(-1, self.num_heads, self.head_dim).transpose(0, 1)
 
         scale = 1.0 / math.sqrt(self.head_dim)
@@ -234,10 +248,12 @@ class ScratchTransfoXLLayer(GradientCheckpointingLayer):
         relative_positions: torch.Tensor,
         allowed: Optional[torch.Tensor],
         memory: Optional[torch.Tensor],
-        content_bias: torch.Tensor,
-        position_bias: torch.Tensor,
+        content_bias: Optional[torch.Tensor] = None,
+        position_bias: Optional[torch.Tensor] = None,
         output_attentions: bool = False,
     ):
+        """``content_bias`` / ``position_bias``: the model's u and v when every layer shares them (``untie_r=False``),
+        None when the attention has its own."""
         context = hidden_states if memory is None else torch.cat([memory, hidden_states], dim=1)
         attended, weights = self.attention(
             self.attention_residual.before(context), hidden_states.shape[1], relative_positions, allowed,
@@ -259,9 +275,12 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
     The head cluster scores its words and one "go to cluster c" entry per tail cluster:
         log p(w) = log softmax([W_0; C] P_0ᵀ h + [b_0; c])[w]                       for w in the head,
         log p(w) = log p_head(cluster c) + log softmax(W_c P_cᵀ h + b_c)[w - low_c]   for w in tail cluster c.
-    With ``tie_word_embeddings`` the W_c are the input embedding tables; with ``tie_projs[c]`` P_c is the input
-    projection: tied tensors are read from the embedding at call time and never stored twice. Without cutoffs this
-    is the ordinary softmax log softmax(W P h + b).
+    The softmax computes with its own parameters only: W_c (``weights``, one per embedding table), b_c (``biases``),
+    P_c (``projections``, one per cluster when the embeddings are projected). With ``tie_word_embeddings`` the W_c
+    are the input embedding tables and with ``tie_projs[c]`` P_c is the input projection: the same ``Parameter``s,
+    registered here by the LM head's ``_tied_weights_keys`` (as transformers' TransfoXL tied
+    ``crit.out_layers[i].weight`` to ``word_emb.emb_layers[i].weight``), so they are stored once and saved under
+    the input's names. Without cutoffs this is the ordinary softmax log softmax(W P h + b).
     """
 
     def __init__(self, config: ScratchTransfoXLConfig):
@@ -270,14 +289,12 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
         tables = _embedding_tables(config)
         self.widths = [width for _, _, width in tables]
         self.biases = _OutputBiases(nn.Parameter(torch.empty(high - low)) for low, high, _ in tables)
-        self.weights = _OutputWeights(
-            () if config.tie_word_embeddings else (nn.Parameter(torch.empty(high - low, width)) for low, high, width in tables)
-        )
+        self.weights = _OutputWeights(nn.Parameter(torch.empty(high - low, width)) for low, high, width in tables)
         self.projections = _ProjectionsByCluster(
             {
                 str(cluster): nn.Parameter(torch.empty(config.hidden_size, self._cluster_width(cluster)))
                 for cluster in range(config.num_clusters)
-                if _has_projection(config) and not config.tie_projs[cluster]
+                if _has_projection(config)
             }
         )
         if config.num_clusters > 1:
@@ -287,16 +304,24 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
     def _cluster_width(self, cluster: int) -> int:
         return self.widths[0] if self.config.div_val == 1 else self.widths[cluster]
 
-    def cluster_bounds(self, embedding: ScratchTransfoXLAdaptiveEmbedding) -> list[tuple[int, int]]:
-        """[low, high) token ids of each cluster: the cutoffs, then the input embedding's vocabulary size now (new
-        tokens from ``resize_token_embeddings`` join the last, rarest cluster)."""
-        ends = [0] + self.config.cutoffs + [embedding.num_embeddings]
+    @property
+    def weight(self) -> torch.Tensor:
+        """The output embedding matrix when there is one table (``div_val == 1``), as a linear output layer has it
+        (accelerate's FSDP groups it with the input embedding it is tied to); AttributeError otherwise."""
+        if len(self.weights) != 1:
+            raise AttributeError("the adaptive softmax has one output table per cluster (div_val > 1), no single weight")
+        return self.weights[0]
+
+    def cluster_bounds(self) -> list[tuple[int, int]]:
+        """[low, high) token ids of each cluster: the cutoffs, then the vocabulary size now, the rows of the biases
+        (new tokens from ``resize_token_embeddings`` join the last, rarest cluster)."""
+        ends = [0] + self.config.cutoffs + [sum(bias.shape[0] for bias in self.biases)]
         return list(zip(ends, ends[1:]))
 
     def resize_rarest_cluster(self, rows: int) -> None:
         """Give the last output table ``rows`` rows, as ``resize_token_embeddings`` does to the last input table:
         the kept rows keep their values; new biases start at 0 and new (untied) output embeddings at
-        N(0, initializer_range)."""
+        N(0, initializer_range). (Tied output embeddings are the input table: the model ties them again.)"""
 
         def resized(old: nn.Parameter, new: torch.Tensor) -> nn.Parameter:
             kept = min(rows, old.shape[0])
@@ -306,21 +331,18 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
         with torch.no_grad():
             old_bias = self.biases[-1]
             self.biases[-1] = resized(old_bias, old_bias.new_zeros(rows))
-            if len(self.weights):
+            if not self.config.tie_word_embeddings:
                 old = self.weights[-1]
                 self.weights[-1] = resized(old, old.new_empty(rows, old.shape[1]).normal_(0.0, self.config.initializer_range))
 
-    def cluster_parameters(self, cluster: int, embedding: ScratchTransfoXLAdaptiveEmbedding):
-        """(W_c, b_c, P_c or None) of one cluster, reading tied tensors from the input embedding."""
+    def cluster_parameters(self, cluster: int):
+        """(W_c, b_c, P_c or None) of one cluster."""
         table = 0 if self.config.div_val == 1 else cluster
-        weight = embedding.embeddings[table].weight if self.config.tie_word_embeddings else self.weights[table]
-        bias = self.biases[table]
+        weight, bias = self.weights[table], self.biases[table]
         if self.config.div_val == 1:  # one table for the whole vocabulary: slice the cluster out of it
-            low, high = self.cluster_bounds(embedding)[cluster]
+            low, high = self.cluster_bounds()[cluster]
             weight, bias = weight[low:high], bias[low:high]
-        projection = None
-        if _has_projection(self.config):
-            projection = embedding.projections[table] if self.config.tie_projs[cluster] else self.projections[str(cluster)]
+        projection = self.projections[str(cluster)] if len(self.projections) else None
         return weight, bias, projection
 
     @staticmethod
@@ -329,14 +351,12 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
             hidden = F.linear(hidden, projection.t())
         return F.linear(hidden, weight, bias)
 
-    def target_log_probs(
-        self, hidden_states: torch.Tensor, targets: torch.Tensor, embedding: ScratchTransfoXLAdaptiveEmbedding
-    ) -> torch.Tensor:
+    def target_log_probs(self, hidden_states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """log p(target | h) for (N, hidden) states and N targets, without the full distribution: the head for
         every token, each tail cluster only for the tokens whose target lies in it (what makes the adaptive
         softmax cheap, Grave et al. §3). Targets of -100 get 0."""
-        bounds = self.cluster_bounds(embedding)
-        weight, bias, projection = self.cluster_parameters(0, embedding)
+        bounds = self.cluster_bounds()
+        weight, bias, projection = self.cluster_parameters(0)
         if len(bounds) > 1:
             weight, bias = torch.cat([weight, self.cluster_weight], dim=0), torch.cat([bias, self.cluster_bias], dim=0)
         head = torch.log_softmax(self._logits(hidden_states, weight, bias, projection).float(), dim=-1)
@@ -349,15 +369,15 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
             # (an empty cluster runs on empty tensors: branching on it would break a torch.compile graph)
             rows = ((targets >= low) & (targets < high)).nonzero().squeeze(1)
             tail = torch.log_softmax(
-                self._logits(hidden_states[rows], *self.cluster_parameters(cluster, embedding)).float(), dim=-1
+                self._logits(hidden_states[rows], *self.cluster_parameters(cluster)).float(), dim=-1
             )
             log_probs[rows] = head[rows, shortlist + cluster - 1] + tail.gather(-1, (targets[rows] - low)[:, None])[:, 0]
         return log_probs
 
-    def forward(self, hidden_states: torch.Tensor, embedding: ScratchTransfoXLAdaptiveEmbedding) -> torch.Tensor:
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(…, hidden_size) → (…, vocab_size) log-probabilities."""
-        bounds = self.cluster_bounds(embedding)
-        weight, bias, projection = self.cluster_parameters(0, embedding)
+        bounds = self.cluster_bounds()
+        weight, bias, projection = self.cluster_parameters(0)
         if len(bounds) == 1:
             return torch.log_softmax(self._logits(hidden_states, weight, bias, projection).float(), dim=-1)
         head_weight = torch.cat([weight, self.cluster_weight], dim=0)
@@ -366,7 +386,7 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
         shortlist = bounds[0][1]
         pieces = [head[..., :shortlist]]
         for cluster in range(1, len(bounds)):
-            tail = torch.log_softmax(self._logits(hidden_states, *self.cluster_parameters(cluster, embedding)).float(), dim=-1)
+            tail = torch.log_softmax(self._logits(hidden_states, *self.cluster_parameters(cluster)).float(), dim=-1)
             pieces.append(head[..., shortlist + cluster - 1, None] + tail)
         return torch.cat(pieces, dim=-1)
 
@@ -469,6 +489,7 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
             head.resize_rarest_cluster(new_num_tokens - low)
         self.config.vocab_size = new_num_tokens
         self.vocab_size = new_num_tokens
+        self.tie_weights()  # a tied last output table is the new input table
         return embedding
 
 
@@ -587,12 +608,13 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
 
         hidden_states = self.dropout(embedded)
         layer_inputs, all_attentions = [], () if output_attentions else None
+        # u and v: the model's, shared by every layer (untie_r=False), or each attention's own (None: it reads them)
+        shared_biases = (None, None) if self.config.untie_r else (self.content_bias, self.position_bias)
         for index, layer in enumerate(self.layers):
             layer_inputs.append(hidden_states)
-            owner = self if not self.config.untie_r else layer.attention
             hidden_states, weights = layer(
                 hidden_states, relative_positions, allowed, None if mems is None else mems[index],
-                owner.content_bias, owner.position_bias, output_attentions,
+                *shared_biases, output_attentions,
             )
             if output_attentions:
                 all_attentions += (weights,)
@@ -610,15 +632,42 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
     """Transformer-XL language model: the model above + the adaptive softmax. ``loss`` is the mean next-token
     cross-entropy (labels shifted inside, -100 ignored); ``generate`` carries ``mems`` between steps."""
 
+    _tied_weights_keys = {"lm_head.weights.0": "model.word_embeddings.embeddings.0.weight"}  # per config: _softmax_ties
+
     def __init__(self, config: ScratchTransfoXLConfig):
         super().__init__(config)
+        self._tied_weights_keys = self._softmax_ties()
         self.model = ScratchTransfoXLModel(config)
         self.lm_head = ScratchTransfoXLAdaptiveSoftmax(config)
         self.loss_type = "ForCausalLM"  # Trainer counts num_items_in_batch over the shifted labels
         self.post_init()
 
+    def _softmax_ties(self) -> dict[str, str]:
+        """{softmax parameter: input parameter}: W_c is the input table E_c with ``tie_word_embeddings``, and P_c
+        the input projection of its table with ``tie_projs[c]``."""
+        config, ties = self.config, {}
+        if config.tie_word_embeddings:
+            for table in range(len(_embedding_tables(config))):
+                ties[f"lm_head.weights.{table}"] = f"model.word_embeddings.embeddings.{table}.weight"
+        if _has_projection(config):
+            for cluster, tied in enumerate(config.tie_projs):
+                if tied:
+                    table = 0 if config.div_val == 1 else cluster
+                    ties[f"lm_head.projections.{cluster}"] = f"model.word_embeddings.projections.{table}"
+        return ties
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        # transformers applies `_tied_weights_keys` only when tie_word_embeddings is set (and reads keys without a
+        # "weight"/"bias" suffix as patterns); the projection ties are a separate switch: the exact keys, per config.
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return self._softmax_ties()
+
     def get_output_embeddings(self):
-        return None  # the adaptive softmax reads the input embedding directly (see ScratchTransfoXLAdaptiveSoftmax)
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
 
     @can_return_tuple
     def forward(
@@ -643,7 +692,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         hidden_states = outputs.last_hidden_state
-        logits = self.lm_head(hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states, self.model.word_embeddings)
+        logits = self.lm_head(hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states)
         loss = None
         if labels is not None:
             if labels.shape != hidden_states.shape[:2]:
@@ -665,7 +714,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
         """The same mean (or sum / num_items_in_batch) negative log-likelihood as token_cross_entropy, from the
         targets' log-probabilities alone."""
         targets = targets.reshape(-1).to(hidden_states.device)
-        log_probs = self.lm_head.target_log_probs(hidden_states.reshape(-1, hidden_states.shape[-1]), targets, self.model.word_embeddings)
+        log_probs = self.lm_head.target_log_probs(hidden_states.reshape(-1, hidden_states.shape[-1]), targets)
         total = -log_probs.sum()
         count = (targets != -100).sum() if num_items_in_batch is None else num_items_in_batch
         if isinstance(count, torch.Tensor):

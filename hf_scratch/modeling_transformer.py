@@ -63,11 +63,14 @@ from .positional import SinusoidalPositionalEmbedding, sinusoidal_table
 
 
 class ScratchTransformerEmbeddings(nn.Module):
-    """x_pos = Dropout(√d_model · E[token] + PE(pos)) (paper §3.4-3.5); PE is the fixed sinusoidal table."""
+    """x_pos = Dropout(√d_model · E[token] + PE(pos)) (paper §3.4-3.5); PE is the fixed sinusoidal table.
+    ``tokens``: an existing token embedding module to use (the source one, when the target side shares it)."""
 
-    def __init__(self, config: ScratchTransformerConfig, vocab_size: int):
+    def __init__(self, config: ScratchTransformerConfig, vocab_size: int, tokens: Optional[nn.Embedding] = None):
         super().__init__()
-        self.tokens = nn.Embedding(vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        if tokens is None:
+            tokens = nn.Embedding(vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.tokens = tokens
         self.positions = SinusoidalPositionalEmbedding(
             config.max_position_embeddings, config.hidden_size, layout=config.sinusoidal_layout
         )
@@ -208,12 +211,13 @@ class ScratchTransformerDecoderLayer(GradientCheckpointingLayer):
 
 
 class ScratchTransformerDecoder(nn.Module):
-    """Target embeddings (positions continue after the cached tokens) → N decoder layers (→ final LN when pre-LN)."""
+    """Target embeddings (positions continue after the cached tokens) → N decoder layers (→ final LN when pre-LN).
+    ``shared_tokens``: the source token embedding module, used as is when the two sides share their embeddings."""
 
-    def __init__(self, config: ScratchTransformerConfig):
+    def __init__(self, config: ScratchTransformerConfig, shared_tokens: Optional[nn.Embedding] = None):
         super().__init__()
         self.config = config
-        self.embeddings = ScratchTransformerEmbeddings(config, config.decoder_vocab_size)
+        self.embeddings = ScratchTransformerEmbeddings(config, config.decoder_vocab_size, shared_tokens)
         self.layers = nn.ModuleList(ScratchTransformerDecoderLayer(config, i) for i in range(config.decoder_layers))
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
 
@@ -311,7 +315,9 @@ class ScratchTransformerDecoder(nn.Module):
 class ScratchTransformerPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchTransformerConfig
     _can_compile_fullgraph = True  # forward and backward; decoding with a static EncoderDecoderCache too
-    _no_split_modules = ["ScratchTransformerEncoderLayer", "ScratchTransformerDecoderLayer", "ScratchTransformerEmbeddings"]
+    _supports_attention_backend = True  # standard attention: kernels of transformers' AttentionInterface run it
+    _supports_flex_attn = True
+    _no_split_modules = ["ScratchTransformerEncoderLayer", "ScratchTransformerDecoderLayer"]
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -347,7 +353,11 @@ class ScratchTransformerPreTrainedModel(ScratchPreTrainedModel):
 
 
 class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
-    """The encoder-decoder without the output projection: returns the decoder's last hidden states."""
+    """The encoder-decoder without the output projection: returns the decoder's last hidden states.
+
+    With ``share_encoder_decoder_embeddings`` the decoder's token embedding is the encoder's module itself (as BART's
+    ``shared``): one module, called by both sides, under both names in the state dict; the tie keeps checkpoints that
+    hold one key or both loading, and saving writes the source key only."""
 
     _tied_weights_keys = {"decoder.embeddings.tokens.weight": "encoder.embeddings.tokens.weight"}
 
@@ -355,7 +365,8 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         super().__init__(config)
         self._tied_weights_keys = self._embedding_ties()
         self.encoder = ScratchTransformerEncoder(config)
-        self.decoder = ScratchTransformerDecoder(config)
+        shared = self.encoder.embeddings.tokens if config.share_encoder_decoder_embeddings else None
+        self.decoder = ScratchTransformerDecoder(config, shared)
         self.post_init()
 
     def get_input_embeddings(self):

@@ -303,10 +303,15 @@ def test_transfo_xl_attentions_cover_the_memory():
 
 
 def output_weight(model):
-    """The output embedding matrix (for Transformer-XL's adaptive softmax: that of its last, rarest cluster)."""
-    if model.get_output_embeddings() is None and hasattr(model.lm_head, "cluster_parameters"):
-        return model.lm_head.cluster_parameters(model.config.num_clusters - 1, model.get_input_embeddings())[0]
-    return model.get_output_embeddings().weight
+    """The output embedding matrix (for Transformer-XL's adaptive softmax: that of its last, rarest table)."""
+    output = model.get_output_embeddings()
+    return output.weights[-1] if hasattr(output, "weights") else output.weight
+
+
+def output_rows(model) -> int:
+    """The rows of the output embeddings (of all the adaptive softmax's tables)."""
+    output = model.get_output_embeddings()
+    return sum(w.shape[0] for w in output.weights) if hasattr(output, "weights") else output.weight.shape[0]
 
 
 def embedding_rows(embedding: nn.Module) -> int:
@@ -318,11 +323,8 @@ def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def is_tied(model) -> bool:
-    """Does the head tie its output projection to its input embeddings (transformers' ``_tied_weights_keys``, or
-    Transformer-XL's adaptive softmax reading the input tables)?"""
-    if model.get_output_embeddings() is not None:
-        return bool(model.config.tie_word_embeddings) and bool(model._tied_weights_keys)
-    return hasattr(model, "lm_head") and bool(model.config.tie_word_embeddings)
+    """Does the head tie its output projection to its input embeddings (transformers' ``_tied_weights_keys``)?"""
+    return model.get_output_embeddings() is not None and bool(model.config.tie_word_embeddings) and bool(model._tied_weights_keys)
 
 
 def input_table(model) -> torch.Tensor:
@@ -361,17 +363,20 @@ def randomised_copy(module: nn.Module) -> nn.Module:
 @heads
 def test_tie_weights(name, cls):
     model = build(name, cls)
-    if not is_tied(model) or model.get_output_embeddings() is None:
+    if not is_tied(model):
         state = {key: value.clone() for key, value in model.state_dict().items()}
         model.tie_weights()
         assert_same(list(model.state_dict().values()), list(state.values()), "tie_weights on an untied head")
         return
     output = model.get_output_embeddings()
-    output.weight = nn.Parameter(output.weight.detach().clone())
-    assert output.weight.data_ptr() != input_table(model).data_ptr()
+    untied = nn.Parameter(output_weight(model).detach().clone())
+    if hasattr(output, "weights"):  # Transformer-XL's adaptive softmax: one output table per cluster
+        output.weights[-1] = untied
+    else:
+        output.weight = untied
+    assert output_weight(model).data_ptr() != input_table(model).data_ptr()
     model.tie_weights()
-    assert model.get_output_embeddings().weight is input_table(model)
-    assert same_storage(output_weight(model), input_table(model))
+    assert output_weight(model) is input_table(model)
 
 
 @heads
@@ -385,7 +390,7 @@ def test_resize_token_embeddings_keeps_ties_and_trains_the_new_token(name, cls):
     if is_tied(model):  # the output embeddings are the input ones: same storage, also after the resize
         assert same_storage(output_weight(model), input_table(model))
     if model.get_output_embeddings() is not None:
-        assert model.get_output_embeddings().weight.shape[0] == new
+        assert output_rows(model) == new
 
     ids = family_sizes()["ids"].clone()
     ids[:, 1] = new - 1  # the newest token, in every row

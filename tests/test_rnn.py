@@ -215,6 +215,28 @@ def test_fused_equals_cells_for_the_whole_model():
     assert (a.logits - b.logits).abs().max() <= 1e-5 and abs(a.loss - b.loss) <= 1e-5
 
 
+@pytest.mark.parametrize("cell_type", ["lstm", "gru"])
+@pytest.mark.parametrize("attention_type", ["none", "bahdanau"])
+def test_fused_recurrence_gets_contiguous_states_and_layers_return_no_views(cell_type, attention_type):
+    """What the GPU kernels and FSDP2 need at a layer's boundary, checked where CPU kernels would not complain:
+    cuDNN refuses a non-contiguous initial state ("rnn: hx is not contiguous"), and each decoder layer starts from a
+    slice of the encoder's (batch, layers, hidden) final states; FSDP2 warns when a unit (``ScratchRNNLayer``)
+    returns a view, which torch.nn.LSTM's batch-first outputs are."""
+    model = ScratchRNNForConditionalGeneration(tiny_config(cell_type=cell_type, attention_type=attention_type)).train()
+    states, views = [], []
+    for module in model.modules():
+        if isinstance(module, torch.nn.RNNBase):
+            module.register_forward_pre_hook(lambda _, args: states.append(args[1]))
+        if type(module).__name__ == "ScratchRNNLayer":
+            module.register_forward_hook(lambda _, args, out: views.append(out[0]._base is not None))
+    input_ids, _ = padded_batch()
+    model(input_ids=input_ids, labels=input_ids[:, :5]).loss.backward()
+    flat = [s for state in states for s in (state if isinstance(state, tuple) else (state,))]
+    assert len(flat) >= 2 * model.config.decoder_layers
+    assert all(s.is_contiguous() for s in flat)
+    assert len(views) >= 4 and not any(views)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_source_without_real_tokens_gives_no_nan(dtype):
     model = ScratchRNNForConditionalGeneration(tiny_config(attention_type="bahdanau")).to(dtype).eval()

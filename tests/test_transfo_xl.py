@@ -256,6 +256,57 @@ def test_save_load_and_auto_classes(tmp_path):
     assert isinstance(AutoModel.from_config(AutoConfig.from_pretrained(tmp_path)), ScratchTransfoXLModel)
 
 
+@pytest.mark.parametrize("overrides", [
+    {},  # one table per cluster, tied, tie_projs: all but the first
+    {"div_val": 1, "embedding_size": 12, "tie_projs": [True, False, True]},  # one projected table
+    {"tie_word_embeddings": False},
+    {"untie_r": False},
+])
+def test_softmax_computes_with_its_own_tied_parameters(tmp_path, overrides):
+    """The adaptive softmax reads no other module's weights: its output tables and projections are its own
+    parameters, the input's very tensors where tied (``_tied_weights_keys``, as transformers' TransfoXL tied
+    ``crit.out_layers``), so a call with the hidden states alone gives the model's log-probabilities; u and v are
+    read by each attention in its forward. Checkpoints keep the keys they had: tied tensors are saved once, under
+    the input's names, and come back tied."""
+    model = tiny_model(**overrides)
+    config, embedding, softmax = model.config, model.model.word_embeddings, model.lm_head
+    tables = len(embedding.embeddings)
+    for table in range(tables):
+        assert (softmax.weights[table] is embedding.embeddings[table].weight) == config.tie_word_embeddings
+    for cluster, tied in enumerate(config.tie_projs):
+        input_projection = embedding.projections[0 if config.div_val == 1 else cluster]
+        assert (softmax.projections[str(cluster)] is input_projection) == tied
+    ids = torch.randint(0, 40, (2, 6))
+    with torch.no_grad():
+        output = model(ids)
+        torch.testing.assert_close(softmax(model.model(ids).last_hidden_state), output.logits, atol=0, rtol=0)
+    model.save_pretrained(tmp_path)
+    saved = set(load_file(str(tmp_path / "model.safetensors")))
+    tied = set(model._tied_weights_keys)
+    assert saved == set(model.state_dict()) - tied and tied == {
+        *(f"lm_head.weights.{t}" for t in range(tables) if config.tie_word_embeddings),
+        *(f"lm_head.projections.{c}" for c, tied in enumerate(config.tie_projs) if tied),
+    }
+    loaded = ScratchTransfoXLLMHeadModel.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    assert all(loaded.get_parameter(target) is loaded.get_parameter(source) for target, source in loaded._tied_weights_keys.items())
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids).logits, output.logits, atol=0, rtol=0)
+
+
+def test_one_table_embeddings_have_a_weight_as_transformers_scripts_read_it():
+    """transformers' run_clm reads ``get_input_embeddings().weight.shape[0]`` (the vocabulary size) and accelerate's
+    FSDP recognises tied output embeddings by ``.weight``: one table has one; one table per cluster has none."""
+    model = tiny_model(div_val=1)
+    embedding, softmax = model.get_input_embeddings(), model.get_output_embeddings()
+    assert embedding.weight.shape == (40, 16) and embedding.weight is embedding.embeddings[0].weight
+    assert softmax is model.lm_head and softmax.weight is embedding.weight
+    with pytest.raises(AttributeError):
+        embedding.weight = torch.zeros(40, 16)  # read-only: the table is the module to replace
+    several = tiny_model(div_val=2)
+    assert getattr(several.get_input_embeddings(), "weight", None) is None
+    assert getattr(several.get_output_embeddings(), "weight", None) is None
+
+
 def test_to_transformers_explains_that_transformers_5_has_no_transfo_xl():
     with pytest.raises(ValueError, match="no longer ships Transformer-XL"):
         to_transformers(tiny_model())
@@ -309,11 +360,11 @@ def test_hand_made_reference_checkpoint_loads_and_scores(tmp_path, tie):
     model = load_reference_checkpoint(tmp_path)
     assert isinstance(model, ScratchTransfoXLLMHeadModel) and not model.training
     assert model.config.tie_projs == [False, True, True, True] and model.config.same_length
-    # weights land where they belong; tied softmax tensors are read from the input embedding
+    # weights land where they belong; tied softmax tensors are the input embedding's
     assert torch.equal(model.model.word_embeddings.embeddings[2].weight, state["transformer.word_emb.emb_layers.2.weight"])
     assert torch.equal(model.model.layers[1].attention.position_bias, state["transformer.layers.1.dec_attn.r_r_bias"])
     for cluster in range(4):
-        weight, bias, projection = model.lm_head.cluster_parameters(cluster, model.model.word_embeddings)
+        weight, bias, projection = model.lm_head.cluster_parameters(cluster)
         assert torch.equal(weight, state[f"crit.out_layers.{cluster}.weight"]) and torch.equal(bias, state[f"crit.out_layers.{cluster}.bias"])
         assert torch.equal(projection, state[f"crit.out_projs.{cluster}"])
     ids = torch.tensor([[1, 9, 17, 40, 63, 2], [5, 5, 30, 31, 0, 12]])

@@ -584,6 +584,48 @@ def prepare_for_saving(model, tokenizer) -> None:
             generation.pad_token_id = generation.eos_token_id
 
 
+def saved_class(model) -> type:
+    """The class a saved folder names for ``model``: its own, or, when FSDP2's ``fully_shard`` sharded it in place,
+    the hf_scratch class behind the ``FSDP<Class>`` subclass torch creates in its own module (saving as that one
+    copies torch's ``_fsdp_*.py`` files as the model's code and writes a broken ``auto_map``)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return next(cls for cls in type(model).__mro__ if not issubclass(cls, FSDPModule))
+
+
+def unsharded_model(model, state_dict: dict):
+    """A ``saved_class(model)`` model holding ``state_dict`` (the gathered weights, used as they are: no copy), with
+    ``model``'s config and generation config: what ``save_pretrained`` writes the hub folder from."""
+    import torch
+
+    with torch.device("meta"):  # no memory for the weights about to be replaced
+        unsharded = saved_class(model)(model.config)
+    unsharded.load_state_dict(state_dict, assign=True)
+    unsharded.tie_weights()  # gathered tied weights are separate copies: one tensor again
+    if model.can_generate():
+        unsharded.generation_config = model.generation_config
+    return unsharded
+
+
+def save_unsharded(trainer, output_dir: Optional[str] = None, _internal_call: bool = False) -> None:
+    """``Trainer.save_model`` for a model FSDP shards (the final save of ``train_evaluate_save``): every process
+    takes part in gathering the weights (FULL_STATE_DICT: for the sharded kind the Trainer's own save writes none),
+    then the main one writes the folder with the model's hf_scratch class (``unsharded_model``), the tokenizer and
+    the training arguments, as ``Trainer._save`` does."""
+    import torch
+    from transformers.trainer import TRAINING_ARGS_NAME
+
+    output_dir = output_dir if output_dir is not None else trainer.args.output_dir
+    trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
+    state_dict = trainer.accelerator.get_state_dict(trainer.model)
+    if trainer.args.should_save:
+        os.makedirs(output_dir, exist_ok=True)
+        unsharded_model(trainer.model, state_dict).save_pretrained(output_dir)
+        if trainer.processing_class is not None:
+            trainer.processing_class.save_pretrained(output_dir)
+        torch.save(trainer.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Metrics
 # ----------------------------------------------------------------------------------------------------------------
@@ -646,6 +688,10 @@ def train_evaluate_save(trainer, model_args, data_args, training_args, card: Car
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
     results["log_history"] = list(trainer.state.log_history)
+    if trainer.is_fsdp_enabled:
+        # the last save (also the one inside push_to_hub) gathers the weights and writes them with the hf_scratch
+        # class; the checkpoints written during training were of the plugin's kind
+        trainer.save_model = functools.partial(save_unsharded, trainer)
     if training_args.push_to_hub:
         # Trainer.push_to_hub saves the folder, writes README.md through its create_model_card hook and uploads it
         # all in one commit; the hook writes our card instead of the Trainer's generic one, so the card goes up
@@ -931,7 +977,7 @@ def write_model_card(output_dir: str, model, tokenizer, model_args, data_args, t
         card_data,
         model_name=card_data.model_name,
         template_path=str(MODEL_CARDS_DIR / f"{family}.md"),
-        model_class=type(model).__name__,
+        model_class=saved_class(model).__name__,
         auto_class=_auto_class_of(model),
         task=card.task,
         dataset=card.dataset,
@@ -951,7 +997,7 @@ def write_model_card(output_dir: str, model, tokenizer, model_args, data_args, t
 
 def _auto_class_of(model) -> str:
     for auto_name, reference in type(model.config).default_auto_map.items():
-        if reference.split(".")[-1] == type(model).__name__:
+        if reference.split(".")[-1] == saved_class(model).__name__:
             return auto_name
     return "AutoModel"
 
