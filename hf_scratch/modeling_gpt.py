@@ -352,6 +352,11 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
     depend on the order of the two texts. ``lm_labels`` (same shape as the input, -100 ignored) adds the
     auxiliary language-modelling loss λ·L1 through ``lm_head``, the LM head of pre-training tied to the token
     embeddings (eq. 5). The tie means checkpoints saved before this head existed load unchanged.
+
+    ``lm_labels`` is a keyword argument outside the signature on purpose: the Trainer takes its label names from the
+    parameters whose name contains "label" (``transformers.utils.find_labels``) and reports an evaluation loss and
+    metrics only for batches that hold all of them, so a second label parameter silently switched evaluation off in
+    generic scripts. With the Trainer, keep an ``lm_labels`` column with ``remove_unused_columns=False``.
     """
 
     _tied_weights_keys = {"lm_head.weight": "model.embeddings.word.weight"}
@@ -379,12 +384,12 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         position_ids: Optional[torch.Tensor] = None,
         inputs_embeds: Optional[torch.Tensor] = None,
         labels: Optional[torch.Tensor] = None,
-        lm_labels: Optional[torch.Tensor] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
         return_dict: Optional[bool] = None,
         **kwargs,
     ) -> SequenceClassifierOutputWithPast:
+        lm_labels = kwargs.get("lm_labels")
         check_one_input(input_ids, inputs_embeds)
         several_orderings = input_ids.dim() == 3 if input_ids is not None else inputs_embeds.dim() == 4
         leading = (input_ids if input_ids is not None else inputs_embeds).shape[: 2 if several_orderings else 1]

@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+from safetensors.torch import load_file
 import transformers
 from transformers import AutoModel, AutoModelForSeq2SeqLM, MarianConfig, pipeline
 
@@ -148,6 +149,42 @@ def test_embeddings_shared_and_tied_as_configured(tmp_path):
     reloaded = ScratchTransformerForConditionalGeneration.from_pretrained(tmp_path)
     assert reloaded.model.decoder.embeddings.tokens.weight.data_ptr() == reloaded.model.encoder.embeddings.tokens.weight.data_ptr()
     assert torch.equal(reloaded.lm_head.weight, untied.lm_head.weight)
+
+
+@pytest.mark.parametrize("tie_word_embeddings", [True, False])
+def test_shared_embeddings_are_one_module_and_both_checkpoint_layouts_load(tmp_path, tie_word_embeddings):
+    """Shared source/target embeddings are one nn.Embedding, called by the encoder and the decoder (as BART's
+    ``shared``; a second module tied to the same weight is split from it by FSDP). The state dict names it under
+    both paths: ``save_pretrained`` writes the source key alone, a plain state-dict dump holds both; both load."""
+    from safetensors.torch import save_file
+
+    torch.manual_seed(0)
+    model = ScratchTransformerForConditionalGeneration(tiny_config(tie_word_embeddings=tie_word_embeddings)).eval()
+    encoder, decoder = model.model.encoder.embeddings, model.model.decoder.embeddings
+    assert decoder.tokens is encoder.tokens
+    calls = []
+    encoder.tokens.register_forward_hook(lambda *_: calls.append(1))
+    ids, decoder_ids = torch.tensor([[5, 9, 3, 17]]), torch.tensor([[1, 7, 8]])
+    with torch.no_grad():
+        logits = model(input_ids=ids, decoder_input_ids=decoder_ids).logits
+    assert len(calls) == 2  # source and target tokens through the one module
+    separate = ScratchTransformerForConditionalGeneration(tiny_config(share_encoder_decoder_embeddings=False))
+    assert separate.model.decoder.embeddings.tokens is not separate.model.encoder.embeddings.tokens
+
+    model.save_pretrained(tmp_path / "saved")
+    saved = set(load_file(str(tmp_path / "saved" / "model.safetensors")))
+    assert "model.encoder.embeddings.tokens.weight" in saved and "model.decoder.embeddings.tokens.weight" not in saved
+    dump = tmp_path / "dump"  # every key, each its own tensor (as torch.save of a state dict, or older exports)
+    dump.mkdir()
+    save_file({k: v.clone() for k, v in model.state_dict().items()}, str(dump / "model.safetensors"), {"format": "pt"})
+    model.config.save_pretrained(dump)
+    assert "model.decoder.embeddings.tokens.weight" in set(load_file(str(dump / "model.safetensors")))
+    for folder in (tmp_path / "saved", dump):
+        loaded, info = ScratchTransformerForConditionalGeneration.from_pretrained(folder, output_loading_info=True)
+        assert not any(info.values()), info
+        assert loaded.model.decoder.embeddings.tokens is loaded.model.encoder.embeddings.tokens
+        with torch.no_grad():
+            torch.testing.assert_close(loaded.eval()(input_ids=ids, decoder_input_ids=decoder_ids).logits, logits)
 
 
 def test_resize_token_embeddings_keeps_sharing_and_ties():

@@ -88,7 +88,6 @@ def main(args=None, callbacks=None) -> dict:
             batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"], **map_options(data_args, "tokenizing"),
         )
         collator = DataCollatorWithPadding(tokenizer)
-    training_args.label_names = ["labels"]  # GPT's classifier also accepts lm_labels (auxiliary LM loss)
     metric = load_metric("accuracy_f1")
 
     def compute_metrics(eval_prediction):
