@@ -6,7 +6,9 @@ top-down in the order of the GPT-1 paper (seed 004 §3):
    position-wise feed-forward network with GELU, each with a residual connection and LayerNorm — after the
    sub-layer (GPT-1, post-LN) or before it with a final LayerNorm (GPT-2, pre-LN);
 3. unsupervised pre-training: P(u) = softmax(h_n W_eᵀ), the LM head tied to the token embeddings, trained with
-   L1 = Σ log P(u_i | u_{i-k} … u_{i-1}) (§3.1, eq. 1); ``generate`` through transformers' ``DynamicCache``;
+   L1 = Σ log P(u_i | u_{i-k} … u_{i-1}) (§3.1, eq. 1); ``generate`` through transformers' ``DynamicCache``, or
+   its ``StaticCache`` (``cache_implementation="static"``: fixed shapes for a compiled decoding step; the masks
+   cover every slot of the cache and the positions come from it, see ``attention.cache_layout``);
 4. supervised fine-tuning: P(y | x) = softmax(h_l^m W_y) on the final state of the last (extract) token (§3.2,
    eq. 3-4), with the auxiliary objective L3 = L2 + λ·L1 (eq. 5, λ = ``config.lm_loss_weight``); the task input
    transformations of §3.3 (classification, entailment, similarity, multiple choice) are built by
@@ -82,7 +84,8 @@ class ScratchGPTEmbeddings(nn.Module):
     def forward(self, input_ids, position_ids, token_type_ids=None, inputs_embeds=None) -> torch.Tensor:
         if inputs_embeds is None:
             inputs_embeds = self.word(input_ids)
-        embeddings = inputs_embeds + self.position(position_ids)
+        # (.to: with device_map="auto" over several devices the tables may sit on different ones, as in GPT-2's)
+        embeddings = inputs_embeds + self.position(position_ids).to(inputs_embeds.device)
         if token_type_ids is not None:
             check_input_ids(token_type_ids, embedding_rows(self.word), name="token_type_ids")
             embeddings = embeddings + self.word(token_type_ids)

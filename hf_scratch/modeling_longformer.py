@@ -103,7 +103,9 @@ class ScratchLongformerEmbeddings(nn.Module):
             token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
         else:
             check_input_ids(token_type_ids, embedding_rows(self.token_type), name="token_type_ids")
-        embeddings = inputs_embeds + self.position(position_ids) + self.token_type(token_type_ids)
+        # (.to: with device_map="auto" over several devices the three tables may sit on different ones)
+        device = inputs_embeds.device
+        embeddings = inputs_embeds + self.position(position_ids).to(device) + self.token_type(token_type_ids).to(device)
         return self.dropout(self.norm(embeddings))
 
 

@@ -335,14 +335,19 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
                 old = self.weights[-1]
                 self.weights[-1] = resized(old, old.new_empty(rows, old.shape[1]).normal_(0.0, self.config.initializer_range))
 
-    def cluster_parameters(self, cluster: int):
-        """(W_c, b_c, P_c or None) of one cluster."""
+    def cluster_parameters(self, cluster: int, device: Optional[torch.device] = None):
+        """(W_c, b_c, P_c or None) of one cluster, on ``device`` if given (the hidden states'): with
+        device_map="auto" over several devices the softmax's tensors may sit on different ones (its parameter lists
+        have no forward for accelerate to hook)."""
         table = 0 if self.config.div_val == 1 else cluster
         weight, bias = self.weights[table], self.biases[table]
         if self.config.div_val == 1:  # one table for the whole vocabulary: slice the cluster out of it
             low, high = self.cluster_bounds()[cluster]
             weight, bias = weight[low:high], bias[low:high]
         projection = self.projections[str(cluster)] if len(self.projections) else None
+        if device is not None:
+            weight, bias = weight.to(device), bias.to(device)
+            projection = projection.to(device) if projection is not None else None
         return weight, bias, projection
 
     @staticmethod
@@ -355,10 +360,11 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
         """log p(target | h) for (N, hidden) states and N targets, without the full distribution: the head for
         every token, each tail cluster only for the tokens whose target lies in it (what makes the adaptive
         softmax cheap, Grave et al. §3). Targets of -100 get 0."""
-        bounds = self.cluster_bounds()
-        weight, bias, projection = self.cluster_parameters(0)
+        bounds, device = self.cluster_bounds(), hidden_states.device
+        weight, bias, projection = self.cluster_parameters(0, device)
         if len(bounds) > 1:
-            weight, bias = torch.cat([weight, self.cluster_weight], dim=0), torch.cat([bias, self.cluster_bias], dim=0)
+            weight = torch.cat([weight, self.cluster_weight.to(device)], dim=0)
+            bias = torch.cat([bias, self.cluster_bias.to(device)], dim=0)
         head = torch.log_softmax(self._logits(hidden_states, weight, bias, projection).float(), dim=-1)
         log_probs = torch.zeros(targets.shape, dtype=head.dtype, device=head.device)
         shortlist = bounds[0][1]
@@ -369,24 +375,24 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
             # (an empty cluster runs on empty tensors: branching on it would break a torch.compile graph)
             rows = ((targets >= low) & (targets < high)).nonzero().squeeze(1)
             tail = torch.log_softmax(
-                self._logits(hidden_states[rows], *self.cluster_parameters(cluster)).float(), dim=-1
+                self._logits(hidden_states[rows], *self.cluster_parameters(cluster, device)).float(), dim=-1
             )
             log_probs[rows] = head[rows, shortlist + cluster - 1] + tail.gather(-1, (targets[rows] - low)[:, None])[:, 0]
         return log_probs
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(…, hidden_size) → (…, vocab_size) log-probabilities."""
-        bounds = self.cluster_bounds()
-        weight, bias, projection = self.cluster_parameters(0)
+        bounds, device = self.cluster_bounds(), hidden_states.device
+        weight, bias, projection = self.cluster_parameters(0, device)
         if len(bounds) == 1:
             return torch.log_softmax(self._logits(hidden_states, weight, bias, projection).float(), dim=-1)
-        head_weight = torch.cat([weight, self.cluster_weight], dim=0)
-        head_bias = torch.cat([bias, self.cluster_bias], dim=0)
+        head_weight = torch.cat([weight, self.cluster_weight.to(device)], dim=0)
+        head_bias = torch.cat([bias, self.cluster_bias.to(device)], dim=0)
         head = torch.log_softmax(self._logits(hidden_states, head_weight, head_bias, projection).float(), dim=-1)
         shortlist = bounds[0][1]
         pieces = [head[..., :shortlist]]
         for cluster in range(1, len(bounds)):
-            tail = torch.log_softmax(self._logits(hidden_states, *self.cluster_parameters(cluster)).float(), dim=-1)
+            tail = torch.log_softmax(self._logits(hidden_states, *self.cluster_parameters(cluster, device)).float(), dim=-1)
             pieces.append(head[..., shortlist + cluster - 1, None] + tail)
         return torch.cat(pieces, dim=-1)
 

@@ -9,7 +9,8 @@
    values are the encoder output, masked by the source padding] and [FFN], same residual wrapping;
 4. the output projection to the target vocabulary (tied to the target embeddings, §3.4), the non-shifted
    cross-entropy with optional label smoothing (§5.4), and generation (greedy / beam search) over transformers'
-   ``EncoderDecoderCache``: the decoder's self-attention keys/values grow by one token per step, the
+   ``EncoderDecoderCache``: the decoder's self-attention keys/values grow by one token per step (or fill the
+   fixed slots of a ``StaticCache`` with ``cache_implementation="static"``, for a compiled decoding step), the
    cross-attention keys/values are computed from the encoder output once.
 
 Decoder inputs are the labels shifted right behind ``decoder_start_token_id`` (the seed's "S i want a beer" for the
@@ -85,7 +86,8 @@ class ScratchTransformerEmbeddings(nn.Module):
             inputs_embeds = self.tokens(input_ids) * self.scale
         if position_ids is None:
             position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None, :]
-        return self.dropout(inputs_embeds + self.positions(position_ids).to(inputs_embeds.dtype))
+        # (.to: the device too, for device_map="auto" over several devices)
+        return self.dropout(inputs_embeds + self.positions(position_ids).to(inputs_embeds.device, inputs_embeds.dtype))
 
 
 # --------------------------------------------------------------------------------------------------------------

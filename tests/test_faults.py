@@ -65,13 +65,13 @@ SAVE_FILES = {"scratch-gpt": 5, "scratch-transfo-xl": 6}
 
 
 def kill_plan(rng: random.Random, count: int, max_steps: int, files: int) -> list[str]:
-    """``count`` kill moments in training order: the phases (step, eval, save) take turns in a shuffled order, and
+    """``count`` kill moments in training order: the phases (save, step, eval) take turns in a shuffled order, and
     kill i falls in the i-th of ``count`` consecutive stretches of the run where it can (evaluations and saves
     happen every few steps only), so the kills spread over the run. A save is killed after a random one of its
     ``files``. Each moment is reachable after the kill before it: the rerun resumes from an older checkpoint."""
     valid = {"step": list(range(1, max_steps + 1)), "eval": list(range(EVAL_STEPS, max_steps + 1, EVAL_STEPS)),
              "save": list(range(SAVE_STEPS, max_steps + 1, SAVE_STEPS))}
-    phases = [fault_worker.PHASES[i % len(fault_worker.PHASES)] for i in range(count)]
+    phases = [("save", "step", "eval")[i % 3] for i in range(count)]  # a single kill is mid-save
     rng.shuffle(phases)
     plan = []
     for i, phase in enumerate(phases):
@@ -194,8 +194,8 @@ def test_ddp_rank_killed_and_job_restarted_ends_bit_identical(tmp_path):
     rng = random.Random(f"{SEED}-ddp")
     finish(launch(tmp_path / "uninterrupted"))
     output_dir = tmp_path / "killed"
-    for moment in kill_plan(rng, DDP_KILLS, MAX_STEPS, SAVE_FILES["scratch-gpt"]):
-        rank = rng.randrange(2)
+    for kill, moment in enumerate(kill_plan(rng, DDP_KILLS, MAX_STEPS, SAVE_FILES["scratch-gpt"])):
+        rank = kill % 2  # the main process (it publishes checkpoints) first, then the other
         if rank == 1 and moment.startswith("save"):
             moment = moment.rsplit(":", 1)[0] + ":1"  # rank 1 writes one file: its RNG state
         fault_dir = tmp_path / "fault"

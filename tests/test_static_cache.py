@@ -135,3 +135,22 @@ def test_static_cache_request_leaves_memory_and_recurrent_state_decoding_alone(n
     if name == "transfo_xl":
         prompt.pop("attention_mask")  # (no padding in Transformer-XL streams)
     same_generation(generate(model, prompt, cache_implementation="static"), generate(model, prompt))
+
+
+@pytest.mark.skipif("gpt" not in STATIC, reason="the GPT family is not in this checkout")
+def test_static_cache_takes_the_running_mask_of_the_tokens_so_far():
+    """A 0/1 mask over the tokens so far (as with a DynamicCache) instead of every slot: the slots after it count
+    as padding; the logits are those of one uncached forward."""
+    model, prompt = model_and_prompt("gpt")
+    targets = torch.randint(3, model.config.vocab_size, (2, 3))
+    ids = torch.cat([prompt["input_ids"], targets], dim=1)
+    mask = torch.cat([prompt["attention_mask"], torch.ones_like(targets)], dim=1)
+    cache = static_cache(model, prompt, max_cache_len=ids.shape[1] + 2)
+    length = prompt["input_ids"].shape[1]
+    with torch.no_grad():
+        logits = [model(input_ids=ids[:, :length], attention_mask=mask[:, :length], past_key_values=cache).logits]
+        for end in range(length + 1, ids.shape[1] + 1):
+            logits.append(model(input_ids=ids[:, end - 1 : end], attention_mask=mask[:, :end], past_key_values=cache).logits)
+        close(torch.cat(logits, dim=1), model(input_ids=ids, attention_mask=mask, use_cache=False).logits, atol=ATOL)
+        with pytest.raises(ValueError, match="static cache"):  # a mask that stops before the new tokens
+            model(input_ids=targets[:, :1], attention_mask=mask[:, :2], past_key_values=cache)

@@ -13,6 +13,10 @@
 - models (``create_model``): ``--model_type`` + ``--model_size`` preset + ``--config_overrides``, or
   ``--model_name_or_path`` (an hf_scratch checkpoint, or a reference checkpoint — bert, gpt2, openai-gpt, marian,
   longformer, transfo-xl — converted on the fly with ``hf_scratch.convert.load_reference_checkpoint``);
+- checkpoints that survive a kill (``AtomicCheckpoints``): staged in ``_tmp-checkpoint-N`` and renamed into place
+  when complete, rotated only then; a rerun resumes from the newest complete one (``last_complete_checkpoint``),
+  an unwritable or too full ``--output_dir`` fails before training (``check_output_dir_writable``,
+  ``check_disk_space``);
 - the end of every run (``train_evaluate_save``): train (resuming from the detected or given checkpoint),
   evaluate, save the hub-ready folder (safetensors, config with the full ``auto_map``, the modeling code, tokenizer
   reporting the model's input limit, generation config) and its ``README.md`` model card filled from
@@ -253,17 +257,12 @@ def resolve_output_dir(data_args: DataArguments, training_args) -> None:
     example scripts: resume from its newest *complete* ``checkpoint-N`` (``last_complete_checkpoint``; an incomplete
     one is skipped with a warning, never loaded), refuse a non-empty folder without checkpoints, or — with
     ``--overwrite_output_dir`` — start over. transformers 5 removed ``TrainingArguments.overwrite_output_dir`` (and
-    its examples the check), so the flag is ours (``DataArguments``). An explicit ``--resume_from_checkpoint`` is used
-    as given, if complete. What a run killed before its first checkpoint leaves (a staging folder, TensorBoard's
-    ``runs``) does not count: rerunning its command starts over. The folder must be writable
-    (``check_output_dir_writable``). The log says what happens."""
+    its examples the check), so the flag is ours (``DataArguments``). An explicit ``--resume_from_checkpoint`` is
+    used as given (``train_evaluate_save`` refuses an incomplete one). What a run killed before its first checkpoint
+    leaves (a staging folder, TensorBoard's ``runs``) does not count: rerunning its command starts over. The folder
+    must be writable (``check_output_dir_writable``). The log says what happens."""
     check_output_dir_writable(training_args.output_dir)
     given = training_args.resume_from_checkpoint
-    if training_args.do_train and given is not None and Path(given).is_dir():
-        problem = checkpoint_problem(given)
-        if problem is not None:
-            raise ValueError(f"--resume_from_checkpoint {given} is incomplete ({problem}): its save was interrupted or "
-                             "the files were damaged since; resume from another checkpoint.")
     output_dir = Path(training_args.output_dir)
     if not training_args.do_train or not output_dir.is_dir() or all(_left_by_a_killed_run(p) for p in output_dir.iterdir()):
         return
@@ -655,8 +654,9 @@ class CardInfo:
 
 
 def train_evaluate_save(trainer, model_args, data_args, training_args, card: CardInfo, extra_metrics: Optional[Callable[[dict], dict]] = None) -> dict:
-    """Train (from the checkpoint ``resolve_output_dir`` found or --resume_from_checkpoint gave, if any), evaluate,
-    save the hub-ready folder with its model card, push it if asked; return the results:
+    """Train (from the checkpoint ``resolve_output_dir`` found or --resume_from_checkpoint gave, if any; with
+    atomic checkpoints, after checking the disk has room for one), evaluate, save the hub-ready folder with its
+    model card, push it if asked; return the results:
     ``{"train": …, "eval": …, "log_history": …, "output_dir": …}``."""
     results: dict[str, Any] = {"output_dir": training_args.output_dir}
     model, tokenizer = trainer.model, trainer.processing_class
@@ -668,6 +668,9 @@ def train_evaluate_save(trainer, model_args, data_args, training_args, card: Car
         checkpoint = training_args.resume_from_checkpoint
         if checkpoint is not None and not Path(checkpoint).is_dir():
             raise ValueError(f"--resume_from_checkpoint {checkpoint!r} is not a checkpoint directory.")
+        if checkpoint is not None and (problem := checkpoint_problem(checkpoint)) is not None:
+            raise ValueError(f"--resume_from_checkpoint {checkpoint} is incomplete ({problem}): its save was interrupted "
+                             "or its files were damaged since; resume from another checkpoint.")
         check_disk_space(model, training_args)
         if data_args.overwrite_output_dir and training_args.should_save:
             remove_checkpoints(training_args.output_dir)
