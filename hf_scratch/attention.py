@@ -37,7 +37,10 @@ OTHER_MASK_FORMATS = ("flash_attention", "paged|", "kernels-community/")
 
 def registered_kernels() -> list[str]:
     """Kernels in transformers' ``AttentionInterface`` (built-in and user-registered) that take the 4-D mask."""
-    return [name for name in AttentionInterface() if not name.startswith(OTHER_MASK_FORMATS) and name not in ATTENTION_IMPLEMENTATIONS]
+    return [
+        name for name in AttentionInterface()
+        if not name.startswith(OTHER_MASK_FORMATS) and name not in ATTENTION_IMPLEMENTATIONS
+    ]
 
 
 def check_attn_implementation(name: Optional[str], registry: bool = False) -> str:
@@ -52,11 +55,6 @@ def check_attn_implementation(name: Optional[str], registry: bool = False) -> st
             "'eager' or 'sdpa'" + (", or a kernel registered with transformers.AttentionInterface." if registry else ".")
         )
     return name
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Mask algebra: boolean "may attend" relations, broadcastable to (batch, heads, query_length, key_length)
-# --------------------------------------------------------------------------------------------------------------
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -90,6 +88,11 @@ def padding_or_none(key_is_real: Optional[torch.Tensor]) -> Optional[torch.Tenso
     if key_is_real is None or torch.compiler.is_compiling():
         return key_is_real
     return None if bool(key_is_real.all()) else key_is_real
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Mask algebra: boolean "may attend" relations, broadcastable to (batch, heads, query_length, key_length)
+# --------------------------------------------------------------------------------------------------------------
 
 
 def check_attention_mask(

@@ -15,6 +15,7 @@ imported everything once (multiprocessing's forkserver: no interpreter start per
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -29,12 +30,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 from safetensors.torch import load_file
+from transformers import TrainerCallback
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -52,13 +55,15 @@ TIMEOUT = 300
 MAX_STEPS, SAVE_STEPS, EVAL_STEPS = 8, 2, 4
 # 12 training blocks in batches of 2: the 8 steps cross an epoch boundary (the sampler's next permutation, and
 # Transformer-XL's memory reset, must resume too); dropout stays on (the RNG state must be restored)
-COMMAND = [
+TINY = [
     "--model_size", "tiny", "--tokenizer_type", "char", "--max_seq_length", "32", "--max_train_samples", "12",
     "--max_eval_samples", "4", "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "2",
-    "--max_steps", str(MAX_STEPS), "--save_strategy", "steps", "--save_steps", str(SAVE_STEPS), "--eval_strategy", "steps",
-    "--eval_steps", str(EVAL_STEPS), "--logging_steps", "1", "--report_to", "none", "--use_cpu", "--seed", "0",
-    "--dataloader_pin_memory", "false", "--disable_tqdm", "true",
+    "--logging_steps", "1", "--report_to", "none", "--use_cpu", "--seed", "0", "--dataloader_pin_memory", "false",
+    "--disable_tqdm", "true",
 ]
+COMMAND = [*TINY, "--max_steps", str(MAX_STEPS), "--save_strategy", "steps", "--save_steps", str(SAVE_STEPS),
+           "--eval_strategy", "steps", "--eval_steps", str(EVAL_STEPS)]
+GPT = ["--model_type", "scratch-gpt", *TINY]  # the in-process tests below set their own schedule
 # files a checkpoint writes through torch.save / TrainerState.save_to_json (see fault_worker): training_args.bin,
 # optimizer.pt, scheduler.pt, rng_state.pth, trainer_state.json (+ Transformer-XL's memory)
 SAVE_FILES = {"scratch-gpt": 5, "scratch-transfo-xl": 6}
@@ -98,7 +103,7 @@ def forkserver():
     context.set_forkserver_preload(["fault_worker"])  # imported once; each run is a fork of that process
     # the server imports it from its own sys.path (Python 3.11's forkserver drops ours): pass ours in PYTHONPATH
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PYTHONPATH", os.pathsep.join([str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH", "")]))
+        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH")])))
         multiprocessing.forkserver.ensure_running()
     return context
 
@@ -118,11 +123,16 @@ def run_forked(forkserver, args: list[str], moment: str | None = None, fault_dir
     if fault_dir is not None:
         shutil.rmtree(fault_dir, ignore_errors=True)
         fault_dir.mkdir()
-    process = forkserver.Process(target=fault_worker.main, args=(args, moment, str(fault_dir)))
+    process = forkserver.Process(target=fault_worker.main, args=(args, moment, fault_dir and str(fault_dir)))
     process.start()
-    if moment is not None:
-        os.kill(wait_until_parked(fault_dir, process.is_alive, moment), signal.SIGKILL)
-    process.join(TIMEOUT)
+    try:
+        if moment is not None:
+            os.kill(wait_until_parked(fault_dir, process.is_alive, moment), signal.SIGKILL)
+        process.join(TIMEOUT)
+    finally:
+        if process.is_alive():  # the test failed: leave nothing behind
+            process.kill()
+            process.join()
     assert process.exitcode == (-signal.SIGKILL if moment else 0), f"exit code {process.exitcode} ({moment or 'no kill'})"
 
 
@@ -174,15 +184,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(output_dir: Path, **fault) -> subprocess.Popen:
-    """``accelerate launch`` fault_worker.py over two gloo processes, as users launch a script."""
+@contextlib.contextmanager
+def launched(output_dir: Path, **fault):
+    """``accelerate launch`` fault_worker.py over two gloo processes, as users launch a script; the job's processes
+    are killed on the way out if still running (a failed test leaves nothing behind)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **fault)
-    return subprocess.Popen(
+    job = subprocess.Popen(
         [sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch", "--multi_gpu", "--num_processes", "2",
          "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
          str(REPO / "tests" / "fault_worker.py"), *DDP_COMMAND, "--output_dir", str(output_dir)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
+    try:
+        yield job
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
 
 
 def finish(job: subprocess.Popen, expect_success: bool = True) -> None:
@@ -192,7 +210,8 @@ def finish(job: subprocess.Popen, expect_success: bool = True) -> None:
 
 def test_ddp_rank_killed_and_job_restarted_ends_bit_identical(tmp_path):
     rng = random.Random(f"{SEED}-ddp")
-    finish(launch(tmp_path / "uninterrupted"))
+    with launched(tmp_path / "uninterrupted") as job:
+        finish(job)
     output_dir = tmp_path / "killed"
     for kill, moment in enumerate(kill_plan(rng, DDP_KILLS, MAX_STEPS, SAVE_FILES["scratch-gpt"])):
         rank = kill % 2  # the main process (it publishes checkpoints) first, then the other
@@ -201,39 +220,33 @@ def test_ddp_rank_killed_and_job_restarted_ends_bit_identical(tmp_path):
         fault_dir = tmp_path / "fault"
         shutil.rmtree(fault_dir, ignore_errors=True)
         fault_dir.mkdir()
-        job = launch(output_dir, HF_SCRATCH_FAULT_AT=moment, HF_SCRATCH_FAULT_DIR=str(fault_dir), HF_SCRATCH_FAULT_RANK=str(rank))
-        os.kill(wait_until_parked(fault_dir, lambda: job.poll() is None, moment), signal.SIGKILL)
-        finish(job, expect_success=False)  # the launcher ends the other rank and fails
+        with launched(output_dir, HF_SCRATCH_FAULT_AT=moment, HF_SCRATCH_FAULT_DIR=str(fault_dir), HF_SCRATCH_FAULT_RANK=str(rank)) as job:
+            os.kill(wait_until_parked(fault_dir, lambda: job.poll() is None, moment), signal.SIGKILL)
+            finish(job, expect_success=False)  # the launcher ends the other rank and fails
         check_after_kill(output_dir, moment)
-    finish(launch(output_dir))  # the job, restarted with the same command
+    with launched(output_dir) as job:  # the job, restarted with the same command
+        finish(job)
     assert_same_weights(tmp_path / "uninterrupted", output_dir)
 
 
 # ---- incomplete checkpoints, failed saves, full or unwritable disks (in process) -------------------------------
 
-TINY = ["--model_type", "scratch-gpt", *COMMAND[:COMMAND.index("--max_steps")], "--logging_steps", "1", "--report_to", "none",
-        "--use_cpu", "--seed", "0", "--dataloader_pin_memory", "false", "--disable_tqdm", "true", "--eval_strategy", "no"]
 
+class RecordSteps(TrainerCallback):
+    """The global steps this invocation trains."""
 
-class StepRecorder:
-    def __new__(cls):
-        from transformers import TrainerCallback
+    def __init__(self):
+        self.steps = []
 
-        class RecordSteps(TrainerCallback):
-            def __init__(self):
-                self.steps = []
-
-            def on_step_end(self, args, state, control, **kwargs):
-                self.steps.append(state.global_step)
-
-        return RecordSteps()
+    def on_step_end(self, args, state, control, **kwargs):
+        self.steps.append(state.global_step)
 
 
 @pytest.fixture(scope="module")
 def four_steps(tmp_path_factory):
     """A finished run of 4 steps with checkpoint-2 and checkpoint-4, and its command."""
     output_dir = tmp_path_factory.mktemp("four_steps")
-    command = [*TINY, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2", "--output_dir"]
+    command = [*GPT, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2", "--output_dir"]
     run_clm.main([*command, str(output_dir)])
     return output_dir, command
 
@@ -256,7 +269,7 @@ def test_incomplete_checkpoint_is_skipped_never_loaded(damage, four_steps, tmp_p
     else:
         truncate(checkpoint / damage.split()[1])
     assert checkpoint_problem(checkpoint) is not None and checkpoint_problem(output_dir / "checkpoint-2") is None
-    steps = StepRecorder()
+    steps = RecordSteps()
     with caplog.at_level(logging.WARNING, logger="training.common"):
         run_clm.main([*command, str(output_dir)], callbacks=[steps])
     assert f"Skipping {checkpoint}: it is incomplete" in caplog.text
@@ -282,7 +295,7 @@ def test_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     checkpoint-2 must stay, and no checkpoint-3 may appear; the rerun resumes from checkpoint-2 and rotation then
     keeps checkpoint-3 only."""
     output_dir = tmp_path / "out"
-    command = [*TINY, "--max_steps", "3", "--save_strategy", "steps", "--save_steps", "1", "--save_total_limit", "1",
+    command = [*GPT, "--max_steps", "3", "--save_strategy", "steps", "--save_steps", "1", "--save_total_limit", "1",
                "--output_dir", str(output_dir)]
     real_save = torch.save
 
@@ -298,23 +311,23 @@ def test_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     assert sorted(p.name for p in output_dir.glob("checkpoint-*")) == ["checkpoint-2"]
     assert checkpoint_problem(output_dir / "checkpoint-2") is None
     monkeypatch.setattr(torch, "save", real_save)
-    steps = StepRecorder()
+    steps = RecordSteps()
     run_clm.main(command, callbacks=[steps])
     assert steps.steps == [3]
     assert sorted(p.name for p in output_dir.iterdir() if "checkpoint" in p.name) == ["checkpoint-3"]
 
 
 def test_full_disk_is_refused_before_training(tmp_path, monkeypatch):
-    steps = StepRecorder()
+    steps = RecordSteps()
     free = 5 * 2**20
     monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(total=2**40, used=2**40 - free, free=free))
     with pytest.raises(ValueError, match=r"has 5.0 MiB free, a checkpoint of this model needs about .* MiB .*free some space"):
-        run_clm.main([*TINY, "--max_steps", "2", "--output_dir", str(tmp_path / "out")], callbacks=[steps])
+        run_clm.main([*GPT, "--max_steps", "2", "--output_dir", str(tmp_path / "out")], callbacks=[steps])
     assert steps.steps == []
 
 
 def test_unwritable_output_dir_is_refused_before_reading_data(tmp_path, monkeypatch):
-    parse = lambda output_dir: run_clm.parse_arguments("run_clm", (run_clm.CLMArguments,), [*TINY, "--output_dir", str(output_dir)])  # noqa: E731
+    parse = lambda output_dir: run_clm.parse_arguments("run_clm", (run_clm.CLMArguments,), [*GPT, "--output_dir", str(output_dir)])  # noqa: E731
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     with pytest.raises(ValueError, match="cannot be created: .*a-file is a file, not a folder"):
@@ -334,8 +347,38 @@ def test_a_run_killed_before_its_first_checkpoint_starts_over(tmp_path, caplog):
     output_dir = tmp_path / "out"
     (output_dir / f"{STAGING_PREFIX}1" / "checkpoint-1").mkdir(parents=True)
     (output_dir / "runs").mkdir()
-    steps = StepRecorder()
+    steps = RecordSteps()
     with caplog.at_level(logging.WARNING, logger="training.common"):
-        run_clm.main([*TINY, "--max_steps", "1", "--output_dir", str(output_dir)], callbacks=[steps])
+        run_clm.main([*GPT, "--max_steps", "1", "--output_dir", str(output_dir)], callbacks=[steps])
     assert steps.steps == [1] and "interrupted before it completed" in caplog.text
     assert not (output_dir / f"{STAGING_PREFIX}1").exists()
+
+
+def test_best_checkpoint_and_hub_pushes_name_the_published_checkpoint(tmp_path, monkeypatch):
+    """The Trainer records the best checkpoint and pushes checkpoints (hub_strategy checkpoint) from where it saved
+    them: both must name the published ``checkpoint-N``, never its staging folder (deleted once published). The hub
+    is replaced by a recorder that lists each uploaded folder when asked."""
+    from huggingface_hub import HfApi, RepoUrl
+
+    uploads = []  # (folder, path_in_repo, files in the folder then)
+
+    def upload_folder(self, *, folder_path, path_in_repo=None, **kwargs):
+        folder = Path(folder_path)
+        uploads.append((folder, path_in_repo, sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())))
+        done = Future()  # the Trainer uploads with run_as_future=True
+        done.set_result(None)
+        return done
+
+    monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kwargs: RepoUrl(f"https://huggingface.co/{repo_id}"))
+    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    output_dir = tmp_path / "out"
+    run_clm.main([*GPT, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2", "--eval_strategy", "steps",
+                  "--eval_steps", "2", "--load_best_model_at_end", "--metric_for_best_model", "loss", "--save_total_limit", "1",
+                  "--push_to_hub", "--hub_model_id", "someone/tiny", "--hub_strategy", "checkpoint", "--output_dir", str(output_dir)])
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    assert state["best_model_checkpoint"] in (str(output_dir / "checkpoint-2"), str(output_dir / "checkpoint-4"))
+    assert Path(state["best_model_checkpoint"]).is_dir()  # kept by rotation, loaded at the end
+    checkpoint_pushes = [(folder, files) for folder, path_in_repo, files in uploads if path_in_repo == "last-checkpoint"]
+    assert [folder for folder, _ in checkpoint_pushes] == [output_dir / "checkpoint-2", output_dir / "checkpoint-4"]
+    assert all("trainer_state.json" in files for _, files in checkpoint_pushes)  # complete when pushed
+    assert not any(STAGING_PREFIX in file for _, _, files in uploads for file in files)

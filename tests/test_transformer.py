@@ -264,6 +264,9 @@ def test_marian_unlike_configs_refuse_conversion():
 def test_generation_matches_marian_exactly(num_beams):
     reference = marian_reference()
     ours = from_transformers(reference).eval()
+    # fixed sources (not whatever the random stream holds after the models' initialisation): the tiny reference's
+    # greedy translations of about half of all random sources are one repeated token, the same for every row
+    torch.manual_seed(4)
     input_ids, attention_mask = padded_sources()
     settings = dict(num_beams=num_beams, max_new_tokens=12, do_sample=False, num_return_sequences=num_beams)
     expected = reference.generate(input_ids=input_ids, attention_mask=attention_mask, **settings)

@@ -752,8 +752,8 @@ def checkpoint_problem(checkpoint: str | Path) -> Optional[str]:
     import zipfile
 
     from safetensors import safe_open
-    from transformers.trainer_callback import TrainerState
     from transformers.trainer import TRAINER_STATE_NAME
+    from transformers.trainer_callback import TrainerState
 
     folder = Path(checkpoint)
     if not (folder / TRAINER_STATE_NAME).is_file():
