@@ -2,7 +2,7 @@
 a dynamic batch and sequence dimension) and onnxruntime reproduce the eager logits (≤ 1e-5) at the real tokens of
 padded batches of other shapes than the example.
 
-Runs where the ``onnx`` extra is installed (``pip install hf_scratch[onnx]``: onnx, onnxscript, onnxruntime).
+Needs the ``onnx`` extra (onnx, onnxscript, onnxruntime), which the ``test`` extra includes.
 What differs from PyTorch, by design of the formats: a padding *query* (left padding in GPT) attends nothing; our
 kernels give it zeros, the ONNX graph some other finite value — padding outputs are never read, so they are left
 out of the comparison. The in-graph assertions on values (ids in the vocabulary, ``torch._assert_async``) have no
@@ -18,8 +18,7 @@ import torch
 from families import FAMILIES, PRESENT, fixed_sizes
 from torch.export import Dim
 
-onnxruntime = pytest.importorskip("onnxruntime")
-pytest.importorskip("onnxscript")
+import onnxruntime
 
 ATOL = 1e-5
 SERVED = [name for name in PRESENT if name in ("bert", "gpt")]
