@@ -837,7 +837,7 @@ def _transfo_xl_weight_map(config) -> WeightMap:
     else:  # shared u, v; pickled checkpoints also hold each layer's alias of them
         rules += [rule("model.content_bias", "transformer.r_w_bias"), rule("model.position_bias", "transformer.r_r_bias")]
         ignore += [f"{ref}.dec_attn.r_w_bias", f"{ref}.dec_attn.r_r_bias"]
-    # Tied softmax tensors are read from the input embedding; checkpoints may still hold their copies.
+    # Tied softmax tensors are the input embedding's (the model ties them); checkpoints may still hold their copies.
     if config.tie_word_embeddings:
         ignore.append("crit.out_layers.{i}.weight")
     else:
