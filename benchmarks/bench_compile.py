@@ -5,12 +5,22 @@ layer per side with Bahdanau attention; Transformer-XL: memory 128). The compile
 one (same weights, same loss) before timing; the compile time is reported apart.
 
     python benchmarks/bench_compile.py [--only bert gpt] [--repeats 5]
+
+``--transformers`` (issue 15): BERT, GPT and the encoder-decoder beside transformers' BertForMaskedLM,
+GPT2LMHeadModel and MarianMTModel at the same configuration and weights (``bench_training_step.build_pair``), all four
+steps (ours / transformers × eager / compiled) timed round-robin in one run. Goals: ours compiled ≥ 1.25 ×
+transformers eager and ≥ 1.0 × transformers compiled. ``--device cuda --dtype bfloat16`` runs it on a GPU under bf16
+autocast:
+
+    python benchmarks/bench_compile.py --transformers --repeats 5
+    python benchmarks/bench_compile.py --transformers --device cuda --dtype bfloat16 --repeats 20
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import sys
 import time
 
 import torch
@@ -53,12 +63,101 @@ def inputs_for(name: str) -> dict:
     return inputs
 
 
+class Autocast(torch.nn.Module):
+    """Runs the wrapped model under ``torch.autocast`` (bf16 training on a GPU); its parameters are the model's."""
+
+    def __init__(self, model: torch.nn.Module, device: str, dtype: torch.dtype):
+        super().__init__()
+        self.model, self.device, self.dtype = model, device, dtype
+
+    def forward(self, **inputs):
+        with torch.autocast(self.device.split(":")[0], dtype=self.dtype, enabled=self.dtype != torch.float32):
+            return self.model(**inputs)
+
+
+def synchronized(step, device: str):
+    def run():
+        loss = step()  # step() returns loss.item(), which waits for the GPU already; this keeps it explicit
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return loss
+
+    return run
+
+
+def against_transformers(args, threads: int, argv) -> None:
+    """Ours vs transformers, each eager and compiled, one run (issue 15's table)."""
+    from bench_training_step import SMALL, build_pair
+
+    dtype = getattr(torch, args.dtype)
+    rows = []
+    for family in [f for f in args.only if f in ("bert", "gpt", "transformer")]:
+        torch.manual_seed(0)
+        ours, reference, inputs = build_pair(family, SMALL)
+        inputs = {k: v.to(args.device) for k, v in inputs.items()}
+        models = {
+            "ours eager": ours.to(args.device),
+            "ours compiled": copy.deepcopy(ours).to(args.device),
+            "transformers eager": reference.to(args.device),
+            "transformers compiled": copy.deepcopy(reference).to(args.device),
+        }
+        torch._dynamo.reset()
+        steps, compile_s = {}, {}
+        for name, model in models.items():
+            wrapped = Autocast(model, args.device, dtype)
+            if "compiled" in name:
+                wrapped = torch.compile(wrapped)
+            steps[name] = synchronized(train_step_fn(wrapped, inputs), args.device)
+            start = time.perf_counter()
+            first_loss = steps[name]()  # the compiled ones compile here (forward + backward + optimizer step)
+            compile_s[name] = time.perf_counter() - start
+            print(f"{family} {name}: first step {compile_s[name]:.1f} s, loss {first_loss:.4f}", flush=True)
+        times = compare(steps, warmup=2, repeats=args.repeats)
+        ms = {name: timing.median * 1e3 for name, timing in times.items()}
+        vs_ref_eager = ms["transformers eager"] / ms["ours compiled"]
+        vs_ref_compiled = ms["transformers compiled"] / ms["ours compiled"]
+        rows.append({
+            "case": family,
+            "ours eager (ms)": round(ms["ours eager"], 2),
+            "ours compiled (ms)": round(ms["ours compiled"], 2),
+            "transformers eager (ms)": round(ms["transformers eager"], 2),
+            "transformers compiled (ms)": round(ms["transformers compiled"], 2),
+            "ours: eager ÷ compiled": round(ms["ours eager"] / ms["ours compiled"], 2),
+            "vs transformers eager (goal ≥ 1.25)":
+                f"{vs_ref_eager:.2f} ({'met' if vs_ref_eager >= 1.25 else 'NOT met'})",
+            "vs transformers compiled (goal ≥ 1.0)":
+                f"{vs_ref_compiled:.2f} ({'met' if vs_ref_compiled >= 1.0 else 'NOT met'})",
+            "compile s (ours / transformers)": f"{compile_s['ours compiled']:.0f} / {compile_s['transformers compiled']:.0f}",
+            "noise": f"{max(t.spread for t in times.values()):.0%}",
+        })
+        print(rows[-1], flush=True)
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU, {threads} thread(s)"
+    command = " ".join(["python benchmarks/bench_compile.py", *(argv if argv is not None else sys.argv[1:])])
+    notes = [
+        f"machine: {where}; {args.dtype}"
+        + (" autocast" if args.dtype != "float32" else ""),
+        f"training step (forward + backward + AdamW), batch {BATCH} × {LENGTH}, hidden {HIDDEN}, {LAYERS} layers, "
+        f"{HEADS} heads, FFN {FFN}, vocabulary {VOCAB}, dropout 0; torch.compile defaults (Inductor) on the model; "
+        f"medians of {args.repeats} repeats, timed round-robin after 2 warm-up steps each",
+        "ratios: other time ÷ our compiled time (> 1: ours compiled is faster); compile s = the first step",
+        "noise = (max − min) ÷ median over the repeats, the largest of the four columns",
+    ]
+    suffix = "cuda" if args.device.startswith("cuda") else "cpu"
+    write_table(f"compile_vs_transformers_{suffix}", f"Compiled training step: ours vs transformers\n\n`{command}`", rows, notes)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", choices=sorted(MODELS), default=[n for n in MODELS])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--transformers", action="store_true", help="ours vs transformers, eager and compiled")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = parser.parse_args(argv)
     threads = setup_threads()
+    if args.transformers:
+        against_transformers(args, threads, argv)
+        return
     rows = []
     for name in args.only:
         torch.manual_seed(0)
@@ -86,7 +185,8 @@ def main(argv=None):
         "(torch.compile default); speed-up = eager median / compiled median; compile_s = first compiled step.",
         "compiled and eager start from the same weights; the compiled loss is checked against eager before timing.",
     ]
-    write_table("compile", "torch.compile vs eager, training step (hf_scratch models)", rows, notes)
+    command = " ".join(["python benchmarks/bench_compile.py", *(argv if argv is not None else sys.argv[1:])])
+    write_table("compile", f"torch.compile vs eager, training step (hf_scratch models)\n\n`{command}`", rows, notes)
     bar_plot("compile", rows, ylabel="speed-up (eager / compiled)", title="torch.compile training step")
 
 

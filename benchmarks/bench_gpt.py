@@ -9,11 +9,22 @@ produce the same tokens (checked before timing).
     python benchmarks/bench_gpt.py                       # GPT-2-shaped small model, 128 and 512 new tokens
     python benchmarks/bench_gpt.py --size gpt2 --new-tokens 64 --repeats 3
     python benchmarks/bench_gpt.py --profile             # torch.profiler table of one cached generation of ours
+
+Compiled static-cache decoding (issue 15), greedy, batch 1 and 8, in one run: our eager dynamic cache, our compiled
+static cache, transformers' compiled static cache (and transformers' eager dynamic cache for reference). Goals: ours
+compiled ≥ 3 × ours eager, ≥ 1.0 × transformers compiled (tokens/s). Both compiled sides use the same
+``CompileConfig`` (transformers' default: Inductor, ``mode="reduce-overhead"``):
+
+    python benchmarks/bench_gpt.py --compiled --batches 1 8 --repeats 3
+    python benchmarks/bench_gpt.py --compiled --device cuda --dtype bfloat16 --batches 1 8   # on a GPU
+    python benchmarks/bench_gpt.py --compiled --profile   # cProfile: ours eager dynamic vs compiled static, batch 1
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 
 import torch
 from common import bar_plot, compare, in_repo_path, setup_threads, write_table
@@ -52,15 +63,65 @@ def prompts(vocab: int, batch: int):
     return input_ids.masked_fill(attention_mask == 0, 0), attention_mask
 
 
-def generate_fn(model, inputs, new_tokens: int, use_cache: bool = True):
+def generate_fn(model, inputs, new_tokens: int, use_cache: bool = True, **generate_kwargs):
     def run():
         with torch.inference_mode():
-            return model.generate(
+            tokens = model.generate(
                 **inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, use_cache=use_cache,
-                eos_token_id=None, pad_token_id=0,
+                eos_token_id=None, pad_token_id=0, **generate_kwargs,
             )
+        if tokens.is_cuda:
+            torch.cuda.synchronize()
+        return tokens
 
     return run
+
+
+def compiled_rows(ours, reference, size: dict, args) -> list[dict]:
+    """Greedy decode tokens/s: ours eager dynamic, ours compiled static, transformers compiled static (and eager
+    dynamic), timed round-robin; the first (warm-up) calls compile, so the timed ones run the compiled graphs."""
+    from transformers import CompileConfig
+
+    compile_config = CompileConfig()  # transformers' defaults, the same for both models
+    compile_config._compile_all_devices = True  # transformers auto-compiles on accelerators only unless told so
+    static = dict(cache_implementation="static", compile_config=compile_config)
+    rows = []
+    for batch in args.batches:
+        input_ids, attention_mask = prompts(size["vocab"], batch)
+        inputs = {"input_ids": input_ids.to(args.device), "attention_mask": attention_mask.to(args.device)}
+        runs = {
+            "ours eager dynamic": generate_fn(ours, inputs, args.new_tokens),
+            "ours compiled static": generate_fn(ours, inputs, args.new_tokens, **static),
+            "transformers compiled static": generate_fn(reference, inputs, args.new_tokens, **static),
+            "transformers eager dynamic": generate_fn(reference, inputs, args.new_tokens),
+        }
+        compile_s, tokens = {}, {}
+        for name, run in runs.items():  # first call: compiles (the compiled ones), and gives the tokens to compare
+            start = time.perf_counter()
+            tokens[name] = run()
+            compile_s[name] = time.perf_counter() - start
+        times = compare(runs, warmup=1, repeats=args.repeats)
+        tps = {name: batch * args.new_tokens / timing.median for name, timing in times.items()}
+        same_ours = torch.equal(tokens["ours compiled static"], tokens["ours eager dynamic"])
+        same_ref = torch.equal(tokens["ours compiled static"], tokens["transformers compiled static"])
+        vs_eager = tps["ours compiled static"] / tps["ours eager dynamic"]
+        vs_ref = tps["ours compiled static"] / tps["transformers compiled static"]
+        rows.append({
+            "batch": batch,
+            "ours eager dynamic (tok/s)": round(tps["ours eager dynamic"], 1),
+            "ours compiled static (tok/s)": round(tps["ours compiled static"], 1),
+            "transformers compiled static (tok/s)": round(tps["transformers compiled static"], 1),
+            "transformers eager dynamic (tok/s)": round(tps["transformers eager dynamic"], 1),
+            "compiled ÷ our eager (goal ≥ 3)": f"{vs_eager:.2f} ({'met' if vs_eager >= 3 else 'NOT met'})",
+            "ours ÷ transformers compiled (goal ≥ 1.0)": f"{vs_ref:.2f} ({'met' if vs_ref >= 1.0 else 'NOT met'})",
+            "first call s (ours / transformers compiled)":
+                f"{compile_s['ours compiled static']:.0f} / {compile_s['transformers compiled static']:.0f}",
+            "same tokens (ours static≡dynamic / ≡ transformers)": f"{'yes' if same_ours else 'NO'} / "
+                                                                   f"{'yes' if same_ref else 'NO'}",
+            "noise": f"{max(t.spread for t in times.values()):.0%}",
+        })
+        print(rows[-1], flush=True)
+    return rows
 
 
 def speed_row(case: str, times: dict, ours: str, other: str, batch: int, new_tokens: int, same: bool) -> dict:
@@ -77,6 +138,31 @@ def speed_row(case: str, times: dict, ours: str, other: str, batch: int, new_tok
     }
 
 
+def profile_compiled(ours, size: dict, args) -> None:
+    """cProfile of one greedy generate of ours, eager dynamic cache then compiled static cache (batch 1): how much
+    of a token's time the matrix products take (``linear`` eager; ``addmm`` / ``mm`` in the Inductor graph)."""
+    import cProfile
+    import pstats
+
+    from transformers import CompileConfig
+
+    compile_config = CompileConfig()
+    compile_config._compile_all_devices = True
+    inputs = dict(zip(("input_ids", "attention_mask"), prompts(size["vocab"], 1)))
+    runs = {
+        "eager dynamic": generate_fn(ours, inputs, args.new_tokens),
+        "compiled static": generate_fn(ours, inputs, args.new_tokens, cache_implementation="static",
+                                       compile_config=compile_config),
+    }
+    for name, run in runs.items():
+        run(), run()  # compiles (the static one), warms up
+        profiler = cProfile.Profile()
+        start = time.perf_counter()
+        profiler.runcall(run)
+        print(f"=== ours {name}: {(time.perf_counter() - start) * 1e3 / args.new_tokens:.2f} ms per token (profiled)")
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(8)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
@@ -86,10 +172,37 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--long-repeats", type=int, default=1)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--compiled", action="store_true", help="compiled static cache vs eager dynamic (issue 15)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = parser.parse_args()
     threads = setup_threads()
     size = SIZES[args.size]
     ours, reference = build(size, positions=max(1024, PROMPT + args.long))
+
+    if args.compiled and args.profile:
+        profile_compiled(ours, size, args)
+        return
+    if args.compiled:
+        dtype = getattr(torch, args.dtype)
+        ours, reference = ours.to(args.device, dtype), reference.to(args.device, dtype)
+        rows = compiled_rows(ours, reference, size, args)
+        where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU, {threads} thread(s)"
+        command = " ".join(["python benchmarks/bench_gpt.py", *sys.argv[1:]])
+        notes = [
+            f"machine: {where}; {args.dtype}",
+            f"size {args.size}: vocab {size['vocab']}, hidden {size['hidden']}, {size['layers']} layers, "
+            f"{size['heads']} heads; prompt {PROMPT} tokens (rows after the first left-padded); greedy, "
+            f"{args.new_tokens} new tokens; tokens/s = batch × new tokens ÷ median generate() time of {args.repeats} "
+            "repeats, timed round-robin after one untimed call each (the compiling one for the compiled columns)",
+            "compiled = generate(cache_implementation='static', compile_config=CompileConfig()) — transformers' "
+            "default compile settings (Inductor, mode='reduce-overhead'), the same for both models",
+            "noise = (max − min) ÷ median over the repeats, the largest of the four columns",
+        ]
+        suffix = "cuda" if args.device.startswith("cuda") else "cpu"
+        write_table(f"gpt_generation_compiled_{args.size}_{suffix}",
+                    f"GPT greedy decoding: compiled static cache vs eager dynamic cache\n\n`{command}`", rows, notes=notes)
+        return
 
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
@@ -136,12 +249,11 @@ def main() -> None:
         f"size {args.size}: vocab {size['vocab']}, hidden {size['hidden']}, {size['layers']} layers, "
         f"{size['heads']} heads; prompt {PROMPT} tokens (rows after the first left-padded); greedy; {threads} threads",
         "ratio = our tokens/s ÷ the other column's tokens/s (> 1: ours is faster); goal ≥ 1.1 against transformers",
-        "profile (torch.profiler, cProfile): per step both models spend most time in the LM-head GEMV; x·Wᵀ with the "
-        "(vocab, hidden) weight ran ~2× slower on this CPU than x·W' with a contiguous (hidden, vocab) copy, which "
-        "ours keeps for no-grad CPU decode steps (one more vocab × hidden matrix of memory); ours also runs GELU-tanh "
-        "as one fused kernel and builds no 4-D mask per step",
+        "every decode step of ours goes through its lm_head module; where a step's time goes: "
+        "`python benchmarks/bench_gpt.py --compiled --profile` (cProfile, eager dynamic vs compiled static)",
     ]
-    write_table(f"gpt_generation_{args.size}", "GPT cached generation", rows, notes=notes)
+    command = " ".join(["python benchmarks/bench_gpt.py", *sys.argv[1:]])
+    write_table(f"gpt_generation_{args.size}", f"GPT cached generation\n\n`{command}`", rows, notes=notes)
     bar_plot(f"gpt_generation_{args.size}", rows, value_key="ratio", ylabel="ratio of tokens/s", reference_line=1.1)
 
 
