@@ -217,8 +217,9 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
             in_softmax = in_context.clone()
             if cls is not None:  # [CLS] takes part in the normalisation (the "no answer" position), as in v4
                 in_softmax[cls] = True
-            p_start = start_logits.masked_fill(~in_softmax, float("-inf")).softmax(-1)
-            p_end = end_logits.masked_fill(~in_softmax, float("-inf")).softmax(-1)
+            excluded = torch.finfo(start_logits.dtype).min  # the project's mask constant: no overflow, no NaN
+            p_start = start_logits.masked_fill(~in_softmax, excluded).softmax(-1)
+            p_end = end_logits.masked_fill(~in_softmax, excluded).softmax(-1)
             if handle_impossible_answer and cls is not None:
                 window_null = float(p_start[cls] * p_end[cls])
                 null_score = window_null if null_score is None else min(null_score, window_null)

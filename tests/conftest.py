@@ -27,6 +27,17 @@ def _seed():
     yield
 
 
+@pytest.fixture
+def one_thread():
+    """Tiny models on a shared 2-core machine are dominated by thread synchronisation: run each test of a module on
+    one thread (``pytestmark = pytest.mark.usefixtures("one_thread")``), set again for every test since a test
+    (the Trainer, accelerate) may change it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES

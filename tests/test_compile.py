@@ -19,11 +19,13 @@ import contextlib
 import pytest
 import torch
 from families import FAMILIES, PRESENT, close, fixed_sizes, randomise
-from test_conformance import HEAD_IDS, HEADS, _one_thread, inputs_for, loss_of  # noqa: F401  (autouse fixture)
+from test_conformance import HEAD_IDS, HEADS, inputs_for, loss_of
 from test_robustness import INPUT_CASES
 from test_robustness import call as robustness_call
 from test_robustness import tiny as robustness_model
 from torch._dynamo.testing import CompileCounterWithBackend
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 ATOL = 1e-5
 KERNELS = ("eager", "sdpa")
@@ -99,8 +101,6 @@ def test_every_head_compiles_as_one_graph(name, cls):
 
 def test_rnn_needs_dynamos_opt_in_for_torch_nn_recurrent_modules():
     """Why the RNN family says ``_can_compile_fullgraph = False``: with Dynamo's defaults the graph breaks."""
-    if "rnn" not in PRESENT:
-        pytest.skip("the RNN family is not in this checkout")
     name, cls = next((n, c) for n, c in HEADS if n == "rnn")
     model = build(name, cls)
     with pytest.raises(torch._dynamo.exc.Unsupported, match="RNN, GRU, or LSTM"):

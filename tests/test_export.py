@@ -16,8 +16,9 @@ from __future__ import annotations
 import pytest
 import torch
 from families import CACHED, FAMILIES, PRESENT, close, fixed_sizes
-from test_conformance import _one_thread  # noqa: F401  (autouse fixture)
 from torch.export import Dim
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 ATOL = 1e-5
 MIN_LENGTH = 5  # > mem_len of fixed_sizes(); see the module docstring

@@ -26,13 +26,7 @@ TINY = dict(vocab_size=61, hidden_size=16, encoder_layers=2, decoder_layers=2, h
 ATTENTION_TYPES = ["none", "bahdanau", "luong-dot", "luong-general", "luong-concat"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny recurrent steps are dominated by thread synchronisation on a shared machine: run them on one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_config(**overrides) -> ScratchRNNConfig:

@@ -13,7 +13,8 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 import hf_scratch
 from hf_scratch import ScratchTransfoXLConfig, ScratchTransfoXLLMHeadModel, ScratchTransfoXLModel
 from hf_scratch.convert import load_reference_checkpoint, to_transformers
-from test_transfo_xl_training import _one_thread  # noqa: F401  (autouse: tiny models run faster on one thread)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 REFERENCE_FIXTURES = ("adaptive_div2", "adaptive_div1_preln")
 

@@ -16,13 +16,7 @@ from hf_scratch.tokenization import train_tokenizer
 from hf_scratch.training_transfo_xl import MEMORY_FILE, StreamSampler, TransfoXLTrainer, segment_dataset
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models on a shared machine run ~30× faster single-threaded (no oversubscription)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
