@@ -127,6 +127,11 @@ class ScratchTransfoXLConfig(ScratchConfig):
         """Clusters of the adaptive softmax: the head (frequent words) plus one per cutoff."""
         return len(self.cutoffs) + 1
 
+    @property
+    def has_projection(self) -> bool:
+        """Embeddings narrower than the model (or any cluster when div_val > 1) are projected to ``hidden_size``."""
+        return self.div_val > 1 or self.embedding_size != self.hidden_size
+
     def cluster_bounds(self) -> list[tuple[int, int]]:
         """[low, high) vocabulary ranges of the clusters."""
         ends = [0] + self.cutoffs + [self.vocab_size]

@@ -811,7 +811,6 @@ def _transfo_xl_has_no_transformers_class(config) -> bool:
 
 
 def _transfo_xl_weight_map(config) -> WeightMap:
-    from .modeling_transfo_xl import _has_projection
 
     layer, ref = "model.layers.{i}", "transformer.layers.{i}"
     rules = [
@@ -843,7 +842,7 @@ def _transfo_xl_weight_map(config) -> WeightMap:
     else:
         rules.append(rule("lm_head.weights.{i}", "crit.out_layers.{i}.weight"))
     for cluster, tied in enumerate(config.tie_projs):
-        if _has_projection(config) and not tied:
+        if config.has_projection and not tied:
             rules.append(rule(f"lm_head.projections.{cluster}", f"crit.out_projs.{cluster}"))
         else:
             ignore.append(f"crit.out_projs.{cluster}")

@@ -83,11 +83,6 @@ class _OutputBiases(nn.ParameterList):
     """The softmax's output biases, one per table."""
 
 
-def _has_projection(config: ScratchTransfoXLConfig) -> bool:
-    """Embeddings narrower than the model (or any cluster when div_val > 1) are projected to ``hidden_size``."""
-    return config.div_val > 1 or config.embedding_size != config.hidden_size
-
-
 class ScratchTransfoXLAdaptiveEmbedding(nn.Module):
     """x = √d_model · P_c E_c[w] for the cluster c holding word w (P_c absent when E_c is already d_model wide)."""
 
@@ -99,7 +94,7 @@ class ScratchTransfoXLAdaptiveEmbedding(nn.Module):
         self.embeddings = nn.ModuleList(nn.Embedding(high - low, width) for low, high, width in tables)
         self.projections = _Projections(
             nn.Parameter(torch.empty(config.hidden_size, width)) for _, _, width in tables
-        ) if _has_projection(config) else _Projections()
+        ) if config.has_projection else _Projections()
 
     @property
     def num_embeddings(self) -> int:
@@ -294,7 +289,7 @@ class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
             {
                 str(cluster): nn.Parameter(torch.empty(config.hidden_size, self._cluster_width(cluster)))
                 for cluster in range(config.num_clusters)
-                if _has_projection(config)
+                if config.has_projection
             }
         )
         if config.num_clusters > 1:
@@ -655,7 +650,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
         if config.tie_word_embeddings:
             for table in range(len(_embedding_tables(config))):
                 ties[f"lm_head.weights.{table}"] = f"model.word_embeddings.embeddings.{table}.weight"
-        if _has_projection(config):
+        if config.has_projection:
             for cluster, tied in enumerate(config.tie_projs):
                 if tied:
                     table = 0 if config.div_val == 1 else cluster
