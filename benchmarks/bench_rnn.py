@@ -1,9 +1,10 @@
-"""The RNN baselines against the Transformer: seed 000's claim, measured — RNNs read one token after another,
-Transformers all at once — and what that buys in translation quality for the same training time.
+"""The RNN baselines against the Transformer: the claim of Vaswani et al. 2017 (§4, Table 1: a recurrent layer needs
+O(n) sequential operations, self-attention O(1)), measured — RNNs read one token after another, Transformers all at
+once — and what that buys in translation quality for the same training time.
 
 1. Training throughput (tokens/s, source + target tokens per second of forward + backward + AdamW) of an LSTM
-   seq2seq (bidirectional LSTM encoder, LSTM decoder with Bahdanau attention: the seed's model; and Luong "general"
-   attention, whose decoder recurrence runs as one fused call) against the encoder-decoder Transformer
+   seq2seq (bidirectional LSTM encoder, LSTM decoder with additive attention: the model of Bahdanau et al. 2015,
+   §3, with LSTM cells; and Luong et al. 2015's "general" attention, whose decoder recurrence runs as one fused call) against the encoder-decoder Transformer
    (``ScratchTransformerForConditionalGeneration``) at equal parameter count, for source = target lengths 32 … 512.
    The models are timed round-robin in one process (``common.compare``), so a slow phase of the shared machine hits
    all of them alike; the table reports the Transformer's throughput over each RNN's.

@@ -1,6 +1,6 @@
 """The attention core every family shares.
 
-Scaled dot-product attention (Vaswani et al. 2017, eq. 1 in the paper, eq. 3-4 in seed 000):
+Scaled dot-product attention (Vaswani et al. 2017 §3.2.1, eq. 1):
 
     Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + M) V
 
@@ -129,10 +129,11 @@ def padding_mask(key_is_real: torch.Tensor) -> torch.Tensor:
 def causal_mask(
     query_length: int, key_length: int, device: torch.device, query_positions: Optional[torch.Tensor] = None
 ) -> torch.Tensor:
-    """(1, 1, query_length, key_length) bool: query i may attend key j iff j ≤ pos(i) — the decoder's "subsequent"
-    mask (seed 001). pos(i), the key slot of query i, is by default among the last ``query_length`` of
-    ``key_length`` (cached keys, then the new ones); ``query_positions`` (query_length,) gives the slots — a static
-    cache has more slots than tokens so far, and the slots not yet written lie after every query."""
+    """(1, 1, query_length, key_length) bool: query i may attend key j iff j ≤ pos(i) — the decoder's mask of
+    "subsequent positions" (Vaswani et al. 2017 §3.1, §3.2.3). pos(i), the key slot of query i, is by default among
+    the last ``query_length`` of ``key_length`` (cached keys, then the new ones); ``query_positions``
+    (query_length,) gives the slots — a static cache has more slots than tokens so far, and the slots not yet
+    written lie after every query."""
     if query_positions is None:
         query_positions = torch.arange(query_length, device=device) + (key_length - query_length)
     key_positions = torch.arange(key_length, device=device)[None, :]
@@ -442,7 +443,7 @@ class MultiHeadAttention(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Sparse patterns (Longformer, Beltagy et al. 2020 §3.1; seed 004 §2): sliding window, dilation, global tokens.
+# Sparse patterns (Longformer, Beltagy et al. 2020 §3.1 and Figure 2): sliding window, dilation, global tokens.
 # These are the dense relations, for tests and pictures: the Longformer kernel computes the same relation banded,
 # without ever building an n×n mask.
 # --------------------------------------------------------------------------------------------------------------

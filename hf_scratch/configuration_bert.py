@@ -1,13 +1,23 @@
-"""Configuration of BERT (Devlin et al. 2018; seed 002). Defaults are BERT-base: 12 layers, hidden 768, 12 heads,
-FFN 3072, GELU, 512 positions, two segments."""
+"""Configuration of BERT (Devlin et al. 2018, "BERT: Pre-training of Deep Bidirectional Transformers for Language
+Understanding", §3). Defaults are BERT-base: 12 layers, hidden 768, 12 heads, FFN 3072, GELU, 512 positions, two
+segments."""
 
 from __future__ import annotations
 
-from .configuration_common import ScratchConfig
+from .configuration_common import BertShapedConfig
 
 
-class ScratchBertConfig(ScratchConfig):
+class ScratchBertConfig(BertShapedConfig):
     r"""
+    The encoder's fields (``vocab_size``, ``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``,
+    ``intermediate_size``, ``hidden_act``, ``hidden_dropout_prob``, ``attention_probs_dropout_prob``,
+    ``max_position_embeddings``, ``type_vocab_size``, ``initializer_range``, ``layer_norm_eps``,
+    ``tie_word_embeddings``) are transformers' ``BertConfig`` ones, declared once in ``BertShapedConfig``
+    (configuration_common.py) with BERT-base's defaults. BERT adds:
+
+    - ``classifier_dropout``: dropout before the classification heads (None: ``hidden_dropout_prob``);
+    - ``pad_token_id``: the [PAD] id of the WordPiece vocabulary (0).
+
     Example:
     ```python
     >>> from hf_scratch import ScratchBertConfig, ScratchBertForMaskedLM
@@ -29,26 +39,9 @@ class ScratchBertConfig(ScratchConfig):
         "AutoModelForMultipleChoice": "modeling_bert.ScratchBertForMultipleChoice",
     }
 
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    intermediate_size: int = 3072
-    hidden_act: str = "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    initializer_range: float = 0.02
-    layer_norm_eps: float = 1e-12
     classifier_dropout: float | None = None
     pad_token_id: int | None = 0
-    tie_word_embeddings: bool = True
 
     def check(self) -> None:
-        self.require_positive(
-            "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-            "max_position_embeddings", "type_vocab_size",
-        )
-        self.require_divisible("hidden_size", "num_attention_heads")
-        self.require_probability("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout")
+        super().check()
+        self.require_probability("classifier_dropout")

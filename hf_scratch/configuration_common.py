@@ -1,6 +1,14 @@
-"""What every hf_scratch configuration shares: the full ``auto_map`` written into each saved config (so every
-head of a family loads with ``trust_remote_code=True`` where hf_scratch is not installed) and self-validation
-with ValueErrors that name the field and the fix."""
+"""What the hf_scratch configurations share.
+
+- ``ScratchConfig``, the base of every family: the full ``auto_map`` written into each saved config (so every head
+  of a family loads with ``trust_remote_code=True`` where hf_scratch is not installed), other names of a field
+  (``attribute_map``) applied before the defaults that depend on them, and self-validation with ValueErrors that
+  name the field and the fix.
+- ``BertShapedConfig``: the fields of a BERT-shaped encoder under transformers' ``BertConfig`` names (BERT, Longformer).
+- ``Seq2SeqConfig``: the special tokens and checks of the encoder-decoders (the Transformer, the RNN baselines).
+
+The names every family shares, the pre-LN switch ``pre_norm`` and the other names each family accepts are listed in
+CONTRIBUTING.md ("Names across families")."""
 
 from __future__ import annotations
 
@@ -15,11 +23,20 @@ from transformers.dynamic_module_utils import get_relative_import_files
 
 
 class ScratchConfig(PreTrainedConfig):
-    """Base of the family configs. Subclasses set ``model_type``, ``default_auto_map`` and implement ``check()``."""
+    """Base of the family configs. Subclasses set ``model_type``, ``default_auto_map``, fill the defaults that depend
+    on other fields in ``derive_defaults()`` and implement ``check()``.
+
+    A name of ``attribute_map`` (a reference implementation's name such as ``n_embd``, or a field's former name such
+    as Transformer-XL's ``pre_lnorm``) reads and writes its field. Given to ``__init__`` (or found in a config.json),
+    it sets the field before ``derive_defaults()`` runs, so ``ScratchGPTConfig(n_embd=64)`` gets the FFN size of a
+    64-wide model; ``to_dict``/``save_pretrained`` write the field's own name only."""
 
     default_auto_map: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self, **kwargs):
+        for other_name in [name for name in kwargs if name in self.attribute_map]:
+            setattr(self, other_name, kwargs.pop(other_name))  # PreTrainedConfig.__setattr__ writes the field
+        self.derive_defaults()
         super().__post_init__(**kwargs)
         if getattr(self, "auto_map", None) is None:
             self.auto_map = dict(self.default_auto_map)
@@ -39,6 +56,9 @@ class ScratchConfig(PreTrainedConfig):
             self.custom_pipelines = remaining
         else:
             del self.custom_pipelines
+
+    def derive_defaults(self) -> None:
+        """Fill the fields left None whose default depends on other fields. Families extend this."""
 
     def check(self) -> None:
         """Raise ValueError for impossible values. Families extend this."""
@@ -119,3 +139,63 @@ class ScratchConfig(PreTrainedConfig):
         value = getattr(self, name)
         if value not in choices:
             raise ValueError(f"{type(self).__name__}.{name}={value!r} is not supported: choose one of {tuple(choices)}.")
+
+
+class BertShapedConfig(ScratchConfig):
+    """An encoder shaped like BERT (Devlin et al. 2018, §3 "Model Architecture"), under transformers' ``BertConfig``
+    names and with BERT-base's defaults: 12 layers, hidden 768, 12 heads, FFN 3072, GELU, 512 learned positions, two
+    segments, dropout 0.1. BERT and Longformer (RoBERTa's shape with sparse attention) declare only what differs."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    tie_word_embeddings: bool = True
+
+    def check(self) -> None:
+        self.require_positive(
+            "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+            "max_position_embeddings", "type_vocab_size",
+        )
+        self.require_divisible("hidden_size", "num_attention_heads")
+        self.require_probability("hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
+class Seq2SeqConfig(ScratchConfig):
+    """What the encoder-decoders share: the special tokens of the seq2seq tokenizer (``tokenization.py``: ``<pad>`` 0,
+    ``<s>`` 1, ``</s>`` 2), a decoder whose first input is ``decoder_start_token_id`` (the target shifted right by
+    one position, Vaswani et al. 2017 §3.1; y_0 of the RNN decoders), an output projection tied to the target
+    embeddings, and a cache for generation."""
+
+    tie_word_embeddings: bool = True
+    is_encoder_decoder: bool = True
+    use_cache: bool = True
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 1
+    eos_token_id: int | None = 2
+    decoder_start_token_id: int | None = 1
+
+    def require_target_token_ids(self, target_vocab_name: str) -> None:
+        """The decoder has a start token, and it and the pad token are ids of the target vocabulary."""
+        if self.decoder_start_token_id is None:
+            raise ValueError(
+                f"{type(self).__name__}.decoder_start_token_id is None: the decoder needs a start token (its first "
+                "input, before the first target token); set it, e.g. to bos_token_id or pad_token_id (Marian uses "
+                "the pad id)."
+            )
+        size = getattr(self, target_vocab_name)
+        for name in ("pad_token_id", "decoder_start_token_id"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < size:
+                raise ValueError(
+                    f"{type(self).__name__}.{name}={value} is outside the target vocabulary of {size} tokens "
+                    f"({target_vocab_name}): use an id of the tokenizer's vocabulary."
+                )

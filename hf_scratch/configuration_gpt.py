@@ -1,9 +1,11 @@
-"""Configuration of GPT (Radford et al. 2018, "Improving Language Understanding by Generative Pre-Training"; seed 004
-§3) and, by one setting, GPT-2 (Radford et al. 2019).
+"""Configuration of GPT (Radford et al. 2018, "Improving Language Understanding by Generative Pre-Training", §3 and
+§4.1 "Model specifications") and, by one setting, GPT-2 (Radford et al. 2019, "Language Models are Unsupervised
+Multitask Learners", §2.3).
 
 Defaults are GPT-1 (openai-gpt): 12 layers, hidden 768, 12 heads, FFN 3072, learned positions for 512 tokens, the
 tanh-approximated GELU (``gelu_new``), post-LN blocks, an LM head tied to the token embeddings. GPT-2 is the same
-decoder with the LayerNorm moved in front of each sub-layer plus a final LayerNorm: ``layer_norm_placement="pre"``.
+decoder with the LayerNorm moved in front of each sub-layer plus a final LayerNorm (GPT-2 §2.3):
+``layer_norm_placement="pre"``, or ``pre_norm=True`` as in the other families.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ LAYER_NORM_PLACEMENTS = ("post", "pre")
 
 class ScratchGPTConfig(ScratchConfig):
     r"""
-    GPT-specific fields (the shared names are described in ARCHITECTURE.md):
+    GPT-specific fields (the names every family shares, and the GPT-2 / OpenAI GPT names ``attribute_map`` accepts,
+    are listed in CONTRIBUTING.md, "Names across families"):
 
     - ``layer_norm_placement``: ``"post"`` (GPT-1: LayerNorm(x + Sublayer(x))) or ``"pre"`` (GPT-2:
-      x + Sublayer(LayerNorm(x)), and a LayerNorm after the last block).
+      x + Sublayer(LayerNorm(x)), and a LayerNorm after the last block). It is the field config.json stores;
+      ``pre_norm``, the switch's name in the other families, reads and sets it as a bool (a property: an
+      ``attribute_map`` alias cannot turn "pre" into True).
     - ``embedding_dropout_prob``: dropout on token + position embeddings (the reference's ``embd_pdrop``).
     - ``lm_loss_weight``: λ of GPT-1 §3.2, L3 = L2(task) + λ·L1(language modelling), used by the task heads when
       language-modelling labels are given as well.
@@ -56,6 +61,8 @@ class ScratchGPTConfig(ScratchConfig):
         "attn_pdrop": "attention_probs_dropout_prob",
         "embd_pdrop": "embedding_dropout_prob",
         "layer_norm_epsilon": "layer_norm_eps",
+        "summary_activation": "multiple_choice_activation",
+        "summary_first_dropout": "multiple_choice_dropout",
     }
 
     vocab_size: int = 40478
@@ -80,15 +87,24 @@ class ScratchGPTConfig(ScratchConfig):
     tie_word_embeddings: bool = True
     use_cache: bool = True
 
-    def __post_init__(self, **kwargs):
+    def derive_defaults(self) -> None:
         if self.intermediate_size is None and isinstance(self.hidden_size, int):
             self.intermediate_size = 4 * self.hidden_size
-        super().__post_init__(**kwargs)
 
     @property
     def pre_norm(self) -> bool:
-        """True for GPT-2's pre-LN blocks (with a final LayerNorm), False for GPT-1's post-LN blocks."""
+        """True for GPT-2's pre-LN blocks (with a final LayerNorm), False for GPT-1's post-LN blocks: the bool view
+        of ``layer_norm_placement``, under the name the other families use."""
         return self.layer_norm_placement == "pre"
+
+    @pre_norm.setter
+    def pre_norm(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise ValueError(
+                f"ScratchGPTConfig.pre_norm is a bool (True: GPT-2's pre-LN blocks), got {value!r}: pass True or "
+                "False, or set layer_norm_placement to 'pre' or 'post'."
+            )
+        self.layer_norm_placement = "pre" if value else "post"
 
     def check(self) -> None:
         self.require_positive(

@@ -1,14 +1,19 @@
-"""Configuration of Longformer (Beltagy et al. 2020; seed 004 §2). Defaults follow transformers' LongformerConfig
-(so configs convert both ways without surprises); ``attention_window`` and ``attention_dilation`` describe the
-sparse attention pattern of each layer."""
+"""Configuration of Longformer (Beltagy et al. 2020, "Longformer: The Long-Document Transformer", §3.1 attention
+pattern). Defaults follow transformers' LongformerConfig (so configs convert both ways without surprises);
+``attention_window`` and ``attention_dilation`` describe the sparse attention pattern of each layer."""
 
 from __future__ import annotations
 
-from .configuration_common import ScratchConfig
+from .configuration_common import BertShapedConfig
 
 
-class ScratchLongformerConfig(ScratchConfig):
+class ScratchLongformerConfig(BertShapedConfig):
     r"""
+    The encoder's fields are transformers' ``BertConfig`` ones, declared once in ``BertShapedConfig``
+    (configuration_common.py) with the same defaults as transformers' LongformerConfig. Longformer adds the sparse
+    attention pattern (§3.1: sliding window, dilated sliding window, global attention on chosen tokens) and
+    RoBERTa's special tokens (``pad_token_id`` 1, positions start at ``pad_token_id + 1``):
+
     ``attention_window``: the full window w of each layer (an even int, or one per layer): token i attends the w/2
     tokens on each side of it.
     ``attention_dilation``: gaps between the attended tokens: an int for every head of every layer, one int per
@@ -35,33 +40,15 @@ class ScratchLongformerConfig(ScratchConfig):
         "AutoModelForMultipleChoice": "modeling_longformer.ScratchLongformerForMultipleChoice",
     }
 
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    intermediate_size: int = 3072
-    hidden_act: str = "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    initializer_range: float = 0.02
-    layer_norm_eps: float = 1e-12
     attention_window: int | list[int] = 512
     attention_dilation: int | list[int | list[int]] = 1
     pad_token_id: int | None = 1
     bos_token_id: int | None = 0
     eos_token_id: int | None = 2
     sep_token_id: int | None = 2
-    tie_word_embeddings: bool = True
 
     def check(self) -> None:
-        self.require_positive(
-            "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-            "max_position_embeddings", "type_vocab_size",
-        )
-        self.require_divisible("hidden_size", "num_attention_heads")
-        self.require_probability("hidden_dropout_prob", "attention_probs_dropout_prob")
+        super().check()
         if not isinstance(self.pad_token_id, int) or isinstance(self.pad_token_id, bool):
             raise ValueError(
                 f"ScratchLongformerConfig.pad_token_id must be an int (positions start at pad_token_id + 1), got "

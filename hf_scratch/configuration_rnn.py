@@ -1,17 +1,19 @@
-"""Configuration of the RNN seq2seq baselines (seed 003): recurrent encoder-decoders with RNN, LSTM or GRU cells,
-an optional bidirectional encoder, and Bahdanau (additive) or Luong (dot / general / concat) attention — the
-models the Transformer replaced. Defaults are a one-layer LSTM encoder-decoder with Bahdanau attention."""
+"""Configuration of the RNN seq2seq baselines: recurrent encoder-decoders (Sutskever et al. 2014) with RNN, LSTM
+(Hochreiter & Schmidhuber 1997) or GRU (Cho et al. 2014) cells, an optional bidirectional encoder (Bahdanau et al.
+2015 §3.2), and Bahdanau (additive, Bahdanau et al. 2015 §3.1) or Luong (dot / general / concat, Luong et al. 2015
+§3.1) attention — the models the Transformer replaced. Defaults are a one-layer LSTM encoder-decoder with Bahdanau
+attention."""
 
 from __future__ import annotations
 
-from .configuration_common import ScratchConfig
+from .configuration_common import Seq2SeqConfig
 
 CELL_TYPES = ("rnn", "lstm", "gru", "gru_cho")
 ATTENTION_TYPES = ("none", "bahdanau", "luong-dot", "luong-general", "luong-concat")
 RNN_IMPLEMENTATIONS = ("fused", "cells")
 
 
-class ScratchRNNConfig(ScratchConfig):
+class ScratchRNNConfig(Seq2SeqConfig):
     r"""
     Example:
     ```python
@@ -21,13 +23,17 @@ class ScratchRNNConfig(ScratchConfig):
     >>> model = ScratchRNNForConditionalGeneration(config)
     ```
 
-    Fields beyond the shared names:
+    Fields beyond the shared names (CONTRIBUTING.md, "Names across families"; the special tokens are
+    ``Seq2SeqConfig``'s, configuration_common.py):
     - ``cell_type``: ``"rnn"`` (s_t = f(U x_t + W s_{t-1})), ``"lstm"`` (forget / input / output gates and a cell
       state), ``"gru"`` (torch's GRU: reset applied after the hidden matmul, h = (1−z)·n + z·h) or ``"gru_cho"``
-      (the seed's GRU, Cho et al. 2014: reset applied before the matmul, h = (1−u)·h + u·h̃).
+      (the GRU of Cho et al. 2014 §2.3, eq. 5–8: reset applied before the matmul, h̃ = tanh(W x + U(r·h)); written
+      with the update gate weighing the new state, h = (1−u)·h + u·h̃, as Chung et al. 2014 §3.2 do — Cho's z is
+      1−u, the same model with the learned gate relabelled).
     - ``rnn_nonlinearity``: f of the plain RNN cell, ``"tanh"`` or ``"relu"``.
-    - ``bidirectional_encoder``: a BiRNN encoder (seed 003's BiLSTM); each direction gets ``hidden_size // 2`` units
-      and their outputs are concatenated, so encoder states always have ``hidden_size`` features.
+    - ``bidirectional_encoder``: a BiRNN encoder (a BiLSTM with LSTM cells; Bahdanau et al. 2015 §3.2); each
+      direction gets ``hidden_size // 2`` units and their outputs are concatenated, so encoder states always have
+      ``hidden_size`` features (Bahdanau et al. give each direction the full size instead).
     - ``attention_type``: ``"none"`` (Sutskever et al. 2014), ``"bahdanau"`` (additive, scores from s_{t-1}),
       ``"luong-dot"`` / ``"luong-general"`` / ``"luong-concat"`` (Luong et al. 2015, scores from s_t).
     - ``rnn_implementation``: ``"fused"`` runs ``torch.nn.RNN/LSTM/GRU`` where the cell is torch's
@@ -63,13 +69,6 @@ class ScratchRNNConfig(ScratchConfig):
     hidden_dropout_prob: float = 0.1
     classifier_dropout: float | None = None
     initializer_range: float = 0.02
-    tie_word_embeddings: bool = True
-    is_encoder_decoder: bool = True
-    use_cache: bool = True
-    pad_token_id: int | None = 0
-    bos_token_id: int | None = 1
-    eos_token_id: int | None = 2
-    decoder_start_token_id: int | None = 1
 
     def check(self) -> None:
         self.require_positive("vocab_size", "hidden_size", "encoder_layers", "decoder_layers")
@@ -83,15 +82,4 @@ class ScratchRNNConfig(ScratchConfig):
                 f"ScratchRNNConfig: bidirectional_encoder=True splits hidden_size={self.hidden_size} between the two "
                 f"directions, so it must be even: use hidden_size={self.hidden_size + 1} or bidirectional_encoder=False."
             )
-        if self.decoder_start_token_id is None:
-            raise ValueError(
-                "ScratchRNNConfig.decoder_start_token_id is None: the decoder needs a start token y_0; set it, e.g. to "
-                "bos_token_id or pad_token_id."
-            )
-        for name in ("pad_token_id", "decoder_start_token_id"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value < self.vocab_size:
-                raise ValueError(
-                    f"ScratchRNNConfig.{name}={value} is outside the vocabulary of {self.vocab_size} tokens "
-                    "(vocab_size): use an id of the tokenizer's vocabulary."
-                )
+        self.require_target_token_ids("vocab_size")

@@ -1,6 +1,7 @@
-"""Configuration of Transformer-XL (Dai et al. 2019; seed 004 §1). Defaults are transfo-xl-wt103: 18 layers, hidden
-1024, 16 heads of 64, FFN 4096, adaptive input/softmax with cutoffs 20000/40000/200000 and div_val 4, memory 1600,
-relative distances clamped at 1000."""
+"""Configuration of Transformer-XL (Dai et al. 2019, "Transformer-XL: Attentive Language Models Beyond a Fixed-Length
+Context", §3.2 segment-level recurrence, §3.3 relative positional encodings). Defaults are transfo-xl-wt103: 18
+layers, hidden 1024, 16 heads of 64, FFN 4096, adaptive input/softmax with cutoffs 20000/40000/200000 and div_val 4,
+memory 1600, relative distances clamped at 1000."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from .configuration_common import ScratchConfig
 
 class ScratchTransfoXLConfig(ScratchConfig):
     r"""
-    Transformer-XL settings, under the shared field names (the reference names ``d_model``, ``n_head``, ``d_head``,
-    ``d_inner``, ``n_layer``, ``d_embed``, ``dropout``, ``dropatt``, ``layer_norm_epsilon``, ``init_std`` read and
-    write the same fields).
+    Transformer-XL settings, under the shared field names (CONTRIBUTING.md, "Names across families"; the reference
+    names ``n_token``, ``d_model``, ``n_head``, ``d_head``, ``d_inner``, ``n_layer``, ``d_embed``, ``dropout``,
+    ``dropatt``, ``layer_norm_epsilon``, ``init_std`` and ``pre_lnorm`` read and write the same fields).
 
+    - ``pre_norm``: False = post-LN blocks, LayerNorm(x + Sublayer(x)); True = pre-LN, x + Sublayer(LayerNorm(x))
+      (``pre_lnorm``, the reference's name and the key of config.json files saved before the rename, still reads
+      and writes it).
     - ``mem_len``: how many hidden states per layer the memory keeps. It is read at every call, so a loaded model can
       evaluate with a longer memory than it trained with (``model.config.mem_len = 1600``), as the paper does.
     - ``clamp_len``: relative distances beyond this share one encoding (≤ 0: no clamping).
@@ -51,6 +55,7 @@ class ScratchTransfoXLConfig(ScratchConfig):
         "dropatt": "attention_probs_dropout_prob",
         "layer_norm_epsilon": "layer_norm_eps",
         "init_std": "initializer_range",
+        "pre_lnorm": "pre_norm",
     }
 
     vocab_size: int = 267735
@@ -64,7 +69,7 @@ class ScratchTransfoXLConfig(ScratchConfig):
     hidden_dropout_prob: float = 0.1
     attention_probs_dropout_prob: float = 0.0
     layer_norm_eps: float = 1e-5
-    pre_lnorm: bool = False
+    pre_norm: bool = False
     # segment-level recurrence and relative positions
     mem_len: int = 1600
     clamp_len: int = 1000
@@ -82,14 +87,13 @@ class ScratchTransfoXLConfig(ScratchConfig):
     pad_token_id: int | None = None
     use_cache: bool = True
 
-    def __post_init__(self, **kwargs):
+    def derive_defaults(self) -> None:
         if self.cutoffs is None:
             self.cutoffs = [20000, 40000, 200000]
         self.cutoffs = [int(c) for c in self.cutoffs]
         if self.tie_projs is None:
             self.tie_projs = [False] + [True] * len(self.cutoffs)
         self.tie_projs = [bool(t) for t in self.tie_projs]
-        super().__post_init__(**kwargs)
 
     def check(self) -> None:
         self.require_positive(

@@ -1,15 +1,17 @@
-"""Configuration of the encoder-decoder Transformer (Vaswani et al. 2017, "Attention Is All You Need"; seeds 000 and
-001). Defaults are the paper's base model: 6 + 6 layers, d_model 512, 8 heads, FFN 2048 with ReLU, dropout 0.1,
-sinusoidal positions, embeddings scaled by √d_model and shared between source, target and output projection.
-Marian (opus-mt) checkpoints are the same architecture with ``sinusoidal_layout="split"`` and ``hidden_act="swish"``.
+"""Configuration of the encoder-decoder Transformer (Vaswani et al. 2017, "Attention Is All You Need", §3 and Table 3).
+Defaults are the paper's base model: 6 + 6 layers, d_model 512, 8 heads, FFN 2048 with ReLU, dropout 0.1 (§5.4),
+sinusoidal positions (§3.5), embeddings scaled by √d_model and shared between source, target and output projection
+(§3.4). Marian (opus-mt) checkpoints are the same architecture with ``sinusoidal_layout="split"`` and
+``hidden_act="swish"``.
 """
 
 from __future__ import annotations
 
-from .configuration_common import ScratchConfig
+from .configuration_common import Seq2SeqConfig
+from .positional import SINUSOIDAL_LAYOUTS
 
 
-class ScratchTransformerConfig(ScratchConfig):
+class ScratchTransformerConfig(Seq2SeqConfig):
     r"""
     Example:
     ```python
@@ -20,7 +22,8 @@ class ScratchTransformerConfig(ScratchConfig):
     >>> model = ScratchTransformerForConditionalGeneration(config)
     ```
 
-    Fields beyond the shared names:
+    Fields beyond the shared names (CONTRIBUTING.md, "Names across families"; the special tokens are
+    ``Seq2SeqConfig``'s, configuration_common.py):
     - ``decoder_vocab_size``: target vocabulary when it differs from the source one (None: same as ``vocab_size``;
       must equal it when ``share_encoder_decoder_embeddings``).
     - ``share_encoder_decoder_embeddings``: one embedding matrix for source and target tokens (paper §3.4);
@@ -28,10 +31,11 @@ class ScratchTransformerConfig(ScratchConfig):
     - ``scale_embedding``: multiply token embeddings by √d_model (paper §3.4).
     - ``sinusoidal_layout``: ``"interleaved"`` (the paper: sin in even, cos in odd columns) or ``"split"``
       ([sin… | cos…], Marian's layout).
-    - ``pre_norm``: False = post-LN blocks as in the paper, LayerNorm(x + Sublayer(x)); True = pre-LN,
-      x + Sublayer(LayerNorm(x)), with a final LayerNorm after each stack.
+    - ``pre_norm``: False = post-LN blocks as in the paper (§3.1), LayerNorm(x + Sublayer(x)); True = pre-LN,
+      x + Sublayer(LayerNorm(x)), with a final LayerNorm after each stack (Xiong et al. 2020, "On Layer
+      Normalization in the Transformer Architecture").
     - ``activation_dropout``: dropout inside the FFN after the activation (0 in the paper).
-    - ``label_smoothing``: ε_ls of the training loss (the paper used 0.1; 0 gives plain cross-entropy).
+    - ``label_smoothing``: ε_ls of the training loss (the paper used 0.1, §5.4; 0 gives plain cross-entropy).
     """
 
     model_type = "scratch-transformer"
@@ -46,6 +50,9 @@ class ScratchTransformerConfig(ScratchConfig):
         "num_attention_heads": "encoder_attention_heads",
         "intermediate_size": "encoder_ffn_dim",
         "activation_function": "hidden_act",
+        "dropout": "hidden_dropout_prob",
+        "attention_dropout": "attention_probs_dropout_prob",
+        "init_std": "initializer_range",
     }
 
     vocab_size: int = 32000
@@ -69,18 +76,10 @@ class ScratchTransformerConfig(ScratchConfig):
     initializer_range: float = 0.02
     label_smoothing: float = 0.0
     share_encoder_decoder_embeddings: bool = True
-    tie_word_embeddings: bool = True
-    is_encoder_decoder: bool = True
-    use_cache: bool = True
-    pad_token_id: int | None = 0
-    bos_token_id: int | None = 1
-    eos_token_id: int | None = 2
-    decoder_start_token_id: int | None = 1
 
-    def __post_init__(self, **kwargs):
+    def derive_defaults(self) -> None:
         if self.decoder_vocab_size is None:
             self.decoder_vocab_size = self.vocab_size
-        super().__post_init__(**kwargs)
 
     def check(self) -> None:
         self.require_positive(
@@ -93,22 +92,11 @@ class ScratchTransformerConfig(ScratchConfig):
         self.require_probability(
             "hidden_dropout_prob", "attention_probs_dropout_prob", "activation_dropout", "label_smoothing"
         )
-        self.require_choice("sinusoidal_layout", ("interleaved", "split"))
+        self.require_choice("sinusoidal_layout", SINUSOIDAL_LAYOUTS)
         if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:
             raise ValueError(
                 f"ScratchTransformerConfig: share_encoder_decoder_embeddings=True needs one vocabulary, but "
                 f"vocab_size={self.vocab_size} and decoder_vocab_size={self.decoder_vocab_size}: set "
                 "decoder_vocab_size=None (or equal to vocab_size), or share_encoder_decoder_embeddings=False."
             )
-        if self.decoder_start_token_id is None:
-            raise ValueError(
-                "ScratchTransformerConfig.decoder_start_token_id is None: the decoder needs a start token (the seed's "
-                "'S'); set it, e.g. to bos_token_id or pad_token_id (Marian uses the pad id)."
-            )
-        for name, size in (("pad_token_id", self.decoder_vocab_size), ("decoder_start_token_id", self.decoder_vocab_size)):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value < size:
-                raise ValueError(
-                    f"ScratchTransformerConfig.{name}={value} is outside the target vocabulary of {size} tokens: "
-                    "use an id of the tokenizer's vocabulary."
-                )
+        self.require_target_token_ids("decoder_vocab_size")

@@ -1,4 +1,5 @@
-"""GPT-1's task-specific input transformations (Radford et al. 2018 §3.3 and Figure 1; seed 004 §3.3.3).
+"""GPT-1's task-specific input transformations (Radford et al. 2018, "Improving Language Understanding by Generative
+Pre-Training", §3.3 and Figure 1).
 
 GPT-1 fine-tunes one pre-trained decoder on structured tasks without changing its architecture: each task's input is
 turned into token sequences framed by three new tokens — a start token ⟨s⟩, a delimiter ($) and an extract token

@@ -1,6 +1,6 @@
 """Building blocks shared by the families: the PreTrainedModel base they subclass, input checks, the position-wise
-feed-forward network, the residual + LayerNorm wrapper (post-LN and pre-LN), and the task heads and losses several
-families use."""
+feed-forward network, the residual + LayerNorm wrapper (post-LN and pre-LN), the input representation and pooler of
+the BERT-style encoders, and the task heads, multiple-choice helpers and losses several families use."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 
 from .attention import check_attn_implementation, values_pass
+from .positional import LearnedPositionalEmbedding
 
 
 # The tanh approximation of GELU, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) — GPT-2's "gelu_new" — is written in
@@ -129,7 +130,7 @@ def check_one_input(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[t
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward network (seed 000 eq. 7): FFN(x) = act(x W₁ + b₁) W₂ + b₂."""
+    """Position-wise feed-forward network (Vaswani et al. 2017 §3.3, eq. 2): FFN(x) = act(x W₁ + b₁) W₂ + b₂."""
 
     def __init__(self, hidden_size: int, intermediate_size: int, activation: str, activation_dropout: float = 0.0):
         super().__init__()
@@ -147,7 +148,8 @@ class FeedForward(nn.Module):
 
 
 class ResidualNorm(nn.Module):
-    """The residual connection around a sub-layer, with its LayerNorm placed after or before (seed 000 eq. 5-6).
+    """The residual connection around a sub-layer, with its LayerNorm placed after or before (Vaswani et al. 2017
+    §3.1, with the residual dropout of §5.4).
 
     post-LN (the paper, BERT, GPT-1):  y = LayerNorm(x + Dropout(Sublayer(x)))
     pre-LN  (GPT-2, many later models): y = x + Dropout(Sublayer(LayerNorm(x)))
@@ -184,6 +186,91 @@ class MaskedLMHead(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.norm(self.activation(self.dense(hidden_states))))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The BERT-style encoders' input representation and pooler (BERT; RoBERTa's, in Longformer)
+# --------------------------------------------------------------------------------------------------------------
+
+
+class EncoderEmbeddings(nn.Module):
+    """E = LayerNorm(E_token + E_segment + E_position), then dropout: BERT's input representation (Devlin et al.
+    2019 §3, Figure 2), kept by RoBERTa and Longformer. Positions count 0, 1, 2, … unless the family overrides
+    ``default_position_ids`` (Longformer counts RoBERTa's way); ``position_padding_idx`` is the position row that
+    padding keeps (RoBERTa's pad_token_id), None for BERT."""
+
+    def __init__(self, config, position_padding_idx: Optional[int] = None):
+        super().__init__()
+        self.word = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position = LearnedPositionalEmbedding(
+            config.max_position_embeddings, config.hidden_size, padding_idx=position_padding_idx
+        )
+        self.token_type = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def default_position_ids(self, input_ids: Optional[torch.Tensor], inputs_embeds: torch.Tensor) -> torch.Tensor:
+        """(1, length): 0, 1, 2, … — the positions when the caller passes none."""
+        return torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None, :]
+
+    def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
+        if inputs_embeds is None:
+            check_input_ids(input_ids, embedding_rows(self.word))
+            inputs_embeds = self.word(input_ids)
+        batch, length = inputs_embeds.shape[:2]
+        if position_ids is None:
+            position_ids = self.default_position_ids(input_ids, inputs_embeds)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
+        else:
+            check_input_ids(token_type_ids, embedding_rows(self.token_type), name="token_type_ids")
+        # (.to: with device_map="auto" over several devices the three tables may sit on different ones)
+        device = inputs_embeds.device
+        embeddings = inputs_embeds + self.token_type(token_type_ids).to(device) + self.position(position_ids).to(device)
+        return self.dropout(self.norm(embeddings))
+
+
+class Pooler(nn.Module):
+    """pooled = tanh(W h_0 + b): the first token's ([CLS], <s>) final state C (Devlin et al. 2019 §3) through a
+    dense layer and tanh — the dense + tanh layer is the reference implementation's addition, which the BERT
+    checkpoints carry. The sequence summary that next-sentence prediction, classification and multiple choice read."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden_states[:, 0]))
+
+
+def classifier_dropout(config) -> float:
+    """The dropout before a classification layer: ``config.classifier_dropout`` when set, else
+    ``hidden_dropout_prob`` (transformers' convention)."""
+    dropout = getattr(config, "classifier_dropout", None)
+    return config.hidden_dropout_prob if dropout is None else dropout
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Multiple choice: each choice is its own sequence
+# --------------------------------------------------------------------------------------------------------------
+
+
+def flatten_choices(x: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """(batch, choices, length[, hidden]) → (batch·choices, length[, hidden]): each choice is its own sequence."""
+    return None if x is None else x.reshape(-1, *x.shape[2:])
+
+
+def choice_dimensions(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor]) -> tuple[int, int, int]:
+    """(batch, num_choices, length) of multiple-choice inputs, or a ValueError if they are not shaped that way."""
+    check_one_input(input_ids, inputs_embeds)
+    reference = input_ids if input_ids is not None else inputs_embeds
+    if reference.dim() != (3 if input_ids is not None else 4):
+        raise ValueError(
+            f"Multiple-choice inputs must be shaped (batch, num_choices, length), got {tuple(reference.shape)}: "
+            "put each example's choices along dimension 1 (for GPT, gpt_input_transforms.multiple_choice_inputs does)."
+        )
+    batch, num_choices, length = reference.shape[:3]
+    return batch, num_choices, length
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -258,8 +345,9 @@ def span_loss(
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: Optional[int], decoder_start_token_id: int) -> torch.Tensor:
-    """Decoder inputs from labels: [start, y_1 … y_{n-1}] (seed 001's "S i want a beer" for "i want a beer E").
-    Ignored label positions (-100) become padding."""
+    """Decoder inputs from labels: [start, y_1 … y_{n-1}], the outputs "offset by one position" of Vaswani et al.
+    2017 §3.1 (the decoder reads "<s> i want a beer" to predict "i want a beer </s>"). Ignored label positions
+    (-100) become padding."""
     shifted = labels.new_zeros(labels.shape)
     shifted[:, 1:] = labels[:, :-1]
     shifted[:, 0] = decoder_start_token_id

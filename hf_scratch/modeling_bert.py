@@ -1,11 +1,12 @@
-"""BERT (Devlin et al. 2018), from scratch, read top-down in the order of the paper (seed 002):
+"""BERT (Devlin et al. 2019), from scratch, read top-down in the order of the paper:
 
-1. input representation: token + segment + learned position embeddings, LayerNorm, dropout (paper Fig. 2);
-2. a stack of post-LN Transformer encoder layers (seed 000): multi-head self-attention with the padding mask,
-   position-wise feed-forward with GELU, each wrapped as LayerNorm(x + Dropout(Sublayer(x)));
-3. the pooler: tanh(W h_[CLS] + b), the sentence representation used by NSP and classification;
-4. pre-training heads: masked LM (tied to the word embeddings) and next-sentence prediction;
-5. fine-tuning heads: sequence classification, token classification, extractive QA, multiple choice.
+1. input representation: token + segment + learned position embeddings, LayerNorm, dropout (§3, Figure 2;
+   ``layers.EncoderEmbeddings``);
+2. a stack of post-LN Transformer encoder layers (Vaswani et al. 2017 §3.1): multi-head self-attention with the
+   padding mask, position-wise feed-forward with GELU, each wrapped as LayerNorm(x + Dropout(Sublayer(x)));
+3. the pooler: tanh(W h_[CLS] + b), the sentence representation used by NSP and classification (``layers.Pooler``);
+4. pre-training heads (§3.1): masked LM (tied to the word embeddings) and next-sentence prediction;
+5. fine-tuning heads (§3.2, §4): sequence classification, token classification, extractive QA, multiple choice.
 """
 
 from __future__ import annotations
@@ -30,50 +31,24 @@ from transformers.utils import ModelOutput, can_return_tuple
 from .attention import AttentionMask, MultiHeadAttention, check_attention_mask, padding_or_none
 from .configuration_bert import ScratchBertConfig
 from .layers import (
+    EncoderEmbeddings,
     FeedForward,
     MaskedLMHead,
+    Pooler,
     ResidualNorm,
     ScratchPreTrainedModel,
-    check_input_ids,
     check_one_input,
-    embedding_rows,
+    choice_dimensions,
+    classifier_dropout,
+    flatten_choices,
     sequence_classification_loss,
     span_loss,
     token_cross_entropy,
 )
-from .positional import LearnedPositionalEmbedding
-
-
-class ScratchBertEmbeddings(nn.Module):
-    """E = LayerNorm(E_token + E_segment + E_position), then dropout (BERT Fig. 2)."""
-
-    def __init__(self, config: ScratchBertConfig):
-        super().__init__()
-        self.word = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
-        if inputs_embeds is None:
-            check_input_ids(input_ids, embedding_rows(self.word))
-            inputs_embeds = self.word(input_ids)
-        batch, length = inputs_embeds.shape[:2]
-        if position_ids is None:
-            position_ids = torch.arange(length, device=inputs_embeds.device)[None, :]
-        if token_type_ids is None:
-            token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
-        else:
-            check_input_ids(token_type_ids, embedding_rows(self.token_type), name="token_type_ids")
-        # (.to: with device_map="auto" over several devices the three tables may sit on different ones)
-        device = inputs_embeds.device
-        embeddings = inputs_embeds + self.token_type(token_type_ids).to(device) + self.position(position_ids).to(device)
-        return self.dropout(self.norm(embeddings))
 
 
 class ScratchBertLayer(GradientCheckpointingLayer):
-    """One encoder layer: h = LN(x + MultiHead(x, x, x)), out = LN(h + FFN(h)) (seed 000 eq. 3-7)."""
+    """One encoder layer: h = LN(x + MultiHead(x, x, x)), out = LN(h + FFN(h)) (Vaswani et al. 2017 §3.1-3.3)."""
 
     def __init__(self, config: ScratchBertConfig, layer_idx: int):
         super().__init__()
@@ -92,19 +67,9 @@ class ScratchBertLayer(GradientCheckpointingLayer):
         return self.feed_forward_residual.after(hidden_states, transformed), weights
 
 
-class ScratchBertPooler(nn.Module):
-    """pooled = tanh(W h_[CLS] + b): the sequence summary read by NSP and the classification heads."""
-
-    def __init__(self, config: ScratchBertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(hidden_states[:, 0]))
-
-
 class ScratchBertPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchBertConfig
+    _input_embed_layer = "word"  # get/set_input_embeddings (transformers' own) find embeddings.word by this name
     _can_compile_fullgraph = True  # every head, forward and backward (tests/test_compile.py)
     _supports_attention_backend = True  # standard attention: kernels of transformers' AttentionInterface run it
     _supports_flex_attn = True
@@ -116,16 +81,10 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
 
     def __init__(self, config: ScratchBertConfig, add_pooling_layer: bool = True):
         super().__init__(config)
-        self.embeddings = ScratchBertEmbeddings(config)
+        self.embeddings = EncoderEmbeddings(config)
         self.layers = nn.ModuleList(ScratchBertLayer(config, i) for i in range(config.num_hidden_layers))
-        self.pooler = ScratchBertPooler(config) if add_pooling_layer else None
+        self.pooler = Pooler(config.hidden_size) if add_pooling_layer else None
         self.post_init()
-
-    def get_input_embeddings(self):
-        return self.embeddings.word
-
-    def set_input_embeddings(self, value):
-        self.embeddings.word = value
 
     @can_return_tuple
     def forward(
@@ -182,7 +141,7 @@ class ScratchBertForPreTrainingOutput(ModelOutput):
 
 
 class ScratchBertForPreTraining(ScratchBertPreTrainedModel):
-    """Masked LM + next-sentence prediction, the two pre-training tasks of BERT §3.1."""
+    """Masked LM + next-sentence prediction, the two pre-training tasks of Devlin et al. 2019 §3.1."""
 
     _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
 
@@ -235,7 +194,7 @@ class ScratchBertForPreTraining(ScratchBertPreTrainedModel):
 
 
 class ScratchBertForMaskedLM(ScratchBertPreTrainedModel):
-    """Predict the original token at masked positions (BERT §3.1, Task #1)."""
+    """Predict the original token at masked positions (Devlin et al. 2019 §3.1, Task #1)."""
 
     _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
 
@@ -275,7 +234,7 @@ class ScratchBertForMaskedLM(ScratchBertPreTrainedModel):
 
 
 class ScratchBertForNextSentencePrediction(ScratchBertPreTrainedModel):
-    """Is sentence B the sentence that follows A? (BERT §3.1, Task #2; label 0 = IsNext, 1 = NotNext)."""
+    """Is sentence B the sentence that follows A? (Devlin et al. 2019 §3.1, Task #2; label 0 = IsNext, 1 = NotNext)."""
 
     def __init__(self, config: ScratchBertConfig):
         super().__init__(config)
@@ -306,7 +265,7 @@ class ScratchBertForNextSentencePrediction(ScratchBertPreTrainedModel):
         return NextSentencePredictorOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
 
-# ---- fine-tuning heads (BERT §4) -----------------------------------------------------------------------------
+# ---- fine-tuning heads (Devlin et al. 2019 §3.2, §4) ---------------------------------------------------------
 
 
 class ScratchBertForSequenceClassification(ScratchBertPreTrainedModel):
@@ -316,8 +275,7 @@ class ScratchBertForSequenceClassification(ScratchBertPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.model = ScratchBertModel(config)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -351,8 +309,7 @@ class ScratchBertForTokenClassification(ScratchBertPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.model = ScratchBertModel(config, add_pooling_layer=False)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -380,7 +337,7 @@ class ScratchBertForTokenClassification(ScratchBertPreTrainedModel):
 
 
 class ScratchBertForQuestionAnswering(ScratchBertPreTrainedModel):
-    """Extractive QA (BERT §4.2): a start and an end score per token, (start, end) = W · h_t."""
+    """Extractive QA (Devlin et al. 2019 §4.2): a start and an end score per token, (start, end) = W · h_t."""
 
     def __init__(self, config: ScratchBertConfig):
         super().__init__(config)
@@ -421,13 +378,13 @@ class ScratchBertForQuestionAnswering(ScratchBertPreTrainedModel):
 
 
 class ScratchBertForMultipleChoice(ScratchBertPreTrainedModel):
-    """Inputs (batch, choices, length); each choice's pooled vector gets a score; softmax over choices (SWAG)."""
+    """Inputs (batch, choices, length); each choice's pooled vector gets a score; softmax over choices (SWAG,
+    Devlin et al. 2019 §4.4)."""
 
     def __init__(self, config: ScratchBertConfig):
         super().__init__(config)
         self.model = ScratchBertModel(config)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
@@ -445,16 +402,9 @@ class ScratchBertForMultipleChoice(ScratchBertPreTrainedModel):
         return_dict=None,
         **kwargs,
     ) -> MultipleChoiceModelOutput:
-        reference = input_ids if input_ids is not None else inputs_embeds
-        if reference is None or reference.dim() < 3:
-            raise ValueError("Multiple choice inputs must be shaped (batch, num_choices, length).")
-        num_choices = reference.shape[1]
-
-        def flat(x):
-            return None if x is None else x.reshape(-1, *x.shape[2:])
-
+        _, num_choices, _ = choice_dimensions(input_ids, inputs_embeds)
         outputs = self.model(
-            flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids), flat(inputs_embeds),
+            *(flatten_choices(x) for x in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)),
             output_attentions, output_hidden_states, return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)

@@ -1,5 +1,5 @@
 """GPT (Radford et al. 2018) and, by ``layer_norm_placement="pre"``, GPT-2 (Radford et al. 2019), from scratch, read
-top-down in the order of the GPT-1 paper (seed 004 §3):
+top-down in the order of the GPT-1 paper (Radford et al. 2018 §3.1–3.3; GPT-2's changes: Radford et al. 2019 §2.3):
 
 1. input: h_0 = U W_e + W_p — token embeddings plus learned position embeddings (§3.1, eq. 2), then dropout;
 2. a stack of Transformer decoder blocks without cross-attention: masked (causal) multi-head self-attention and a
@@ -45,7 +45,9 @@ from .layers import (
     ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
+    choice_dimensions,
     embedding_rows,
+    flatten_choices,
     get_activation,
     next_token_cross_entropy,
     sequence_classification_loss,
@@ -97,18 +99,13 @@ class ScratchGPTEmbeddings(nn.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
-# GPT's GELU is the tanh approximation, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): transformers' "gelu_new" writes
-# it out as seven element-wise kernels, PyTorch's F.gelu(approximate="tanh") ("gelu_pytorch_tanh") is the same
-# function in one fused kernel (they differ by < 1e-6); the fused one is used.
-FUSED_EQUIVALENT_ACTIVATIONS = {"gelu_new": "gelu_pytorch_tanh"}
-
-
 class ScratchGPTBlock(GradientCheckpointingLayer):
     """GPT-1 (post-LN):  h = LN(x + MaskedMultiHead(x)),       out = LN(h + FFN(h))
     GPT-2 (pre-LN):   h = x + MaskedMultiHead(LN(x)),       out = h + FFN(LN(h))
 
-    The causal mask lets position i attend positions ≤ i only (seed 004 §3: predicting B from A must not see
-    B, C, D); the cached keys of earlier steps are read from and appended to ``past_key_values``.
+    The causal mask lets position i attend positions ≤ i only — the LM objective of GPT-1 eq. 1 conditions on the
+    preceding tokens, so predicting B in "A B C D" must not see B, C or D (the decoder's masking, Vaswani et al.
+    2017 §3.2.3); the cached keys of earlier steps are read from and appended to ``past_key_values``.
     """
 
     def __init__(self, config: ScratchGPTConfig, layer_idx: int):
@@ -118,8 +115,8 @@ class ScratchGPTBlock(GradientCheckpointingLayer):
             config, hidden, config.num_attention_heads, config.attention_probs_dropout_prob, layer_idx=layer_idx
         )
         self.attention_residual = ResidualNorm(hidden, eps, dropout, pre_norm=config.pre_norm)
-        activation = FUSED_EQUIVALENT_ACTIVATIONS.get(config.hidden_act, config.hidden_act)
-        self.feed_forward = FeedForward(hidden, config.intermediate_size, activation)
+        # GPT's "gelu_new" (the tanh approximation of GELU) runs as torch's fused kernel: see layers.get_activation
+        self.feed_forward = FeedForward(hidden, config.intermediate_size, config.hidden_act)
         self.feed_forward_residual = ResidualNorm(hidden, eps, dropout, pre_norm=config.pre_norm)
 
     def forward(self, hidden_states, mask: AttentionMask, past_key_values=None, output_attentions: bool = False):
@@ -135,7 +132,11 @@ class ScratchGPTBlock(GradientCheckpointingLayer):
 
 
 class ScratchGPTPreTrainedModel(ScratchPreTrainedModel):
+    """transformers' own ``get/set_input_embeddings`` find ``embeddings.word`` by ``_input_embed_layer``, and its
+    ``get/set_output_embeddings`` the heads' ``lm_head``."""
+
     config_class = ScratchGPTConfig
+    _input_embed_layer = "word"
     _can_compile_fullgraph = True  # every head, forward and backward; decoding with a StaticCache too
     _supports_attention_backend = True  # standard attention: kernels of transformers' AttentionInterface run it
     _supports_flex_attn = True
@@ -162,12 +163,6 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         self.layers = nn.ModuleList(ScratchGPTBlock(config, i) for i in range(config.num_hidden_layers))
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
         self.post_init()
-
-    def get_input_embeddings(self):
-        return self.embeddings.word
-
-    def set_input_embeddings(self, value):
-        self.embeddings.word = value
 
     @can_return_tuple
     def forward(
@@ -259,12 +254,6 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
 
-    def get_output_embeddings(self):
-        return self.lm_head
-
-    def set_output_embeddings(self, value):
-        self.lm_head = value
-
     @can_return_tuple
     def forward(
         self,
@@ -328,24 +317,6 @@ def last_real_token_index(attention_mask, input_ids, pad_token_id, length: int, 
     return torch.full((batch,), length - 1, dtype=torch.long, device=device)
 
 
-def flatten_choices(x: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    """(batch, choices, length[, hidden]) → (batch·choices, length[, hidden]): each choice is its own sequence."""
-    return None if x is None else x.reshape(-1, *x.shape[2:])
-
-
-def choice_dimensions(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor]) -> tuple[int, int, int]:
-    """(batch, num_choices, length) of multiple-choice inputs, or a ValueError if they are not shaped that way."""
-    check_one_input(input_ids, inputs_embeds)
-    reference = input_ids if input_ids is not None else inputs_embeds
-    if reference.dim() != (3 if input_ids is not None else 4):
-        raise ValueError(
-            f"Multiple-choice inputs must be shaped (batch, num_choices, length), got {tuple(reference.shape)}: "
-            "put each example's choices along dimension 1 (gpt_input_transforms.multiple_choice_inputs does)."
-        )
-    batch, num_choices, length = reference.shape[:3]
-    return batch, num_choices, length
-
-
 class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
     """P(y | x) = softmax(h_l^m W_y) on the final state of the last real token (GPT-1 eq. 3).
 
@@ -371,12 +342,6 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
         self.post_init()
-
-    def get_output_embeddings(self):
-        return self.lm_head
-
-    def set_output_embeddings(self, value):
-        self.lm_head = value
 
     @can_return_tuple
     def forward(
@@ -471,12 +436,6 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.multiple_choice_head = ScratchGPTMultipleChoiceHead(config)
         self.post_init()
-
-    def get_output_embeddings(self):
-        return self.lm_head
-
-    def set_output_embeddings(self, value):
-        self.lm_head = value
 
     @can_return_tuple
     def forward(

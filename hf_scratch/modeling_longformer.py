@@ -1,4 +1,4 @@
-"""Longformer (Beltagy et al. 2020), from scratch, read top-down in the order of the paper (seed 004 §2):
+"""Longformer (Beltagy et al. 2020), from scratch, read top-down in the order of the paper (§3, "Longformer"):
 
 1. input representation: RoBERTa's embeddings — token + learned position (ids start at pad_token_id + 1, padding
    keeps pad_token_id) + segment, LayerNorm, dropout;
@@ -54,59 +54,37 @@ from .attention import (
 )
 from .configuration_longformer import ScratchLongformerConfig
 from .layers import (
+    EncoderEmbeddings,
     FeedForward,
     MaskedLMHead,
+    Pooler,
     ResidualNorm,
     ScratchPreTrainedModel,
-    check_input_ids,
     check_one_input,
-    embedding_rows,
+    choice_dimensions,
+    flatten_choices,
     sequence_classification_loss,
     span_loss,
     token_cross_entropy,
 )
-from .positional import LearnedPositionalEmbedding
 
 # ---- 1. input representation ---------------------------------------------------------------------------------
 
 
-class ScratchLongformerEmbeddings(nn.Module):
-    """E = LayerNorm(E_token + E_position + E_segment), then dropout — RoBERTa's positions: real tokens count from
-    pad_token_id + 1, padding tokens keep position pad_token_id."""
+class ScratchLongformerEmbeddings(EncoderEmbeddings):
+    """BERT's E = LayerNorm(E_token + E_segment + E_position), then dropout, with RoBERTa's positions: real tokens
+    count from pad_token_id + 1, padding tokens keep position pad_token_id."""
 
     def __init__(self, config: ScratchLongformerConfig):
-        super().__init__()
+        super().__init__(config, position_padding_idx=config.pad_token_id)
         self.padding_idx = config.pad_token_id
-        self.word = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position = LearnedPositionalEmbedding(
-            config.max_position_embeddings, config.hidden_size, padding_idx=config.pad_token_id
-        )
-        self.token_type = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def position_ids(self, input_ids: Optional[torch.Tensor], inputs_embeds: torch.Tensor) -> torch.Tensor:
+    def default_position_ids(self, input_ids: Optional[torch.Tensor], inputs_embeds: torch.Tensor) -> torch.Tensor:
         if input_ids is not None:
             is_token = input_ids.ne(self.padding_idx).long()
             return torch.cumsum(is_token, dim=1) * is_token + self.padding_idx
         length = inputs_embeds.shape[1]  # no ids: padding cannot be told apart, count every position
         return torch.arange(self.padding_idx + 1, self.padding_idx + 1 + length, device=inputs_embeds.device)[None, :]
-
-    def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
-        if inputs_embeds is None:
-            check_input_ids(input_ids, embedding_rows(self.word))
-            inputs_embeds = self.word(input_ids)
-        batch, length = inputs_embeds.shape[:2]
-        if position_ids is None:
-            position_ids = self.position_ids(input_ids, inputs_embeds)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
-        else:
-            check_input_ids(token_type_ids, embedding_rows(self.token_type), name="token_type_ids")
-        # (.to: with device_map="auto" over several devices the three tables may sit on different ones)
-        device = inputs_embeds.device
-        embeddings = inputs_embeds + self.position(position_ids).to(device) + self.token_type(token_type_ids).to(device)
-        return self.dropout(self.norm(embeddings))
 
 
 # ---- 2. the attention pattern, banded ------------------------------------------------------------------------
@@ -461,9 +439,9 @@ def keep_matmuls(ctx, op, *args, **kwargs) -> CheckpointPolicy:
 
 
 def feed_forward_recomputing_activation(feed_forward: FeedForward, hidden_states: torch.Tensor) -> torch.Tensor:
-    """``feed_forward(hidden_states)`` (seed 000 eq. 7: act(x W₁ + b₁) W₂ + b₂) with act(x) recomputed in the
-    backward pass instead of kept (no activation dropout in Longformer's FFN): ``fc_out`` runs as a module under a
-    selective checkpoint that keeps the products, so only the elementwise activation runs twice."""
+    """``feed_forward(hidden_states)`` (Vaswani et al. 2017 eq. 2: act(x W₁ + b₁) W₂ + b₂) with act(x) recomputed
+    in the backward pass instead of kept (no activation dropout in Longformer's FFN): ``fc_out`` runs as a module
+    under a selective checkpoint that keeps the products, so only the elementwise activation runs twice."""
     inner = feed_forward.fc_in(hidden_states)
     if not (torch.is_grad_enabled() and inner.requires_grad) or torch.is_autocast_enabled(inner.device.type):
         return feed_forward.output(inner)
@@ -474,7 +452,8 @@ def feed_forward_recomputing_activation(feed_forward: FeedForward, hidden_states
 
 
 class ScratchLongformerLayer(GradientCheckpointingLayer):
-    """h = LN(x + LongformerAttention(x)), out = LN(h + FFN(h)) (seed 000 eq. 5-7 with the sparse attention)."""
+    """h = LN(x + LongformerAttention(x)), out = LN(h + FFN(h)) (Vaswani et al. 2017 §3.1, with the sparse
+    attention of Beltagy et al. 2020 §3.1)."""
 
     def __init__(self, config: ScratchLongformerConfig, layer_idx: int):
         super().__init__()
@@ -488,17 +467,6 @@ class ScratchLongformerLayer(GradientCheckpointingLayer):
         hidden_states = self.attention_residual.after(hidden_states, attended)
         transformed = feed_forward_recomputing_activation(self.feed_forward, hidden_states)
         return self.feed_forward_residual.after(hidden_states, transformed), local_weights, global_weights
-
-
-class ScratchLongformerPooler(nn.Module):
-    """pooled = tanh(W h_<s> + b) (used by multiple choice)."""
-
-    def __init__(self, config: ScratchLongformerConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(hidden_states[:, 0]))
 
 
 @dataclass
@@ -515,6 +483,7 @@ class ScratchLongformerPreTrainedModel(ScratchPreTrainedModel):
     (one read from the device per forward, no recompilation when it changes; see ``GlobalTokens.present``)."""
 
     config_class = ScratchLongformerConfig
+    _input_embed_layer = "word"  # get/set_input_embeddings (transformers' own) find embeddings.word by this name
     _can_compile_fullgraph = True
     _no_split_modules = ["ScratchLongformerLayer"]
 
@@ -526,14 +495,8 @@ class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
         super().__init__(config)
         self.embeddings = ScratchLongformerEmbeddings(config)
         self.layers = nn.ModuleList(ScratchLongformerLayer(config, i) for i in range(config.num_hidden_layers))
-        self.pooler = ScratchLongformerPooler(config) if add_pooling_layer else None
+        self.pooler = Pooler(config.hidden_size) if add_pooling_layer else None  # (used by multiple choice)
         self.post_init()
-
-    def get_input_embeddings(self):
-        return self.embeddings.word
-
-    def set_input_embeddings(self, value):
-        self.embeddings.word = value
 
     @can_return_tuple
     def forward(
@@ -829,14 +792,8 @@ class ScratchLongformerForMultipleChoice(ScratchLongformerPreTrainedModel):
         return_dict=None,
         **kwargs,
     ) -> ScratchLongformerMultipleChoiceOutput:
-        reference = input_ids if input_ids is not None else inputs_embeds
-        if reference is None or reference.dim() < 3:
-            raise ValueError("Multiple choice inputs must be shaped (batch, num_choices, length).")
-        num_choices = reference.shape[1]
-
-        def flat(x):
-            return None if x is None else x.reshape(-1, *x.shape[2:])
-
+        _, num_choices, _ = choice_dimensions(input_ids, inputs_embeds)
+        flat = flatten_choices
         if global_attention_mask is None:
             before_pair = tokens_before_first(flat(input_ids), self.config.sep_token_id, "on the choice")
             flat_global = ~F.pad(before_pair, (2, 0), value=True)[:, :-2]  # positions > first separator + 1

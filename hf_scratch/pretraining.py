@@ -1,10 +1,10 @@
-"""BERT pre-training data (Devlin et al. 2018 §3.1, seed 002): next-sentence pairs from document-level text and
-masked-LM masking.
+"""BERT pre-training data (Devlin et al. 2018 §3.1 and Appendix A.1-A.2): next-sentence pairs from document-level text
+and masked-LM masking.
 
 1. ``make_nsp_examples`` walks each document's sentences and builds ``[CLS] A [SEP] B [SEP]`` pairs with segment
    ids: half the time B is the text that really follows A (label 0, IsNext), half the time B comes from another
    document (label 1, NotNext). A pair longer than ``max_length`` is trimmed one token at a time from the longer
-   side, as in the reference ``create_pretraining_data.py``.
+   side, as in the reference implementation's ``create_pretraining_data.py`` (github.com/google-research/bert).
 2. ``DataCollatorForBertPreTraining`` pads a batch and applies MLM masking with transformers' own
    ``DataCollatorForLanguageModeling``: 15 % of the (non-special) tokens are selected; of those 80 % become
    [MASK], 10 % a random token, 10 % stay unchanged; labels are -100 everywhere else.

@@ -1,11 +1,11 @@
 """Train a small tokenizer with 🤗 tokenizers and wrap it as a transformers ``PreTrainedTokenizerFast``.
 
-Three kinds, matching the families:
+Four kinds (``TOKENIZER_KINDS``), matching the families:
 - ``"wordpiece"``: BERT / Longformer style — [CLS] A [SEP] (B [SEP]) with segment ids, [MASK] for MLM;
 - ``"bpe"``: byte-level BPE for GPT and Transformer-XL (``<|endoftext|>`` as bos/eos/unk);
-- ``"char"``: one token per character (the nanoGPT-style character-level LM), plus ``<pad>``/``<unk>``/``<eos>``.
-- ``"seq2seq"``: a shared WordPiece-like vocabulary for translation, ``<pad>``/``<s>``/``</s>``/``<unk>``, with
-  ``</s>`` appended to every sequence as Marian does.
+- ``"char"``: one token per character (the nanoGPT-style character-level LM), plus ``<pad>``/``<unk>``/``<eos>``;
+- ``"seq2seq"``: a WordPiece-like vocabulary shared by source and target for the encoder-decoders (Transformer, RNN
+  baselines), ``<pad>``/``<s>``/``</s>``/``<unk>`` (ids 0-3), with ``</s>`` appended to every sequence as Marian does.
 
 ``model_max_length(config)`` is the input limit of a model, which every tokenizer saved beside it should report.
 """
@@ -23,7 +23,7 @@ def model_max_length(config) -> int:
     of ``tokenizer.model_max_length`` tokens never feeds the model more positions than it has.
 
     - BERT, GPT and the encoder-decoder Transformer: ``max_position_embeddings``, the size of the learned position
-      table (BERT, GPT) or of the sinusoidal table both sides of the Transformer look positions up in (§3.5).
+      table (BERT, GPT) or of the sinusoidal table both sides of the Transformer look positions up in (Vaswani et al. 2017 §3.5).
     - Longformer: RoBERTa's position ids start at ``pad_token_id + 1``, so ``max_position_embeddings -
       pad_token_id - 1`` (4098 - 2 = 4096 for longformer-base, what its tokenizer says).
     - Transformer-XL (relative sinusoidal encodings, computed for any distance, plus the memory of earlier

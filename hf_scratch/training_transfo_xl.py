@@ -48,6 +48,17 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 MEMORY_FILE = "transfo_xl_mems_{rank}.pt"
 
+# Perplexity is exp(loss). math.exp raises OverflowError above ln(max float) ≈ 709.78, which a diverged run's loss can
+# reach: the loss is capped just below, so such a run reports a huge but finite perplexity (≈ 1e304) instead of
+# failing its evaluation. Every loss a working model has is far below the cap, where the value is exact.
+MAX_LOG_PERPLEXITY = 700.0
+
+
+def perplexity(loss: float) -> float:
+    """exp(loss) of a mean cross-entropy in nats, with the loss capped at ``MAX_LOG_PERPLEXITY`` (see there). The
+    Trainer here and the training scripts (``training/common.py``) report ``eval_perplexity`` with it."""
+    return math.exp(min(loss, MAX_LOG_PERPLEXITY))
+
 
 class SegmentDataset(Dataset):
     """Consecutive ``segment_length`` pieces of one token stream, in order, as ``{"input_ids", "labels"}``
@@ -154,7 +165,7 @@ class TransfoXLTrainer(Trainer):
         self._eval_mems = None
         loss = output.metrics.get(f"{metric_key_prefix}_loss")
         if loss is not None:
-            output.metrics[f"{metric_key_prefix}_perplexity"] = math.exp(min(loss, 700.0))
+            output.metrics[f"{metric_key_prefix}_perplexity"] = perplexity(loss)
         return output
 
     # -- checkpoints -----------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Pictures: the positional-encoding heatmap (seed 000's figure), the attention weights of one head for a sentence,
-the mask patterns of every family (built from the mask algebra in ``attention.py``), and training curves from a
-run's logs (``trainer_state.json`` or TensorBoard event files).
+"""Pictures: the positional-encoding heatmap (Vaswani et al. 2017, §3.5), the attention weights of one head for a
+sentence, the mask patterns of every family (built from the mask algebra in ``attention.py``), and training curves
+from a run's logs (``trainer_state.json`` or TensorBoard event files).
 
 matplotlib is an optional extra (``pip install hf_scratch[plots]``) imported only when a picture is drawn.
 
@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from .attention import AttentionMask, causal_mask, combine_masks, padding_mask
+from .attention import AttentionMask, causal_mask, combine_masks, longformer_mask, padding_mask
 from .positional import sinusoidal_table
 
 
@@ -49,7 +49,8 @@ def _save(fig, path) -> Path:
 
 
 def plot_positional_encoding(path, num_positions: int = 100, dim: int = 128, layout: str = "interleaved") -> Path:
-    """Heatmap of PE(pos, i) — positions down, dimensions across (the seed's figure)."""
+    """Heatmap of PE(pos, i) — positions down, dimensions across — for the sinusoids of Vaswani et al. 2017, §3.5:
+    PE(pos, 2i) = sin(pos / 10000^{2i/d}), PE(pos, 2i+1) = cos(pos / 10000^{2i/d})."""
     plt = _pyplot()
     table = sinusoidal_table(num_positions, dim, layout)
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -116,7 +117,7 @@ def plot_attention_for_sentence(path, sentence: str, model_dir: Optional[str] = 
     else:
         from transformers import AutoModel, AutoTokenizer
 
-        from .convert import load_reference_checkpoint
+        from .convert import load_reference_checkpoint, needs_conversion
 
         try:
             tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -127,7 +128,7 @@ def plot_attention_for_sentence(path, sentence: str, model_dir: Optional[str] = 
             ) from None
         model_type = json.loads((Path(model_dir) / "config.json").read_text()).get("model_type", "")
         # an hf_scratch checkpoint loads as is; a reference one (bert, gpt2, …) is converted to ours first
-        model = AutoModel.from_pretrained(model_dir) if model_type.startswith("scratch-") else load_reference_checkpoint(model_dir)
+        model = load_reference_checkpoint(model_dir) if needs_conversion(model_type) else AutoModel.from_pretrained(model_dir)
         inputs = dict(tokenizer(sentence, return_tensors="pt"))
         if "token_type_ids" not in inspect.signature(model.forward).parameters:
             inputs.pop("token_type_ids", None)
@@ -157,20 +158,16 @@ def mask_patterns(length: int = 16, memory: int = 8) -> dict[str, torch.Tensor]:
 
 
 def _longformer_patterns(length: int, one_sided_window: int = 3) -> dict[str, torch.Tensor]:
-    """Window, dilated window and window + global, from attention.py's Longformer relations (when present)."""
-    from . import attention
-
-    if not hasattr(attention, "longformer_mask"):
-        return {}
+    """Window, dilated window and window + global, from attention.py's Longformer relations."""
     is_real = torch.ones(1, length, dtype=torch.bool)
     is_global = torch.zeros(1, length, dtype=torch.bool)
     is_global[:, 0] = True
     no_global = torch.zeros_like(is_global)
     window = 2 * one_sided_window
     return {
-        f"Longformer window {window}": attention.longformer_mask(is_real, no_global, one_sided_window, (1,)),
-        f"window {window}, dilation 2": attention.longformer_mask(is_real, no_global, one_sided_window, (2,)),
-        f"window {window} + global token 0": attention.longformer_mask(is_real, is_global, one_sided_window, (1,)),
+        f"Longformer window {window}": longformer_mask(is_real, no_global, one_sided_window, (1,)),
+        f"window {window}, dilation 2": longformer_mask(is_real, no_global, one_sided_window, (2,)),
+        f"window {window} + global token 0": longformer_mask(is_real, is_global, one_sided_window, (1,)),
     }
 
 

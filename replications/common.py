@@ -9,6 +9,7 @@ spread and whether the claim held) and the pictures beside it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import shlex
@@ -177,3 +178,123 @@ class ClaimReport:
         path.write_text(text, encoding="utf-8")
         print(text)
         return path
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Shakespeare data for the pre-training claims (BERT, GPT-1): a corpus disjoint from the fine-tuning plays
+# --------------------------------------------------------------------------------------------------------------
+
+TASK_PLAYS = ("hamlet", "macbeth", "romeo_and_juliet")  # the plays of the embedded fine-tuning tasks (training/data)
+
+
+def shakespeare_folder() -> Path:
+    """``../shared/data/shakespeare`` (one .txt per work), or a ValueError saying it is missing."""
+    folder = SHARED_DATA / "shakespeare"
+    if not folder.is_dir() or not any(folder.glob("*.txt")):
+        raise ValueError(f"The full setting reads the Shakespeare corpus in {folder} (one .txt per work), which is missing: "
+                         "put it there, or run with --quick (embedded data only).")
+    return folder
+
+
+def write_pretraining_corpus(folder: str | Path, validation_works: Sequence[str] = ("julius_caesar", "twelfth_night"),
+                             held_out: Sequence[str] = TASK_PLAYS) -> tuple[Path, Path]:
+    """Write ``train.txt`` / ``validation.txt`` under ``folder``: the works of ``shakespeare_folder()`` except
+    ``held_out`` (the fine-tuning plays: the pre-training text stays disjoint from the tasks, as BooksCorpus is from
+    GLUE), one document per work, separated by a line ``=====`` (run_pretraining's document format; run_mlm and
+    run_clm read the same files as plain text)."""
+    works = sorted(path for path in shakespeare_folder().glob("*.txt") if path.stem not in held_out)
+    paths = []
+    for split, keep in (("train", lambda stem: stem not in validation_works), ("validation", lambda stem: stem in validation_works)):
+        text = "\n=====\n".join(path.read_text(encoding="utf-8").strip() for path in works if keep(path.stem))
+        paths.append(Path(folder) / f"{split}.txt")
+        paths[-1].write_text(text + "\n", encoding="utf-8")
+    return paths[0], paths[1]
+
+
+def write_next_line_task(folder: str | Path, n_train: int, n_validation: int, every: int = 3, seed: int = 0) -> tuple[Path, Path]:
+    """Write ``next_line_{train,validation}.jsonl`` under ``folder``: the recipe of ``training/data/next_line``
+    (which of four lines follows a line of verse; three distractors from the same play) taken from every
+    ``every``-th line of ``TASK_PLAYS`` instead of every 7th, for a larger training set and a steadier validation
+    accuracy than the embedded 300 / 80 rows."""
+    import json
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for play in TASK_PLAYS:
+        text = (shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8")
+        lines = [line.strip() for line in text.splitlines() if len(line.strip()) > 25 and not line.strip().isupper()]
+        for i in range(0, len(lines) - 1, every):
+            distractors = rng.sample([line for line in lines if line not in (lines[i], lines[i + 1])], 3)
+            label = rng.randrange(4)
+            rows.append({"context": lines[i], "endings": distractors[:label] + [lines[i + 1]] + distractors[label:], "label": label})
+    rng.shuffle(rows)
+    if len(rows) < n_train + n_validation:
+        raise ValueError(f"Only {len(rows)} next-line rows with every={every}; asked for {n_train} + {n_validation}: lower every.")
+    paths = []
+    for split, part in (("train", rows[:n_train]), ("validation", rows[n_train : n_train + n_validation])):
+        paths.append(Path(folder) / f"next_line_{split}.jsonl")
+        paths[-1].write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in part), encoding="utf-8")
+    return paths[0], paths[1]
+
+
+def clearly_above(higher: Sequence[float], lower: Sequence[float]) -> bool:
+    """Whether mean(higher) − mean(lower) exceeds two standard errors of that difference (Welch's, from the seeds'
+    sample variances): a gap the seed-to-seed spread does not explain. With one seed per side: just the sign."""
+    (mean_high, std_high), (mean_low, std_low) = mean_std(higher), mean_std(lower)
+    standard_error = math.sqrt(std_high ** 2 / len(higher) + std_low ** 2 / len(lower))
+    return mean_high - mean_low > 2 * standard_error
+
+
+def plot_loss_curves(report: ClaimReport, runs: dict[str, dict], stem: str, output_dir: str | Path) -> Path:
+    """One panel per run (``{title: run_training's result}``): training and validation loss against the step."""
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.8), squeeze=False)
+    for axis, (title, run) in zip(axes[0], runs.items()):
+        train, valid = loss_curves(run["log_history"])
+        if train:
+            axis.plot(*zip(*train), label="training loss")
+        if valid:
+            axis.plot(*zip(*valid), marker="o", label="validation loss")
+        axis.set(title=title, xlabel="step", ylabel="loss")
+        axis.legend()
+    return report.save_figure(figure, stem, output_dir)
+
+
+def plot_grouped_bars(report: ClaimReport, values: dict[str, dict[str, Sequence[float]]], stem: str, output_dir: str | Path,
+                      title: str, ylabel: str, reference: Optional[dict[str, float]] = None) -> Path:
+    """Bars of mean ± std over seeds: ``values[series][group]`` lists one number per seed; ``reference`` draws a
+    dashed line per group (e.g. chance accuracy)."""
+    import matplotlib.pyplot as plt
+
+    groups = list(next(iter(values.values())))
+    figure, axis = plt.subplots(figsize=(max(6, 2.5 * len(groups)), 4))
+    width = 0.8 / len(values)
+    for i, (series, by_group) in enumerate(values.items()):
+        stats = [mean_std(by_group[group]) for group in groups]
+        offsets = [g - 0.4 + (i + 0.5) * width for g in range(len(groups))]
+        axis.bar(offsets, [m for m, _ in stats], width, yerr=[s for _, s in stats], capsize=4, label=series)
+    for g, group in enumerate(groups):
+        if reference and group in reference:
+            axis.hlines(reference[group], g - 0.45, g + 0.45, colors="grey", linestyles="dashed", label="chance" if g == 0 else None)
+    axis.set_xticks(range(len(groups)), groups)
+    axis.set(title=title, ylabel=ylabel)
+    axis.legend(fontsize="small")
+    return report.save_figure(figure, stem, output_dir)
+
+
+@contextlib.contextmanager
+def quick_threads(args: argparse.Namespace):
+    """One torch thread for --quick unless --threads says otherwise (tiny models on a shared 2-core machine are
+    dominated by thread synchronisation: measured 110 s on two threads vs 24 s on one under load); restores the
+    previous count on exit, so a test process is left as it was."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if args.quick and args.threads is None:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

@@ -1,9 +1,10 @@
-"""The families as small random configurations, shared by the cross-family tests (robustness, torch.compile):
-how to build each family's main head from drawn sizes and how to feed it. Families are picked up from
-``hf_scratch`` as they exist."""
+"""The six families, for the tests: how to build each family's main head from drawn sizes and how to feed it
+(the cross-family tests: robustness, conformance, torch.compile, ...), and the fixed tiny configuration, padded
+batches and reference-parity helpers that the family files and ``test_every_family.py`` share."""
 
 from __future__ import annotations
 
+from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -44,10 +45,7 @@ class Family:
     padding_side: str = "right"
     fast_switch: Optional[dict] = None  # config change that selects the other kernel (default: eager vs sdpa)
     extra_inputs: Callable[[dict, torch.Tensor], dict] = field(default=lambda sizes, ids: {})
-
-    @property
-    def available(self) -> bool:
-        return hasattr(hf_scratch, self.head)
+    tiny: dict = field(default_factory=dict)  # the fixed tiny configuration of the family's own tests
 
     def build(self, sizes: dict, attn_implementation: str = "sdpa", **overrides):
         config = self.config(sizes, **overrides)
@@ -61,6 +59,16 @@ class Family:
             kwargs["decoder_input_ids"] = sizes["decoder_ids"][: ids.shape[0]]
         kwargs.update(self.extra_inputs(sizes, ids))
         return kwargs
+
+    def tiny_config(self, **overrides):
+        """The fixed tiny configuration of the family's own tests, with ``overrides``."""
+        return getattr(hf_scratch, self.head).config_class(**{**deepcopy(self.tiny), **overrides})
+
+    def tiny_model(self, head: Optional[str] = None, attn_implementation: str = "sdpa", **overrides):
+        """The main head (or the class named ``head``) on :meth:`tiny_config`, every parameter perturbed, in eval."""
+        torch.manual_seed(0)
+        model_class = getattr(hf_scratch, head or self.head)
+        return randomise(model_class._from_config(self.tiny_config(**overrides), attn_implementation=attn_implementation))
 
 
 def _bert(s, **overrides):
@@ -122,17 +130,37 @@ def _rnn(s, **overrides):
 
 
 FAMILIES = {
-    "bert": Family("bert", _bert, "ScratchBertForMaskedLM"),
-    "gpt": Family("gpt", _gpt, "ScratchGPTLMHeadModel", causal=True, padding_side="left"),
-    "transformer": Family("transformer", _transformer, "ScratchTransformerForConditionalGeneration", seq2seq=True),
-    "transfo_xl": Family("transfo_xl", _transfo_xl, "ScratchTransfoXLLMHeadModel", causal=True, padding_side="left"),
-    "longformer": Family("longformer", _longformer, "ScratchLongformerForMaskedLM", extra_inputs=_longformer_globals),
+    "bert": Family("bert", _bert, "ScratchBertForMaskedLM", tiny=dict(
+        vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+        max_position_embeddings=40, type_vocab_size=2,
+    )),
+    "gpt": Family("gpt", _gpt, "ScratchGPTLMHeadModel", causal=True, padding_side="left", tiny=dict(
+        vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=48,
+        layer_norm_placement="pre", pad_token_id=0,
+    )),
+    "transformer": Family("transformer", _transformer, "ScratchTransformerForConditionalGeneration", seq2seq=True, tiny=dict(
+        vocab_size=61, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=32,
+        initializer_range=0.2,
+    )),
+    "transfo_xl": Family("transfo_xl", _transfo_xl, "ScratchTransfoXLLMHeadModel", causal=True, padding_side="left", tiny=dict(
+        vocab_size=40, cutoffs=[10, 20], div_val=2, hidden_size=16, embedding_size=16, num_hidden_layers=2,
+        num_attention_heads=2, head_dim=8, intermediate_size=32, mem_len=8, clamp_len=6, same_length=False,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )),
+    # windows differ per layer; transformers pads to the largest one, so it must be a multiple of the others
+    "longformer": Family("longformer", _longformer, "ScratchLongformerForMaskedLM", extra_inputs=_longformer_globals, tiny=dict(
+        vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+        max_position_embeddings=64, attention_window=[4, 8], pad_token_id=1, sep_token_id=2,
+    )),
     "rnn": Family("rnn", _rnn, "ScratchRNNForConditionalGeneration", seq2seq=True,
-                  fast_switch={"rnn_implementation": ("cells", "fused")}),
+                  fast_switch={"rnn_implementation": ("cells", "fused")}, tiny=dict(
+        vocab_size=61, hidden_size=16, encoder_layers=2, decoder_layers=2, hidden_dropout_prob=0.0,
+    )),
 }
-PRESENT = [name for name, family in FAMILIES.items() if family.available]
-CAUSAL = [name for name in PRESENT if FAMILIES[name].causal or FAMILIES[name].seq2seq]
-CACHED = [name for name in PRESENT if name in ("gpt", "transformer", "rnn")]
+NAMES = list(FAMILIES)
+CAUSAL = [name for name in NAMES if FAMILIES[name].causal or FAMILIES[name].seq2seq]
+CACHED = ["gpt", "transformer", "rnn"]
 
 
 @st.composite
@@ -180,3 +208,82 @@ def changed(ids: torch.Tensor, where, vocab: int) -> torch.Tensor:
 
 def pad_id(model) -> int:
     return model.config.pad_token_id if model.config.pad_token_id is not None else 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The family tests' padded batches, and helpers for parity with the reference implementations
+# --------------------------------------------------------------------------------------------------------------
+
+
+def right_padded(low: int, high: int, batch: int, length: int, real_lengths: dict, pad: int = 0,
+                 seed: Optional[int] = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask): ids drawn from [low, high) by a generator seeded with ``seed`` (None: from the
+    global random stream), the rows of ``real_lengths`` ({row: number of real tokens}) right-padded with ``pad``."""
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(low, high, (batch, length), generator=generator)
+    attention_mask = torch.ones(batch, length, dtype=torch.long)
+    for row, real in real_lengths.items():
+        attention_mask[row, real:] = 0
+    return input_ids.masked_fill(attention_mask == 0, pad), attention_mask
+
+
+def bert_batch(batch=3, length=11, vocab=97):
+    """(input_ids, attention_mask, token_type_ids): rows 1 and 2 padded; the second segment from position 5."""
+    input_ids, attention_mask = right_padded(5, vocab, batch, length, {1: 7, 2: 4})
+    token_type_ids = torch.zeros_like(input_ids)
+    token_type_ids[:, 5:] = 1
+    return input_ids, attention_mask, token_type_ids
+
+
+def gpt_batch(batch=3, length=10):
+    """(input_ids, attention_mask), rows 1 and 2 right-padded."""
+    return right_padded(3, FAMILIES["gpt"].tiny["vocab_size"], batch, length, {1: 7, 2: 4})
+
+
+def longformer_batch(batch=3, length=13):
+    """(input_ids, attention_mask, global_attention_mask). Length 13 is no window multiple; row 1 and 2 are padded;
+    three separators per row (transformers' QA needs exactly three); global tokens include one on padding (row 2,
+    position 6), which must stay masked."""
+    tiny = FAMILIES["longformer"].tiny
+    input_ids, attention_mask = right_padded(3, tiny["vocab_size"], batch, length, {1: 9, 2: 6}, pad=tiny["pad_token_id"])
+    input_ids[:, 3] = tiny["sep_token_id"]
+    input_ids[:, 4] = tiny["sep_token_id"]
+    for row in range(batch):
+        input_ids[row, int(attention_mask[row].sum()) - 1] = tiny["sep_token_id"]
+    global_attention_mask = torch.zeros_like(input_ids)
+    global_attention_mask[0, [0, 5, 11]] = 1
+    global_attention_mask[1, 2] = 1
+    global_attention_mask[2, 6] = 1
+    return input_ids, attention_mask, global_attention_mask
+
+
+def transformer_sources(vocab=98, pad=98):
+    """Three sources of lengths 9, 6 and 3, right-padded like a tokenizer does (ids from the global random
+    stream; the defaults are the Marian reference's: pad = the last id)."""
+    return right_padded(1, vocab, 3, 9, {1: 6, 2: 3}, pad=pad, seed=None)
+
+
+def rnn_batch(batch=3, length=9, vocab=61):
+    """(input_ids, attention_mask), rows 1 and 2 right-padded."""
+    return right_padded(4, vocab, batch, length, {1: 6, 2: 3})
+
+
+def max_diff_on_real(expected: torch.Tensor, actual: torch.Tensor, attention_mask: torch.Tensor) -> float:
+    """The largest |expected − actual| over the real tokens (where ``attention_mask`` is 1) of per-token outputs;
+    over every entry of outputs that are not per token (pooled, per sequence)."""
+    if expected.shape[: attention_mask.dim()] == attention_mask.shape:
+        expected, actual = expected[attention_mask.bool()], actual[attention_mask.bool()]
+    return (expected - actual).abs().max().item()
+
+
+def assert_converts_back(ours, reference):
+    """``to_transformers(ours)`` is the reference's class again, with exactly the reference's weights."""
+    from hf_scratch.convert import to_transformers
+
+    back = to_transformers(ours)
+    assert type(back) is type(reference)
+    reference_state, back_state = reference.state_dict(), back.state_dict()
+    assert set(reference_state) == set(back_state)
+    for key in reference_state:
+        assert torch.equal(reference_state[key], back_state[key]), key
+    return back

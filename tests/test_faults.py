@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 
 import fault_worker  # noqa: E402
 from training import run_clm  # noqa: E402
-from training.common import STAGING_PREFIX, checkpoint_problem  # noqa: E402
+from training.checkpoints import STAGING_PREFIX, checkpoint_problem  # noqa: E402
 
 LONG = os.environ.get("HF_SCRATCH_LONG_FAULTS") == "1"
 KILLS = 20 if LONG else 5

@@ -26,7 +26,7 @@ import hf_scratch  # noqa: E402,F401  (registers the families)
 from training import (  # noqa: E402
     run_classification, run_clm, run_mlm, run_multiple_choice, run_ner, run_pretraining, run_qa, run_translation,
 )
-from training.common import FAMILIES  # noqa: E402
+from training.arguments import FAMILIES  # noqa: E402
 
 TINY = [
     "--model_size", "tiny", "--max_steps", "2", "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "4",
@@ -478,7 +478,7 @@ def test_metric_modules_compute_known_values():
 def test_model_card_template_renders_valid_metadata(family, tmp_path):
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-    from training.common import MODEL_CARDS_DIR
+    from training.model_card import MODEL_CARDS_DIR
 
     data = ModelCardData(library_name="transformers", pipeline_tag="text-generation", tags=["hf_scratch", family],
                          datasets=["tiny"], metrics=["perplexity"], model_name="demo",
@@ -601,7 +601,8 @@ def test_card_base_model_is_the_fine_tuned_hub_model(tmp_path, monkeypatch, run_
     run_mlm.main(["--model_name_or_path", str(tmp_path / "a"), "--output_dir", str(tmp_path / "b"), *args])
     assert ModelCard.load(tmp_path / "b" / "README.md").data.base_model == "someone/tiny-bert"  # recorded by a's card
 
-    from training.common import ModelArguments, base_model_id
+    from training.arguments import ModelArguments
+    from training.model_card import base_model_id
 
     assert base_model_id(ModelArguments(model_name_or_path=str(published))) is None  # trained from scratch, unpublished
     snapshot = tmp_path / "hub" / "models--someone--tiny-bert" / "snapshots" / "0123abcd"

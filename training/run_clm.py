@@ -25,10 +25,12 @@ if __package__ in (None, ""):
 
 from transformers import AutoModelForCausalLM, Trainer, default_data_collator
 
+from training.arguments import check_model_type, parse_arguments
 from training.common import (
-    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_raw_datasets, map_options,
-    parse_arguments, require_columns, tokenize_text_blocks, train_evaluate_save,
+    create_model, describe_data, get_tokenizer, load_raw_datasets, map_options, require_columns, tokenize_text_blocks,
+    train_evaluate_save,
 )
+from training.model_card import CardInfo
 
 SUPPORTED = ("scratch-gpt", "scratch-transfo-xl")
 

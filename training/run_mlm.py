@@ -19,10 +19,12 @@ if __package__ in (None, ""):
 
 from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling, Trainer
 
+from training.arguments import check_model_type, parse_arguments
 from training.common import (
-    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_raw_datasets, parse_arguments,
-    require_columns, tokenize_text_blocks, train_evaluate_save,
+    create_model, describe_data, get_tokenizer, load_raw_datasets, require_columns, tokenize_text_blocks,
+    train_evaluate_save,
 )
+from training.model_card import CardInfo
 
 SUPPORTED = ("scratch-bert", "scratch-longformer")
 

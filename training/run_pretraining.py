@@ -24,10 +24,11 @@ import numpy as np
 from transformers import AutoModelForPreTraining, Trainer
 
 from hf_scratch.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
+from training.arguments import check_model_type, parse_arguments
 from training.common import (
-    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, limit_samples, load_raw_datasets,
-    parse_arguments, require_columns, train_evaluate_save,
+    create_model, describe_data, get_tokenizer, limit_samples, load_raw_datasets, require_columns, train_evaluate_save,
 )
+from training.model_card import CardInfo
 
 SUPPORTED = ("scratch-bert",)
 

@@ -23,10 +23,12 @@ if __package__ in (None, ""):
 import numpy as np
 from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer
 
+from training.arguments import check_model_type, parse_arguments
 from training.common import (
-    CardInfo, check_model_type, create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets,
-    map_options, parse_arguments, require_columns, train_evaluate_save,
+    create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets, map_options, require_columns,
+    train_evaluate_save,
 )
+from training.model_card import CardInfo
 
 SUPPORTED = ("scratch-bert", "scratch-longformer")
 COLUMNS = ("id", "question", "context", "answers")

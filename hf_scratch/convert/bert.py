@@ -1,0 +1,95 @@
+"""BERT (transformers' ``bert`` → ``scratch-bert``): the config translation and the weight map.
+
+``encoder_rules`` (embeddings, encoder layers, pooler) also serves Longformer, whose reference implementation keeps
+BERT's weight names (``longformer.py``).
+"""
+
+from __future__ import annotations
+
+from ..configuration_bert import ScratchBertConfig
+from .engine import (
+    TASK_FIELDS,
+    Conversion,
+    WeightMap,
+    WeightRule,
+    copy_fields,
+    register_conversion,
+    rule,
+    scratch_heads,
+    weight_and_bias,
+)
+
+# Fields whose names and meanings are the same in transformers' BertConfig and ours.
+BERT_SHARED_FIELDS = (
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+    "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+    "initializer_range", "layer_norm_eps", "classifier_dropout", "pad_token_id", "tie_word_embeddings",
+)
+
+
+def _config_to_ours(reference: dict) -> ScratchBertConfig:
+    if reference.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError("Only BERT with absolute position embeddings can be converted (position_embedding_type).")
+    return ScratchBertConfig(**copy_fields(reference, BERT_SHARED_FIELDS + TASK_FIELDS))
+
+
+def _config_to_reference(config) -> dict:
+    return copy_fields(config.to_dict(), BERT_SHARED_FIELDS + TASK_FIELDS)
+
+
+def encoder_rules(prefix: str) -> list[WeightRule]:
+    """Our base model ← transformers' ``BertModel`` under ``prefix``: the embeddings (token + position + segment,
+    then LayerNorm), every layer's self-attention (separate Q, K, V → our fused ``qkv_proj``) and feed-forward,
+    each with its post-LN residual, and the pooler."""
+    layer, ref = "model.layers.{i}", f"{prefix}.encoder.layer.{{i}}"
+    attention = f"{ref}.attention.self"
+    return [
+        rule("model.embeddings.word.weight", f"{prefix}.embeddings.word_embeddings.weight"),
+        rule("model.embeddings.position.weight", f"{prefix}.embeddings.position_embeddings.weight"),
+        rule("model.embeddings.token_type.weight", f"{prefix}.embeddings.token_type_embeddings.weight"),
+        *weight_and_bias("model.embeddings.norm", f"{prefix}.embeddings.LayerNorm"),
+        *weight_and_bias(f"{layer}.attention.qkv_proj", f"{attention}.query", f"{attention}.key", f"{attention}.value"),
+        *weight_and_bias(f"{layer}.attention.out_proj", f"{ref}.attention.output.dense"),
+        *weight_and_bias(f"{layer}.attention_residual.norm", f"{ref}.attention.output.LayerNorm"),
+        *weight_and_bias(f"{layer}.feed_forward.fc_in", f"{ref}.intermediate.dense"),
+        *weight_and_bias(f"{layer}.feed_forward.fc_out", f"{ref}.output.dense"),
+        *weight_and_bias(f"{layer}.feed_forward_residual.norm", f"{ref}.output.LayerNorm"),
+        *weight_and_bias("model.pooler.dense", f"{prefix}.pooler.dense"),
+    ]
+
+
+def _weight_map(config) -> WeightMap:
+    rules = [
+        *encoder_rules("bert"),
+        # heads
+        *weight_and_bias("mlm_head.dense", "cls.predictions.transform.dense"),
+        *weight_and_bias("mlm_head.norm", "cls.predictions.transform.LayerNorm"),
+        rule("mlm_head.decoder.bias", "cls.predictions.bias"),
+        *weight_and_bias("nsp_head", "cls.seq_relationship"),
+        *weight_and_bias("classifier", "classifier"),
+        *weight_and_bias("qa_outputs", "qa_outputs"),
+    ]
+    # The decoder bias is stored once (cls.predictions.bias); its alias and, when tied, the decoder weight are not.
+    ignore = ["bert.embeddings.position_ids", "bert.embeddings.token_type_ids", "cls.predictions.decoder.bias"]
+    if config.tie_word_embeddings:
+        ignore.append("cls.predictions.decoder.weight")
+    else:
+        rules.append(rule("mlm_head.decoder.weight", "cls.predictions.decoder.weight"))
+    return WeightMap(rules, ignore_reference=ignore)
+
+
+register_conversion(
+    Conversion(
+        reference_model_type="bert",
+        reference_prefix="bert",
+        heads=scratch_heads(
+            "BertModel", "BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction",
+            "BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering",
+            "BertForMultipleChoice",
+        ),
+        config_to_ours=_config_to_ours,
+        config_to_reference=_config_to_reference,
+        weight_map=_weight_map,
+    ),
+    scratch_model_type="scratch-bert",
+)

@@ -1,0 +1,412 @@
+"""The conversion engine: weight rules that run both ways, the registry of family conversions, the model-level
+``from_transformers`` / ``to_transformers``, reading and converting reference checkpoint directories, and the
+command line (``python -m hf_scratch.convert SRC_DIR OUT_DIR``).
+
+A ``WeightMap`` is a list of ``WeightRule``s, each pairing a key template of ours with one or more reference key
+templates (``{i}`` matches a layer number). Several reference keys are concatenated along dim 0 (e.g. separate
+Q, K, V into our fused ``qkv_proj``); ``transpose`` handles GPT-2's Conv1D (in, out) layout. The same rules run
+both ways. Each family module of this package (``bert.py``, ``gpt.py``, …) registers one ``Conversion`` per
+reference model type with ``register_conversion``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import torch
+
+# --------------------------------------------------------------------------------------------------------------
+# Weight maps
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _template_regex(template: str) -> re.Pattern:
+    pattern = re.escape(template)
+    pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>\\d+)", pattern)
+    return re.compile(f"^{pattern}$")
+
+
+@dataclass(frozen=True)
+class WeightRule:
+    """``ours`` ← ``reference`` (several reference tensors are concatenated along ``dim``; ``transpose`` swaps the
+    two dimensions of a 2-D weight). ``{name}`` placeholders match integers and must appear on both sides."""
+
+    ours: str
+    reference: tuple[str, ...]
+    transpose: bool = False
+    dim: int = 0
+    # optional value transforms, applied after transposition/concatenation (ref→ours) and before (ours→ref)
+    to_ours_fn: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+    to_reference_fn: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+
+    def __post_init__(self):
+        if isinstance(self.reference, str):
+            object.__setattr__(self, "reference", (self.reference,))
+
+
+def rule(ours: str, *reference: str, transpose: bool = False, dim: int = 0, to_ours_fn=None, to_reference_fn=None) -> WeightRule:
+    return WeightRule(ours, tuple(reference), transpose, dim, to_ours_fn, to_reference_fn)
+
+
+def weight_and_bias(ours: str, *reference: str, transpose: bool = False) -> list[WeightRule]:
+    """Two rules for a Linear/LayerNorm-like pair: ``ours.weight`` ← ``ref.weight`` and ``ours.bias`` ← ``ref.bias``."""
+    return [
+        rule(f"{ours}.weight", *(f"{r}.weight" for r in reference), transpose=transpose),
+        rule(f"{ours}.bias", *(f"{r}.bias" for r in reference)),
+    ]
+
+
+@dataclass
+class WeightMap:
+    rules: list[WeightRule]
+    # reference keys that carry nothing we need (e.g. a registered buffer such as position_ids)
+    ignore_reference: Sequence[str] = ()
+    # our keys that are rebuilt from the config (e.g. a non-persistent table) and so never come from the reference
+    ignore_ours: Sequence[str] = ()
+
+    def _match(self, key: str, templates: Sequence[str]):
+        for index, template in enumerate(templates):
+            found = _template_regex(template).match(key)
+            if found:
+                return index, found.groupdict()
+        return None, None
+
+    def to_ours(self, reference_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        ignored = [_template_regex(t) for t in self.ignore_reference]
+        pending = {k: v for k, v in reference_state.items() if not any(p.match(k) for p in ignored)}
+        ours: dict[str, torch.Tensor] = {}
+        for weight_rule in self.rules:
+            first = _template_regex(weight_rule.reference[0])
+            for key in [k for k in pending if first.match(k)]:
+                names = first.match(key).groupdict()
+                reference_keys = [t.format(**names) for t in weight_rule.reference]
+                if not all(k in pending for k in reference_keys):
+                    continue
+                tensors = [pending.pop(k) for k in reference_keys]
+                if weight_rule.transpose:
+                    tensors = [t.t() for t in tensors]
+                value = tensors[0] if len(tensors) == 1 else torch.cat(tensors, dim=weight_rule.dim)
+                if weight_rule.to_ours_fn is not None:
+                    value = weight_rule.to_ours_fn(value)
+                ours[weight_rule.ours.format(**names)] = value.contiguous()
+        if pending:
+            raise ValueError(
+                f"These reference weights have no place in the hf_scratch model: {sorted(pending)[:10]}"
+                f"{' …' if len(pending) > 10 else ''}. The checkpoint does not match the architecture its config "
+                "describes, or the weight map lacks a rule for them."
+            )
+        return ours
+
+    def to_reference(self, our_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        ignored = [_template_regex(t) for t in self.ignore_ours]
+        pending = {k: v for k, v in our_state.items() if not any(p.match(k) for p in ignored)}
+        reference: dict[str, torch.Tensor] = {}
+        for weight_rule in self.rules:
+            pattern = _template_regex(weight_rule.ours)
+            for key in [k for k in pending if pattern.match(k)]:
+                names = pattern.match(key).groupdict()
+                value = pending.pop(key)
+                if weight_rule.to_reference_fn is not None:
+                    value = weight_rule.to_reference_fn(value)
+                parts = (
+                    [value]
+                    if len(weight_rule.reference) == 1
+                    else list(value.chunk(len(weight_rule.reference), dim=weight_rule.dim))
+                )
+                for template, part in zip(weight_rule.reference, parts):
+                    reference[template.format(**names)] = (part.t() if weight_rule.transpose else part).contiguous()
+        if pending:
+            raise ValueError(f"These hf_scratch weights have no reference counterpart: {sorted(pending)[:10]}.")
+        return reference
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Registry of family conversions
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Conversion:
+    """How one reference model type maps onto one hf_scratch family."""
+
+    reference_model_type: str  # e.g. "bert"
+    reference_prefix: str  # the reference base_model_prefix, e.g. "bert"
+    heads: dict[str, str]  # reference class name → hf_scratch class name, e.g. {"BertForMaskedLM": "ScratchBertForMaskedLM"}
+    config_to_ours: Callable[[dict], object]  # reference config dict → hf_scratch config
+    config_to_reference: Callable[[object], dict]  # hf_scratch config → kwargs of the reference config
+    weight_map: Callable[[object], WeightMap]  # hf_scratch config → its WeightMap (layouts may depend on it)
+    # for families with several reference types (scratch-gpt ← gpt2, openai-gpt): does this conversion produce
+    # the given hf_scratch config when going back?
+    accepts: Callable[[object], bool] = field(default=lambda config: True)
+
+    def our_head(self, reference_class_name: str) -> str:
+        if reference_class_name not in self.heads:
+            raise ValueError(
+                f"No hf_scratch counterpart for {reference_class_name}: supported {self.reference_model_type} "
+                f"classes are {sorted(self.heads)}."
+            )
+        return self.heads[reference_class_name]
+
+    def reference_head(self, our_class_name: str) -> str:
+        for reference_name, ours in self.heads.items():
+            if ours == our_class_name:
+                return reference_name
+        raise ValueError(f"{our_class_name} has no {self.reference_model_type} counterpart in transformers.")
+
+
+def scratch_heads(*reference_classes: str) -> dict[str, str]:
+    """``Conversion.heads`` for a family whose heads are named after the reference classes with the prefix
+    ``Scratch`` (``BertForMaskedLM`` → ``ScratchBertForMaskedLM``)."""
+    return {name: f"Scratch{name}" for name in reference_classes}
+
+
+_BY_REFERENCE: dict[str, Conversion] = {}
+_BY_SCRATCH: dict[str, list[Conversion]] = {}
+# The reference model_type → hf_scratch model_type table, e.g. {"bert": "scratch-bert", "gpt2": "scratch-gpt",
+# "openai-gpt": "scratch-gpt", …}: one row per registered conversion.
+REFERENCE_TO_SCRATCH: dict[str, str] = {}
+
+
+def register_conversion(conversion: Conversion, scratch_model_type: str) -> None:
+    _BY_REFERENCE[conversion.reference_model_type] = conversion
+    _BY_SCRATCH.setdefault(scratch_model_type, []).append(conversion)
+    REFERENCE_TO_SCRATCH[conversion.reference_model_type] = scratch_model_type
+
+
+def needs_conversion(model_type: str) -> bool:
+    """Whether a checkpoint whose ``config.json`` names ``model_type`` must be converted
+    (``load_reference_checkpoint``) rather than loaded as it is (``from_pretrained``): every model type that is not
+    hf_scratch's own. hf_scratch's own are named ``scratch-<family>``; any other type is a reference checkpoint —
+    one of ``REFERENCE_TO_SCRATCH``, or one ``load_reference_checkpoint`` refuses with a ValueError naming those."""
+    return not model_type.startswith("scratch-")
+
+
+def _conversion_for_reference(model_type: str) -> Conversion:
+    if model_type not in _BY_REFERENCE:
+        raise ValueError(
+            f"Cannot convert model_type {model_type!r}: hf_scratch converts {sorted(_BY_REFERENCE)}."
+        )
+    return _BY_REFERENCE[model_type]
+
+
+def _conversion_for_scratch(config) -> Conversion:
+    for conversion in _BY_SCRATCH.get(config.model_type, []):
+        if conversion.accepts(config):
+            return conversion
+    raise ValueError(f"hf_scratch model_type {config.model_type!r} has no transformers counterpart to convert to.")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Config translation helpers the families share
+# --------------------------------------------------------------------------------------------------------------
+
+# Fields every reference config may carry that change the behaviour of a head.
+TASK_FIELDS = ("id2label", "label2id", "problem_type", "bos_token_id", "eos_token_id")
+
+
+def copy_fields(source: dict, names: Sequence[str]) -> dict:
+    """The fields ``names`` of the config dict ``source`` that are set (present and not None)."""
+    return {name: source[name] for name in names if name in source and source[name] is not None}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Models, both ways
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _scratch_class(name: str):
+    import hf_scratch
+
+    return getattr(hf_scratch, name)
+
+
+def _is_base_model(model) -> bool:
+    return not hasattr(model, model.base_model_prefix)
+
+
+def _with_prefix(state: dict, prefix: str) -> dict:
+    return {k if k.startswith(prefix + ".") else f"{prefix}.{k}": v for k, v in state.items()}
+
+
+def _without_prefix(state: dict, prefix: str) -> dict:
+    return {k[len(prefix) + 1 :] if k.startswith(prefix + ".") else k: v for k, v in state.items()}
+
+
+def _tied_targets(model) -> set[str]:
+    """State-dict keys that are tied to (the same tensor as) another key: they are never converted separately."""
+    return set(getattr(model, "all_tied_weights_keys", None) or {}) | set(getattr(model, "_tied_weights_keys", None) or {})
+
+
+def _untied_state(model) -> dict[str, torch.Tensor]:
+    tied = _tied_targets(model)
+    return {k: v for k, v in model.state_dict().items() if k not in tied}
+
+
+def _load_exactly(model, state: dict[str, torch.Tensor]) -> None:
+    """Load ``state`` into ``model``; everything must fit, except keys tied to another weight."""
+    expected = model.state_dict()
+    unexpected = sorted(set(state) - set(expected))
+    tied = _tied_targets(model)
+    missing = sorted(k for k in set(expected) - set(state) if k not in tied)
+    if unexpected or missing:
+        raise ValueError(
+            f"Converted weights do not fit {type(model).__name__}: missing {missing[:8]}, unexpected {unexpected[:8]}."
+        )
+    for key, value in state.items():
+        if tuple(value.shape) != tuple(expected[key].shape):
+            raise ValueError(
+                f"Weight {key} has shape {tuple(value.shape)} but {type(model).__name__} expects "
+                f"{tuple(expected[key].shape)}: the config and the weights disagree."
+            )
+    model.load_state_dict(state, strict=False)
+    model.tie_weights()
+
+
+def _build_ours(conversion: Conversion, reference_config: dict, reference_class: str, reference_state: dict):
+    config = conversion.config_to_ours(reference_config)
+    model_class = _scratch_class(conversion.our_head(reference_class))
+    model = model_class(config)
+    if _is_base_model(model):
+        reference_state = _with_prefix(reference_state, conversion.reference_prefix)
+    state = conversion.weight_map(config).to_ours(reference_state)
+    if _is_base_model(model):
+        state = _without_prefix(state, model.base_model_prefix)
+    dtype = next((v.dtype for v in reference_state.values() if v.is_floating_point()), torch.float32)
+    _load_exactly(model, {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()})
+    return model.to(dtype)
+
+
+def from_transformers(model):
+    """A transformers model → the hf_scratch model with the same head, config and weights (same train/eval mode,
+    device and dtype)."""
+    conversion = _conversion_for_reference(model.config.model_type)
+    reference_state = _untied_state(model)
+    if _is_base_model(model):
+        reference_state = _with_prefix(reference_state, conversion.reference_prefix)
+    ours = _build_ours(conversion, model.config.to_dict(), type(model).__name__, reference_state)
+    if getattr(model, "generation_config", None) is not None and getattr(ours, "generation_config", None) is not None:
+        ours.generation_config = model.generation_config
+    parameter = next(model.parameters())
+    return ours.to(device=parameter.device, dtype=parameter.dtype).train(model.training)
+
+
+def to_transformers(model):
+    """An hf_scratch model → the transformers model with the same head and weights (same train/eval mode, device
+    and dtype)."""
+    import transformers
+
+    conversion = _conversion_for_scratch(model.config)
+    reference_class = getattr(transformers, conversion.reference_head(type(model).__name__))
+    reference_config = transformers.AutoConfig.for_model(
+        conversion.reference_model_type, **conversion.config_to_reference(model.config)
+    )
+    reference = reference_class(reference_config)
+    state = _untied_state(model)
+    if _is_base_model(model):
+        state = _with_prefix(state, model.base_model_prefix)
+    reference_state = conversion.weight_map(model.config).to_reference(state)
+    if _is_base_model(reference):
+        reference_state = _without_prefix(reference_state, conversion.reference_prefix)
+    dtype = next(model.parameters()).dtype
+    _load_exactly(reference, {k: v.to(dtype) if v.is_floating_point() else v for k, v in reference_state.items()})
+    if getattr(model, "generation_config", None) is not None and getattr(reference, "generation_config", None) is not None:
+        reference.generation_config = model.generation_config
+    return reference.to(device=next(model.parameters()).device, dtype=dtype).train(model.training)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Checkpoint directories
+# --------------------------------------------------------------------------------------------------------------
+
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "source.spm",
+    "target.spm",
+    "spiece.model",
+    "vocab.pkl",
+    "vocab.bin",
+)
+
+
+def read_reference_weights(path: Path) -> dict[str, torch.Tensor]:
+    """All weights of a checkpoint directory: safetensors (single or sharded) or a PyTorch pickle loaded with
+    ``weights_only=True``."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if (path / "model.safetensors").exists():
+        return load_file(str(path / "model.safetensors"))
+    if (path / "model.safetensors.index.json").exists():
+        index = json.loads((path / "model.safetensors.index.json").read_text())
+        state: dict[str, torch.Tensor] = {}
+        for shard in sorted(set(index["weight_map"].values())):
+            state.update(load_file(str(path / shard)))
+        return state
+    if (path / "pytorch_model.bin").exists():
+        return torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    raise ValueError(
+        f"No weights in {path}: expected model.safetensors, model.safetensors.index.json or pytorch_model.bin."
+    )
+
+
+def load_reference_checkpoint(path):
+    """Read a reference checkpoint directory (``config.json`` + weights) and return the hf_scratch model for the
+    head its ``architectures`` names. The reference class is never imported."""
+    path = Path(path)
+    config_file = path / "config.json"
+    if not config_file.exists():
+        raise ValueError(f"{path} is not a checkpoint directory: it has no config.json.")
+    reference_config = json.loads(config_file.read_text())
+    model_type = reference_config.get("model_type")
+    if model_type is None:
+        raise ValueError(f"{config_file} has no model_type: cannot tell which architecture it holds.")
+    conversion = _conversion_for_reference(model_type)
+    architectures = reference_config.get("architectures") or []
+    reference_class = architectures[0] if architectures else next(iter(conversion.heads))
+    model = _build_ours(conversion, reference_config, reference_class, read_reference_weights(path))
+    if (path / "generation_config.json").exists() and getattr(model, "generation_config", None) is not None:
+        from transformers import GenerationConfig
+
+        model.generation_config = GenerationConfig.from_pretrained(str(path))
+    return model.eval()
+
+
+def convert_directory(source, output) -> Path:
+    """Convert a reference checkpoint directory into an hf_scratch one, with its tokenizer files."""
+    model = load_reference_checkpoint(source)
+    output = Path(output)
+    model.save_pretrained(output)
+    for name in TOKENIZER_FILES:
+        if (Path(source) / name).exists():
+            shutil.copyfile(Path(source) / name, output / name)
+    return output
+
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """``python -m hf_scratch.convert SRC_DIR OUT_DIR``: ``convert_directory`` on the command line."""
+    parser = argparse.ArgumentParser(
+        prog="python -m hf_scratch.convert",
+        description="Convert a reference checkpoint directory (bert, gpt2, openai-gpt, marian, longformer, "
+        "transfo-xl) into an hf_scratch checkpoint directory.",
+    )
+    parser.add_argument("source", help="reference checkpoint directory (config.json + weights)")
+    parser.add_argument("output", help="directory to write the hf_scratch checkpoint to")
+    args = parser.parse_args(argv)
+    try:
+        out = convert_directory(args.source, args.output)
+    except ValueError as error:
+        parser.exit(2, f"error: {error}\n")
+    print(f"wrote {out}")

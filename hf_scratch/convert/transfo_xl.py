@@ -1,0 +1,108 @@
+"""Transformer-XL (the original ``transfo-xl`` checkpoints → ``scratch-transfo-xl``): the config translation and
+the weight map.
+
+transformers 5 no longer ships Transformer-XL, so the reference config is read as a plain dict and conversion runs
+one way only (``load_reference_checkpoint``). The map covers the adaptive input embeddings and adaptive softmax
+(Baevski & Auli 2019; Grave et al. 2017), each layer's relative attention with its position projection W_{k,R} and
+the learned u, v biases (Dai et al. 2019, §3.3), shared or per layer (``untie_r``).
+"""
+
+from __future__ import annotations
+
+from ..configuration_transfo_xl import ScratchTransfoXLConfig
+from .engine import Conversion, WeightMap, copy_fields, register_conversion, rule, scratch_heads, weight_and_bias
+
+# reference field → ours (the reference config is read as a plain dict: transformers 5 has no TransfoXLConfig)
+_FIELDS = {
+    "vocab_size": "vocab_size", "d_model": "hidden_size", "d_embed": "embedding_size", "n_head": "num_attention_heads",
+    "d_head": "head_dim", "d_inner": "intermediate_size", "n_layer": "num_hidden_layers", "div_val": "div_val",
+    "pre_lnorm": "pre_lnorm", "mem_len": "mem_len", "clamp_len": "clamp_len", "same_length": "same_length",
+    "untie_r": "untie_r", "cutoffs": "cutoffs", "tie_projs": "tie_projs", "dropout": "hidden_dropout_prob",
+    "dropatt": "attention_probs_dropout_prob", "layer_norm_epsilon": "layer_norm_eps", "init_std": "initializer_range",
+    "proj_init_std": "proj_init_std", "eos_token_id": "eos_token_id", "pad_token_id": "pad_token_id",
+    "tie_word_embeddings": "tie_word_embeddings",
+}
+
+
+def _config_to_ours(reference: dict) -> ScratchTransfoXLConfig:
+    if reference.get("attn_type", 0) != 0:
+        raise ValueError(
+            f"Only Transformer-XL's relative attention (attn_type=0) can be converted, got attn_type="
+            f"{reference['attn_type']} (the original code's absolute-position variants)."
+        )
+    if reference.get("sample_softmax", -1) > 0:
+        raise ValueError("Transformer-XL checkpoints with a sampled softmax (sample_softmax > 0) are not supported.")
+    fields = {ours: reference[name] for name, ours in _FIELDS.items() if reference.get(name) is not None}
+    # the original hub configs (e.g. transfo-xl-wt103) name these n_token and tie_weight
+    if "vocab_size" not in fields and reference.get("n_token") is not None:
+        fields["vocab_size"] = reference["n_token"]
+    if "tie_word_embeddings" not in fields and reference.get("tie_weight") is not None:
+        fields["tie_word_embeddings"] = reference["tie_weight"]
+    if "tie_projs" not in fields and "cutoffs" in fields:  # configs that only carry proj_share_all_but_first
+        share = reference.get("proj_share_all_but_first", True)
+        fields["tie_projs"] = [False] + [share] * len(fields["cutoffs"])
+    return ScratchTransfoXLConfig(**fields, **copy_fields(reference, ("id2label", "label2id", "bos_token_id")))
+
+
+def _config_to_reference(config) -> dict:
+    return {name: getattr(config, ours) for name, ours in _FIELDS.items()}
+
+
+def _has_no_transformers_class(config) -> bool:
+    raise ValueError(
+        "transformers 5 no longer ships Transformer-XL (TransfoXLLMHeadModel was removed), so to_transformers cannot "
+        "build one: share the hf_scratch model itself (save_pretrained carries its code for trust_remote_code=True). "
+        "Reference checkpoints load the other way with hf_scratch.convert.load_reference_checkpoint(path)."
+    )
+
+
+def _weight_map(config) -> WeightMap:
+    layer, ref = "model.layers.{i}", "transformer.layers.{i}"
+    rules = [
+        rule("model.word_embeddings.embeddings.{i}.weight", "transformer.word_emb.emb_layers.{i}.weight"),
+        rule("model.word_embeddings.projections.{i}", "transformer.word_emb.emb_projs.{i}"),
+        rule(f"{layer}.attention.qkv_proj.weight", f"{ref}.dec_attn.qkv_net.weight"),
+        rule(f"{layer}.attention.position_proj.weight", f"{ref}.dec_attn.r_net.weight"),
+        rule(f"{layer}.attention.out_proj.weight", f"{ref}.dec_attn.o_net.weight"),
+        *weight_and_bias(f"{layer}.attention_residual.norm", f"{ref}.dec_attn.layer_norm"),
+        *weight_and_bias(f"{layer}.feed_forward.fc_in", f"{ref}.pos_ff.CoreNet.0"),
+        *weight_and_bias(f"{layer}.feed_forward.fc_out", f"{ref}.pos_ff.CoreNet.3"),
+        *weight_and_bias(f"{layer}.feed_forward_residual.norm", f"{ref}.pos_ff.layer_norm"),
+        rule("lm_head.biases.{i}", "crit.out_layers.{i}.bias"),
+        rule("lm_head.cluster_weight", "crit.cluster_weight"),
+        rule("lm_head.cluster_bias", "crit.cluster_bias"),
+    ]
+    ignore = ["transformer.pos_emb.inv_freq"]  # a buffer rebuilt from hidden_size
+    if config.untie_r:  # u, v per layer
+        rules += [
+            rule(f"{layer}.attention.content_bias", f"{ref}.dec_attn.r_w_bias"),
+            rule(f"{layer}.attention.position_bias", f"{ref}.dec_attn.r_r_bias"),
+        ]
+    else:  # shared u, v; pickled checkpoints also hold each layer's alias of them
+        rules += [rule("model.content_bias", "transformer.r_w_bias"), rule("model.position_bias", "transformer.r_r_bias")]
+        ignore += [f"{ref}.dec_attn.r_w_bias", f"{ref}.dec_attn.r_r_bias"]
+    # Tied softmax tensors are the input embedding's (the model ties them); checkpoints may still hold their copies.
+    if config.tie_word_embeddings:
+        ignore.append("crit.out_layers.{i}.weight")
+    else:
+        rules.append(rule("lm_head.weights.{i}", "crit.out_layers.{i}.weight"))
+    for cluster, tied in enumerate(config.tie_projs):
+        if config.has_projection and not tied:
+            rules.append(rule(f"lm_head.projections.{cluster}", f"crit.out_projs.{cluster}"))
+        else:
+            ignore.append(f"crit.out_projs.{cluster}")
+    return WeightMap(rules, ignore_reference=ignore)
+
+
+register_conversion(
+    Conversion(
+        reference_model_type="transfo-xl",
+        reference_prefix="transformer",
+        heads=scratch_heads("TransfoXLLMHeadModel", "TransfoXLModel"),
+        config_to_ours=_config_to_ours,
+        config_to_reference=_config_to_reference,
+        weight_map=_weight_map,
+        accepts=_has_no_transformers_class,
+    ),
+    scratch_model_type="scratch-transfo-xl",
+)

@@ -1,0 +1,290 @@
+"""Bahdanau et al. 2015 ("Neural Machine Translation by Jointly Learning to Align and Translate"), Fig. 2: BLEU by
+source-sentence length. An RNN encoder-decoder that squeezes the source into one fixed vector (Sutskever et al. 2014,
+Cho et al. 2014: "RNNenc") gets worse as sentences get longer; with attention over the encoder states (Bahdanau's
+additive score, §3.1; Luong et al. 2015's "general" score, §3.1) it holds up.
+
+Six settings — no attention / Bahdanau / Luong-general, each with LSTM and GRU cells — are trained on German→English
+with ``training/run_translation.py`` (``--model_type scratch-rnn``); each saved model then translates the validation
+set (greedy), the sentences are grouped by source length in tokens, and each group is scored with sacreBLEU through
+``evaluate`` (the repository's local metric). ``transformer_ablations.py`` (Vaswani et al. 2017) reuses the
+translation helpers defined here.
+
+    python replications/rnn_attention.py            # full: ../shared/data/gettext-de-en, 3 seeds (~12 min, 2 cores)
+    python replications/rnn_attention.py --quick    # CI smoke test: training/data/de_en, 1 seed, tiny models
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import datasets  # noqa: E402
+import torch  # noqa: E402
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq  # noqa: E402
+
+import hf_scratch  # noqa: E402,F401  (registers the scratch-* Auto classes the saved runs load with)
+from replications.common import (  # noqa: E402
+    ROOT, SHARED_DATA, ClaimReport, fmt, loss_curves, mean_std, parse_args, run_training,
+)
+from training.common import load_metric  # noqa: E402
+from training.run_translation import main as run_translation  # noqa: E402
+
+CELLS = ("lstm", "gru")
+ATTENTIONS = {"none": "no attention", "bahdanau": "Bahdanau", "luong-general": "Luong-general"}
+SETTINGS = [(cell, attention) for cell in CELLS for attention in ATTENTIONS]
+# source length in tokens (without </s>); the gettext strings are short, so the buckets stop at 30+
+BUCKETS = ((1, 5), (6, 10), (11, 15), (16, 20), (21, 30), (31, None))
+SHORT, LONG = (1, 10), (21, None)  # the two ends the verdict compares
+MAX_LENGTH = 64  # source and target tokens kept (training and generation)
+
+
+def setting_name(cell: str, attention: str) -> str:
+    return f"{cell.upper()} + {ATTENTIONS[attention]}"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Data and training flags shared with transformer_ablations.py
+# --------------------------------------------------------------------------------------------------------------
+
+
+def translation_files(quick: bool) -> tuple[Path, Path]:
+    """(train, validation) jsonl files: the embedded sample for --quick, else the gettext corpus in ../shared/data."""
+    folder = ROOT / "training" / "data" / "de_en" if quick else SHARED_DATA / "gettext-de-en"
+    files = folder / "train.jsonl", folder / "validation.jsonl"
+    missing = [str(path) for path in files if not path.is_file()]
+    if missing:
+        raise ValueError(f"Missing translation data {missing}: the full setting reads ../shared/data/gettext-de-en "
+                         "beside the checkout (see ../shared/data/README.md); run with --quick to use the embedded "
+                         "training/data/de_en instead.")
+    return files
+
+
+def translation_flags(files: tuple[Path, Path], steps: int, quick: bool, tokenizer: Optional[Path]) -> list[str]:
+    """run_translation.py flags every run of both claims shares: data, batch, schedule, a validation loss every
+    quarter of training (loss only: BLEU is computed afterwards from the saved model), length-grouped batches.
+    ``tokenizer``: the folder of a previous run whose tokenizer to reuse (None: train one, as the script does)."""
+    evaluate_every = max(1, steps // 4)
+    flags = [
+        "--train_file", str(files[0]), "--validation_file", str(files[1]),
+        "--max_source_length", str(MAX_LENGTH), "--max_target_length", str(MAX_LENGTH),
+        "--max_steps", str(steps), "--per_device_train_batch_size", "16" if quick else "64",
+        "--per_device_eval_batch_size", "128", "--train_sampling_strategy", "group_by_length",
+        "--eval_strategy", "steps", "--eval_steps", str(evaluate_every), "--logging_steps", str(evaluate_every),
+        "--prediction_loss_only", "true", "--max_eval_samples", "50" if quick else "400",
+    ]
+    if tokenizer is not None:
+        flags += ["--tokenizer_name", str(tokenizer)]
+    return flags
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Evaluation of a saved run: greedy translations, BLEU on any subset, validation perplexity
+# --------------------------------------------------------------------------------------------------------------
+
+
+def read_pairs(path: Path, source: str = "de", target: str = "en") -> list[tuple[str, str]]:
+    rows = datasets.load_dataset("json", data_files=str(path), split="train")["translation"]
+    return [(row[source], row[target]) for row in rows]
+
+
+@torch.no_grad()
+def translate_saved_run(output_dir: str | Path, pairs: Sequence[tuple[str, str]], batch_size: int = 128) -> dict:
+    """Load the model and tokenizer a run saved, translate ``pairs``' sources greedily and compute the validation
+    cross-entropy of the references (plain, without label smoothing). Returns ``{"hypotheses", "references",
+    "source_lengths", "nll"}``; references are decoded from the tokenized targets, as run_translation.py scores
+    them, and source lengths are the untruncated token counts."""
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(output_dir).eval()
+    collator = DataCollatorForSeq2Seq(tokenizer, model=model)
+    sources = [source for source, _ in pairs]
+    features = tokenizer(sources, truncation=True, max_length=MAX_LENGTH)
+    labels = tokenizer(text_target=[target for _, target in pairs], truncation=True, max_length=MAX_LENGTH)["input_ids"]
+    order = sorted(range(len(pairs)), key=lambda i: len(features["input_ids"][i]))  # little padding per batch
+    hypotheses: list[str] = [""] * len(pairs)
+    loss_sum, token_count = 0.0, 0
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        batch = collator([{"input_ids": features["input_ids"][i], "attention_mask": features["attention_mask"][i],
+                           "labels": labels[i]} for i in chunk])
+        tokens = int((batch["labels"] != -100).sum())
+        loss_sum += float(model(**batch).loss) * tokens
+        token_count += tokens
+        generated = model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                   max_length=MAX_LENGTH, num_beams=1, do_sample=False)
+        for i, text in zip(chunk, tokenizer.batch_decode(generated, skip_special_tokens=True)):
+            hypotheses[i] = text.strip()
+    references = [text.strip() for text in tokenizer.batch_decode(labels, skip_special_tokens=True)]
+    lengths = [len(ids) for ids in tokenizer(sources, add_special_tokens=False)["input_ids"]]
+    return {"hypotheses": hypotheses, "references": references, "source_lengths": lengths, "nll": loss_sum / token_count}
+
+
+def in_range(length: int, bounds: tuple[int, Optional[int]]) -> bool:
+    low, high = bounds
+    return length >= low and (high is None or length <= high)
+
+
+def bleu(metric, translations: dict, bounds: tuple[int, Optional[int]] = (1, None)) -> float:
+    """Corpus BLEU (sacreBLEU) of the sentences whose source length lies in ``bounds`` (NaN if there are none)."""
+    chosen = [i for i, n in enumerate(translations["source_lengths"]) if in_range(n, bounds)]
+    if not chosen:
+        return float("nan")
+    return metric.compute(predictions=[translations["hypotheses"][i] for i in chosen],
+                          references=[[translations["references"][i]] for i in chosen])["score"]
+
+
+def bucket_label(bounds: tuple[int, Optional[int]]) -> str:
+    low, high = bounds
+    return f"{low}+" if high is None else f"{low}–{high}"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The claim
+# --------------------------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> Path:
+    args = parse_args(__doc__.splitlines()[0], argv)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads or 1)  # these tiny models run fastest on one thread (and share the machine)
+    try:
+        return claim(args)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def claim(args) -> Path:
+    started = time.perf_counter()
+    files = translation_files(args.quick)
+    pairs = read_pairs(files[1])
+    hidden, steps = (16, 8) if args.quick else (128, 250)
+    metric = load_metric("sacrebleu")
+
+    # runs: every setting × seed; the first run trains the tokenizer, the others reuse it (same vocabulary for all)
+    results: dict[tuple[str, str], list[dict]] = {setting: [] for setting in SETTINGS}
+    with tempfile.TemporaryDirectory(prefix="rnn_attention_") as scratch:
+        tokenizer_dir: Optional[Path] = None
+        for seed in range(args.seeds):
+            for cell, attention in SETTINGS:
+                output_dir = Path(scratch) / f"{cell}-{attention}-seed{seed}"
+                overrides = f"hidden_size={hidden},cell_type={cell},attention_type={attention},hidden_dropout_prob=0.1"
+                run = run_training(run_translation, [
+                    "--model_type", "scratch-rnn", "--config_overrides", overrides, "--learning_rate", "3e-3",
+                    *translation_flags(files, steps, args.quick, tokenizer_dir)], output_dir, seed)
+                tokenizer_dir = tokenizer_dir or output_dir
+                run["translations"] = translate_saved_run(output_dir, pairs)
+                results[(cell, attention)].append(run)
+
+    # numbers: BLEU per length bucket, and the long/short ratio each seed gives
+    counts = {bounds: sum(in_range(n, bounds) for n in results[SETTINGS[0]][0]["translations"]["source_lengths"])
+              for bounds in BUCKETS + (SHORT, LONG)}
+    bucket_bleu = {setting: {bounds: [bleu(metric, run["translations"], bounds) for run in runs] for bounds in BUCKETS}
+                   for setting, runs in results.items()}
+    overall = {setting: [bleu(metric, run["translations"]) for run in runs] for setting, runs in results.items()}
+    ends = {setting: [(bleu(metric, run["translations"], SHORT), bleu(metric, run["translations"], LONG)) for run in runs]
+            for setting, runs in results.items()}
+    # (NaN where the short sentences score under 1 BLEU: the ratio of two near-zero scores means nothing)
+    ratio = {setting: [long / short if short >= 1.0 else float("nan") for short, long in pairs_]
+             for setting, pairs_ in ends.items()}
+
+    report = ClaimReport(
+        name="rnn_attention",
+        title="Bahdanau et al. 2015, Fig. 2: attention keeps BLEU up on long sentences",
+        claim="An RNN encoder-decoder without attention (one fixed-size summary of the source) degrades as source "
+              "sentences get longer; with Bahdanau (additive) or Luong (general) attention BLEU holds up.",
+        setting=f"German→English, {'training/data/de_en (embedded sample)' if args.quick else 'gettext-de-en (25,537 training pairs, 2,000 validation pairs: Debian UI strings)'}; "
+                f"`run_translation.py --model_type scratch-rnn`, one layer, hidden size {hidden}, shared "
+                f"WordPiece vocabulary (2,000), {steps} steps of batch {16 if args.quick else 64} (Adam, lr 3e-3, "
+                "linear decay, length-grouped batches); BLEU = sacreBLEU on greedy translations of the whole "
+                "validation set, grouped by source length in tokens (the column header gives the sentence count).",
+        header=["setting"] + [f"BLEU {bucket_label(b)} tok (n={counts[b]})" for b in BUCKETS]
+               + ["BLEU all", "BLEU long/short", "val. loss"],
+    )
+    for setting in SETTINGS:
+        report.add_row(setting_name(*setting), *(fmt(bucket_bleu[setting][b], 1) for b in BUCKETS),
+                       fmt(overall[setting], 1), fmt(ratio[setting], 2),
+                       fmt([run["translations"]["nll"] for run in results[setting]], 3))
+
+    short, long = bucket_label(SHORT), bucket_label(LONG)
+    for cell in CELLS:
+        plain = ratio[(cell, "none")]
+        report.verdict(f"{cell.upper()} without attention: BLEU falls on long sentences",
+                       mean_std(plain)[0] < 1.0,
+                       f"BLEU {long} tok / BLEU {short} tok = {fmt(plain)} (n={counts[LONG]} vs {counts[SHORT]})")
+        for attention in ("bahdanau", "luong-general"):
+            attended = ratio[(cell, attention)]
+            (mean_a, std_a), (mean_p, std_p) = mean_std(attended), mean_std(plain)
+            report.verdict(
+                f"{cell.upper()} with {ATTENTIONS[attention]} attention holds up better than without",
+                mean_a - mean_p > max(std_a, std_p),
+                f"long/short BLEU ratio {fmt(attended)} vs {fmt(plain)} without; BLEU on {long} tok "
+                f"{fmt([l for _, l in ends[(cell, attention)]], 1)} vs {fmt([l for _, l in ends[(cell, 'none')]], 1)}")
+    report.notes.append(
+        "'held' for the attention rows means: the mean long/short BLEU ratio with attention exceeds the one "
+        "without by more than the larger of the two seed standard deviations (rule fixed before the full run).")
+    report.notes.append(f"'long' = sources of {long} tokens, 'short' = {short} tokens, each scored as one corpus.")
+
+    # pictures: BLEU against length (mean ± std band), training curves of seed 0
+    plot_bleu_by_length(report, bucket_bleu, counts, args.output_dir)
+    plot_training_curves(report, {setting_name(*s): runs[0]["log_history"] for s, runs in results.items()},
+                         "RNN seq2seq", args.output_dir)
+    return report.write(args, time.perf_counter() - started)
+
+
+def plot_bleu_by_length(report: ClaimReport, bucket_bleu: dict, counts: dict, output_dir: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 5))
+    positions = range(len(BUCKETS))
+    colors = {"none": "tab:red", "bahdanau": "tab:blue", "luong-general": "tab:green"}
+    for (cell, attention), per_bucket in bucket_bleu.items():
+        stats = [mean_std(per_bucket[b]) for b in BUCKETS]
+        means, stds = [m for m, _ in stats], [s for _, s in stats]
+        style = "-" if cell == "gru" else "--"
+        axis.plot(positions, means, style, marker="o", color=colors[attention], label=setting_name(cell, attention))
+        axis.fill_between(positions, [m - s for m, s in zip(means, stds)], [m + s for m, s in zip(means, stds)],
+                          color=colors[attention], alpha=0.12)
+    axis.set_xticks(list(positions), [f"{bucket_label(b)}\n(n={counts[b]})" for b in BUCKETS])
+    axis.set_xlabel("source sentence length (tokens)")
+    axis.set_ylabel("BLEU (greedy, sacreBLEU)")
+    axis.set_title("BLEU by source length, German→English (mean ± std over seeds)")
+    axis.legend(fontsize=8)
+    axis.grid(alpha=0.3)
+    report.save_figure(figure, "bleu_by_length", output_dir)
+
+
+def plot_training_curves(report: ClaimReport, histories: dict[str, list[dict]], family: str, output_dir: str) -> None:
+    """One panel per run: training loss and validation loss against the step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = 3
+    rows = (len(histories) + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3 * rows), squeeze=False)
+    for axis, (name, history) in zip(axes.flat, histories.items()):
+        train, valid = loss_curves(history)
+        if train:
+            axis.plot(*zip(*train), label="training loss")
+        if valid:
+            axis.plot(*zip(*valid), marker="o", label="validation loss")
+        axis.set_title(f"{name} (seed 0)", fontsize=9)
+        axis.set_xlabel("step")
+        axis.legend(fontsize=7)
+        axis.grid(alpha=0.3)
+    for axis in list(axes.flat)[len(histories):]:
+        axis.set_visible(False)
+    figure.suptitle(f"{family}: training vs validation loss")
+    report.save_figure(figure, "training_curves", output_dir)
+
+
+if __name__ == "__main__":
+    main()

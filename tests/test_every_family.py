@@ -1,0 +1,281 @@
+"""The checks every family's own tests make, written once and run for each family on its fixed tiny model
+(``families.py``): impossible configurations and bad inputs are refused with a ValueError naming the field, gradient
+checkpointing gives the plain gradients, the loss honours ``num_items_in_batch``, and save → load through the Auto
+classes gives the same model. What only one family has stays in its own file (``test_<family>.py``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import pytest
+import torch
+import transformers
+from families import FAMILIES, NAMES, bert_batch, gpt_batch, longformer_batch, rnn_batch, transformer_sources
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForMultipleChoice,
+    AutoModelForSeq2SeqLM,
+    AutoModelForSequenceClassification,
+)
+from transformers.modeling_layers import GradientCheckpointingLayer
+
+import hf_scratch
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Each family's padded batch, with the labels of its main head
+# --------------------------------------------------------------------------------------------------------------
+
+
+def masked(input_ids: torch.Tensor, attention_mask: torch.Tensor, **extra) -> dict:
+    """Labels = the ids, -100 on padding (masked and causal language modelling)."""
+    return {"input_ids": input_ids, "attention_mask": attention_mask, **extra,
+            "labels": input_ids.masked_fill(attention_mask == 0, -100)}
+
+
+def translation(input_ids: torch.Tensor, attention_mask: torch.Tensor, low: int) -> dict:
+    """Target labels of another length than the source, the second one shorter (-100 after three tokens)."""
+    labels = torch.randint(low, 61, (3, 5))
+    labels[1, 3:] = -100
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def longformer_inputs() -> dict:
+    input_ids, attention_mask, global_attention_mask = longformer_batch()
+    return masked(input_ids, attention_mask, global_attention_mask=global_attention_mask)
+
+
+def transfo_xl_stream() -> dict:
+    input_ids = torch.randint(0, 40, (2, 6))
+    labels = input_ids.clone()
+    labels[1, :2] = -100
+    return {"input_ids": input_ids, "labels": labels}
+
+
+BATCHES: dict[str, Callable[[], dict]] = {
+    "bert": lambda: masked(*bert_batch()[:2]),
+    "gpt": lambda: masked(*gpt_batch()),
+    "transformer": lambda: translation(*transformer_sources(vocab=61, pad=0), low=3),
+    "transfo_xl": transfo_xl_stream,
+    "longformer": longformer_inputs,
+    "rnn": lambda: translation(*rnn_batch(), low=4),
+}
+
+
+def without_dropout(name: str) -> dict:
+    """Overrides that set every dropout probability of the family's configuration to zero."""
+    config = FAMILIES[name].tiny_config().to_dict()
+    return {key: 0.0 for key, value in config.items() if "dropout" in key and isinstance(value, float)}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Bad configurations and bad inputs: a ValueError naming the field, before any kernel runs
+# --------------------------------------------------------------------------------------------------------------
+
+CONFIG_CASES = [  # (family, overrides of the tiny configuration, words the message must contain)
+    ("bert", dict(hidden_size=30, num_attention_heads=4), "num_attention_heads"),
+    ("gpt", dict(hidden_size=30), "num_attention_heads"),
+    ("gpt", dict(layer_norm_placement="middle"), "layer_norm_placement"),
+    ("gpt", dict(lm_loss_weight=-1.0), "lm_loss_weight"),
+    ("gpt", dict(embedding_dropout_prob=1.5), "embedding_dropout_prob"),
+    ("transformer", dict(d_model=30, encoder_attention_heads=4), "encoder_attention_heads"),
+    ("transformer", dict(decoder_attention_heads=5), "decoder_attention_heads"),
+    ("transformer", dict(sinusoidal_layout="rotary"), "sinusoidal_layout"),
+    ("transformer", dict(decoder_vocab_size=50), "share_encoder_decoder_embeddings"),
+    ("transformer", dict(label_smoothing=1.5), "label_smoothing"),
+    ("transformer", dict(decoder_start_token_id=None), "decoder_start_token_id"),
+    ("transfo_xl", {"cutoffs": [20, 10]}, "increase strictly"),
+    ("transfo_xl", {"cutoffs": [10, 50]}, "increase strictly"),
+    ("transfo_xl", {"tie_projs": [True]}, "one flag per cluster"),
+    ("transfo_xl", {"mem_len": -1}, "mem_len"),
+    ("transfo_xl", {"same_length": True, "mem_len": 0}, "same_length"),
+    ("transfo_xl", {"div_val": 8, "cutoffs": [10, 20]}, "no dimensions"),
+    ("transfo_xl", {"hidden_dropout_prob": 1.5}, "dropout"),
+    ("longformer", dict(attention_window=5), "even"),
+    ("longformer", dict(attention_window=[4, 8, 8]), "one window per layer"),
+    ("longformer", dict(attention_dilation=0), "≥ 1"),
+    ("longformer", dict(attention_dilation=[1, 2, 3]), "one entry per layer"),
+    ("longformer", dict(attention_dilation=[[1, 2], 1]), "one value per head"),
+    ("longformer", dict(hidden_size=30), "num_attention_heads"),
+    ("longformer", dict(pad_token_id=None), "pad_token_id"),
+    ("rnn", dict(cell_type="transformer"), "cell_type"),
+    ("rnn", dict(attention_type="luong-cosine"), "attention_type"),
+    ("rnn", dict(bidirectional_encoder=True, hidden_size=15), "even"),
+    ("rnn", dict(rnn_implementation="cudnn"), "rnn_implementation"),
+    ("rnn", dict(decoder_start_token_id=None), "decoder_start_token_id"),
+    ("rnn", dict(pad_token_id=99), "pad_token_id"),
+    ("rnn", dict(hidden_dropout_prob=1.5), "dropout"),
+]
+
+
+@pytest.mark.parametrize("name,overrides,message", CONFIG_CASES, ids=[f"{c[0]}-{c[2]}" for c in CONFIG_CASES])
+def test_config_rejects_impossible_values(name, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        FAMILIES[name].tiny_config(**overrides)
+
+
+def _ids(*rows):
+    return torch.tensor(rows)
+
+
+INPUT_CASES = [  # (family, the inputs, words the message must contain)
+    ("bert", lambda: dict(input_ids=torch.randint(0, 97, (2, 41))), "max_position_embeddings"),
+    ("bert", lambda: dict(input_ids=_ids([1, 2, 97])), "vocab"),
+    ("bert", lambda: dict(input_ids=_ids([1, 2, 3]), attention_mask=torch.ones(1, 4)), "attention_mask"),
+    ("bert", lambda: dict(input_ids=_ids([1, 2, 3]), attention_mask=torch.ones(3)), "attention_mask"),
+    ("bert", lambda: dict(input_ids=_ids([1, 2, 3]), token_type_ids=_ids([0, 1, 2])), "token_type_ids"),
+    ("gpt", lambda: dict(input_ids=torch.randint(3, 97, (1, 49))), "max_position_embeddings"),
+    ("gpt", lambda: dict(input_ids=_ids([1, 2, 97])), "vocab"),
+    ("gpt", lambda: dict(input_ids=_ids([1, 2, 3]), attention_mask=torch.ones(1, 4)), "attention_mask"),
+    ("gpt", lambda: dict(input_ids=_ids([1, 2, 3]), attention_mask=torch.full((1, 3), 2)), "0 and 1"),
+    ("gpt", lambda: dict(input_ids=_ids([1, 2, 3]), inputs_embeds=torch.zeros(1, 3, 32)), "exactly one"),
+    ("transformer", lambda: dict(input_ids=torch.randint(3, 61, (1, 33)), decoder_input_ids=_ids([1])),
+     "max_position_embeddings"),
+    ("transformer", lambda: dict(input_ids=_ids([3, 61]), decoder_input_ids=_ids([1])), "vocab"),
+    ("transformer", lambda: dict(input_ids=_ids([3, 4]), decoder_input_ids=_ids([1, 70])), "decoder_input_ids"),
+    ("transformer", lambda: dict(input_ids=_ids([3, 4]), attention_mask=torch.ones(1, 3), decoder_input_ids=_ids([1])),
+     "attention_mask"),
+    ("transformer", lambda: dict(input_ids=_ids([3, 4]), decoder_input_ids=_ids([1, 3]),
+                                 decoder_attention_mask=torch.ones(1, 5)), "decoder_attention_mask"),
+    ("transformer", lambda: dict(input_ids=_ids([3, 4])), "decoder_input_ids"),
+    ("transformer", lambda: dict(input_ids=_ids([3, 4]), labels=torch.tensor([1, 2])), "labels"),
+    ("transformer", lambda: dict(input_ids=_ids([3, 4]), decoder_input_ids=_ids([1]),
+                                 past_key_values=transformers.DynamicCache()), "EncoderDecoderCache"),
+    ("transfo_xl", lambda: dict(input_ids=_ids([1, 40])), "outside the vocabulary"),
+    ("transfo_xl", lambda: dict(input_ids=torch.randint(0, 40, (2, 5)), mems=[torch.zeros(2, 3, 16)]),
+     "mems must be a list of 2"),
+    ("transfo_xl", lambda: dict(input_ids=torch.randint(0, 40, (2, 5)), mems=[torch.zeros(3, 3, 16)] * 2), "batch=2"),
+    ("transfo_xl", lambda: dict(input_ids=torch.randint(0, 40, (2, 5)), labels=torch.randint(0, 40, (2, 3))),
+     "labels must have the shape"),
+    ("transfo_xl", lambda: dict(input_ids=torch.randint(0, 40, (2, 5)), attention_mask=torch.ones(2, 3)), "attention_mask"),
+    ("transfo_xl", lambda: dict(), "exactly one"),
+    ("longformer", lambda: dict(input_ids=torch.randint(3, 97, (2, 63))), "max_position_embeddings"),
+    ("longformer", lambda: dict(input_ids=_ids([3, 4, 97])), "vocab"),
+    ("longformer", lambda: dict(input_ids=_ids([3, 4, 5]), attention_mask=torch.ones(1, 4)), "attention_mask"),
+    ("longformer", lambda: dict(input_ids=_ids([3, 4, 5]), global_attention_mask=torch.ones(1, 2)), "global_attention_mask"),
+    ("longformer", lambda: dict(input_ids=_ids([3, 4, 5]), global_attention_mask=torch.full((1, 3), 2)),
+     "global_attention_mask"),
+    ("rnn", lambda: dict(input_ids=_ids([1, 2, 61]), decoder_input_ids=_ids([1])), "vocab"),
+    ("rnn", lambda: dict(input_ids=_ids([1, 2]), decoder_input_ids=_ids([1, 70])), "decoder_input_ids"),
+    ("rnn", lambda: dict(input_ids=_ids([1, 2, 3]), attention_mask=torch.ones(1, 4), decoder_input_ids=_ids([1])),
+     "attention_mask"),
+    ("rnn", lambda: dict(input_ids=_ids([0, 2, 3]), attention_mask=_ids([0, 1, 1]), decoder_input_ids=_ids([1])),
+     "padding_side"),
+    ("rnn", lambda: dict(input_ids=_ids([1, 2]), decoder_input_ids=_ids([1]), past_key_values=(torch.zeros(1),)),
+     "past_key_values"),
+]
+# the model each family's inputs go to: the encoders' base model, the generative families' main head
+INPUT_MODELS = {"bert": "ScratchBertModel", "longformer": "ScratchLongformerModel"}
+
+
+@pytest.mark.parametrize("name,make_inputs,message", INPUT_CASES, ids=[f"{c[0]}-{c[2]}" for c in INPUT_CASES])
+def test_bad_inputs_raise_value_error(name, make_inputs, message):
+    model = FAMILIES[name].tiny_model(INPUT_MODELS.get(name))
+    with pytest.raises(ValueError, match=message):
+        model(**make_inputs())
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Training: gradient checkpointing, gradient accumulation
+# --------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gradient_checkpointing_gives_same_gradients(name):
+    plain = FAMILIES[name].tiny_model(**without_dropout(name)).train()
+    checkpointed = FAMILIES[name].tiny_model(**without_dropout(name)).train()
+    checkpointed.load_state_dict(plain.state_dict())
+    checkpointed.gradient_checkpointing_enable()
+    layers = [module for module in checkpointed.modules() if isinstance(module, GradientCheckpointingLayer)]
+    assert layers and all(layer.gradient_checkpointing for layer in layers)
+    batch = BATCHES[name]()
+    for model in (plain, checkpointed):
+        model(**batch).loss.backward()
+    for (key, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-6), key
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_loss_honours_num_items_in_batch(name):
+    """Under gradient accumulation the Trainer passes the label count of the whole accumulated batch: the loss is
+    the sum over this batch divided by it (a causal LM's labels count from the second position on)."""
+    model = FAMILIES[name].tiny_model()
+    batch = BATCHES[name]()
+    labels = batch["labels"][:, 1:] if FAMILIES[name].causal else batch["labels"]
+    count = int((labels != -100).sum())
+    with torch.no_grad():
+        mean = model(**batch).loss
+        summed = model(**batch, num_items_in_batch=2 * count).loss
+    assert torch.allclose(summed, mean / 2, atol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Save → load through the Auto classes
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Saved:
+    """What a family's checkpoint must give back through the Auto classes."""
+
+    auto_class: type  # loads the main head
+    base: str  # what AutoModel loads
+    variant: dict = field(default_factory=dict)  # a non-default option of the saved model, read back from config.json
+    tied: Optional[Callable] = None  # reloaded model → (output weight, input weight) that must stay one tensor
+    also_loads_as: dict = field(default_factory=dict)  # other Auto classes the checkpoint serves: {auto class: head}
+
+
+SAVED = {
+    "bert": Saved(AutoModelForMaskedLM, "ScratchBertModel",
+                  tied=lambda m: (m.mlm_head.decoder.weight, m.model.embeddings.word.weight)),
+    "gpt": Saved(AutoModelForCausalLM, "ScratchGPTModel", {"layer_norm_placement": "post"},
+                 tied=lambda m: (m.lm_head.weight, m.model.embeddings.word.weight),
+                 also_loads_as={AutoModelForMultipleChoice: "ScratchGPTForMultipleChoice"}),
+    "transformer": Saved(AutoModelForSeq2SeqLM, "ScratchTransformerModel", {"sinusoidal_layout": "split"}),
+    "transfo_xl": Saved(AutoModelForCausalLM, "ScratchTransfoXLModel"),
+    "longformer": Saved(AutoModelForMaskedLM, "ScratchLongformerModel", {"attention_dilation": [1, [1, 2, 2, 1]]},
+                        tied=lambda m: (m.mlm_head.decoder.weight, m.model.embeddings.word.weight)),
+    "rnn": Saved(AutoModelForSeq2SeqLM, "ScratchRNNModel", {"bidirectional_encoder": True},
+                 tied=lambda m: (m.lm_head.weight, m.model.encoder.embed_tokens.weight),
+                 also_loads_as={AutoModelForSequenceClassification: "ScratchRNNForSequenceClassification"}),
+}
+
+
+def module_files(name: str) -> list[str]:
+    """The code a checkpoint carries for trust_remote_code: the family's pair and the core they import."""
+    core = ["configuration_common.py", "attention.py", "layers.py"] + ([] if name == "rnn" else ["positional.py"])
+    return [f"modeling_{name}.py", f"configuration_{name}.py", *core]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_save_load_roundtrip_through_auto_classes(name, tmp_path):
+    saved = SAVED[name]
+    model = FAMILIES[name].tiny_model(**saved.variant)
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["auto_map"] == type(model.config).default_auto_map  # every head loads as remote code
+    for module_file in module_files(name):
+        assert (tmp_path / module_file).exists(), module_file
+    assert (tmp_path / "model.safetensors").exists()
+    reloaded = saved.auto_class.from_pretrained(tmp_path).eval()
+    assert type(reloaded) is type(model)
+    for key, value in saved.variant.items():
+        assert getattr(reloaded.config, key) == value, key
+    if saved.tied:
+        output_weight, input_weight = saved.tied(reloaded)
+        assert output_weight is input_weight  # the tie survives loading
+    assert all(torch.equal(value, reloaded.state_dict()[key]) for key, value in model.state_dict().items())
+    batch = BATCHES[name]()
+    with torch.no_grad():
+        assert torch.equal(model(**batch).logits, reloaded(**batch).logits)
+    assert type(AutoModel.from_pretrained(tmp_path)) is getattr(hf_scratch, saved.base)
+    for auto_class, head in saved.also_loads_as.items():  # (the RNN's classifier reuses the encoder)
+        other = auto_class.from_pretrained(tmp_path)
+        assert type(other) is getattr(hf_scratch, head)
+        assert torch.equal(other.get_input_embeddings().weight, model.get_input_embeddings().weight)

@@ -1,0 +1,242 @@
+"""The command line of every training script: the argument dataclasses (``ModelArguments``, ``DataArguments``)
+parsed with ``HfArgumentParser`` beside ``TrainingArguments`` / ``Seq2SeqTrainingArguments`` (``parse_arguments``),
+with the defaults the scripts agree on, from flags or from one JSON file, and with the flag names of transformers'
+examples (``--block_size``, …) mapped onto ours; the checks that fail before any data is read
+(``check_common_arguments``, ``check_model_type``); and where ``--model_name_or_path`` is (``checkpoint_folder``:
+a local folder, or a hub id downloaded). The ``--output_dir`` rules (resume, overwrite) are in ``checkpoints.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import transformers
+from transformers import AutoConfig, HfArgumentParser, TrainingArguments
+
+from hf_scratch.convert import REFERENCE_TO_SCRATCH
+from hf_scratch.tokenization import TOKENIZER_KINDS
+from training.checkpoints import resolve_output_dir
+
+# model_type → family name (the file suffix of its configuration/modeling pair and of its model card template)
+FAMILIES = {
+    "scratch-bert": "bert",
+    "scratch-gpt": "gpt",
+    "scratch-transformer": "transformer",
+    "scratch-transfo-xl": "transfo_xl",
+    "scratch-longformer": "longformer",
+    "scratch-rnn": "rnn",
+}
+# size presets in the shared field names; "base" keeps the family's own defaults (the paper's base size)
+SIZE_PRESETS: dict[str, dict[str, int]] = {
+    "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128},
+    "small": {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 1024},
+    "base": {},
+}
+# extension of --train_file / --validation_file → the datasets builder that reads it
+DATA_EXTENSIONS = {"txt": "text", "csv": "csv", "json": "json", "jsonl": "json"}
+
+
+@dataclass
+class ModelArguments:
+    model_type: Optional[str] = field(
+        default=None, metadata={"help": f"Train from scratch: one of {sorted(FAMILIES)} (the script lists the ones it supports)."}
+    )
+    model_size: str = field(default="tiny", metadata={"help": f"Size preset for --model_type: {sorted(SIZE_PRESETS)}."})
+    config_overrides: Optional[str] = field(
+        default=None,
+        metadata={"help": "Config fields to override when training from scratch, e.g. 'hidden_size=128,hidden_act=relu'."},
+    )
+    model_name_or_path: Optional[str] = field(
+        default=None,
+        metadata={"help": "Fine-tune a checkpoint directory (or hub id): an hf_scratch checkpoint, or a reference "
+                          "checkpoint (bert, gpt2, openai-gpt, marian, longformer, transfo-xl) converted on the fly."},
+    )
+    tokenizer_name: Optional[str] = field(default=None, metadata={"help": "A tokenizer directory or hub id to use instead of training one."})
+    tokenizer_type: Optional[str] = field(
+        default=None, metadata={"help": "Tokenizer to train when none is given: wordpiece, bpe or char (default: the family's)."}
+    )
+    tokenizer_vocab_size: int = field(default=2000, metadata={"help": "Vocabulary size of a trained WordPiece/BPE tokenizer."})
+    attn_implementation: Optional[str] = field(default=None, metadata={"help": "eager or sdpa (default: the model's)."})
+    cache_dir: Optional[str] = field(
+        default=None, metadata={"help": "Where models, tokenizers and datasets downloaded from the hub are cached (default: the Hugging Face cache)."}
+    )
+    token: Optional[str] = field(
+        default=None, metadata={"help": "Hub token for private or gated models, tokenizers and datasets (default: the one `hf auth login` saved)."}
+    )
+    trust_remote_code: bool = field(
+        default=False,
+        metadata={"help": "Run the configuration / modeling / tokenizer code a checkpoint carries (only for repositories "
+                          "you trust). datasets no longer runs dataset loading scripts at all."},
+    )
+
+
+@dataclass
+class DataArguments:
+    dataset_name: Optional[str] = field(default=None, metadata={"help": "A dataset on the hub, read with `datasets`."})
+    dataset_config_name: Optional[str] = field(default=None, metadata={"help": "Its configuration name."})
+    train_file: Optional[str] = field(default=None, metadata={"help": "A local training file: txt, csv, json or jsonl."})
+    validation_file: Optional[str] = field(default=None, metadata={"help": "A local validation file: txt, csv, json or jsonl."})
+    validation_split_percentage: int = field(
+        default=10, metadata={"help": "Percentage of the training data held out for evaluation when there is no validation set."}
+    )
+    max_seq_length: int = field(default=128, metadata={"help": "Maximum tokens per example after tokenization."})
+    max_train_samples: Optional[int] = field(default=None, metadata={"help": "Keep only this many training examples."})
+    max_eval_samples: Optional[int] = field(default=None, metadata={"help": "Keep only this many evaluation examples."})
+    preprocessing_num_workers: Optional[int] = field(
+        default=None, metadata={"help": "Processes that tokenize the data (the num_proc of datasets' map; default: one)."}
+    )
+    streaming: bool = field(
+        default=False,
+        metadata={"help": "Stream the data (datasets' IterableDataset) instead of loading it: run_clm (GPT) and run_mlm; "
+                          "needs --max_steps and a tokenizer (--tokenizer_name or --model_name_or_path)."},
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Train from scratch into a non-empty --output_dir (its files are overwritten and its checkpoint-* "
+                          "folders removed when training starts) instead of resuming from its last checkpoint."},
+    )
+
+
+def parse_arguments(script: str, extra_dataclasses: tuple = (), args: Optional[list[str]] = None, training_class=TrainingArguments,
+                    aliases: Optional[dict[str, str]] = None, defaults: Optional[dict[str, Any]] = None):
+    """Parse ``args`` (default: ``sys.argv[1:]``) into (ModelArguments, DataArguments, *extra, TrainingArguments).
+
+    ``args`` are flags, or — as transformers' example scripts accept — the path of a single ``.json`` file holding
+    an object of arguments (``{"model_type": "scratch-gpt", "max_steps": 200}``), read with ``HfArgumentParser``.
+    ``aliases`` name integer fields the way transformers' examples do (``{"block_size": "max_seq_length"}``):
+    either name sets the field, both at once is an error. ``defaults`` are the script's own defaults for fields of
+    the shared dataclasses (e.g. ``predict_with_generate``), used unless given.
+
+    Defaults differ from the Trainer's where a script needs them: with neither ``do_train`` nor ``do_eval`` a
+    script does both; logs go to TensorBoard (when installed) unless ``report_to`` says otherwise; ``output_dir``
+    defaults to ``outputs/<script>`` and is checked by ``resolve_output_dir`` (a rerun resumes). Bad values raise
+    ValueError (unknown flags: the parser's usage error)."""
+    args = list(sys.argv[1:] if args is None else args)
+    aliases = dict(aliases or {})
+    defaults = {"output_dir": str(Path("outputs") / script), **(defaults or {})}
+    parser = HfArgumentParser((ModelArguments, DataArguments, *extra_dataclasses, training_class))
+    for alias, target in aliases.items():
+        parser.add_argument(f"--{alias}", dest=target, type=int, default=argparse.SUPPRESS,
+                            help=f"The name transformers' example scripts use for --{target}: give one of the two.")
+    if len(args) == 1 and args[0].endswith(".json"):
+        values = read_json_arguments(args[0])
+        given = set(values)
+        values = {aliases.get(name, name): value for name, value in values.items()}
+        values.update({name: value for name, value in defaults.items() if name not in given})
+        parsed = parser.parse_dict(values)
+    else:
+        given = {arg[2:].split("=", 1)[0].replace("-", "_") for arg in args if arg.startswith("--")}  # --do-train too
+        args += [item for name, value in defaults.items() if name not in given for item in (f"--{name}", str(value))]
+        parsed = parser.parse_args_into_dataclasses(args=args)
+    for alias, target in aliases.items():
+        if alias in given and target in given:
+            raise ValueError(f"--{alias} and --{target} are the same setting (the first is the name transformers' examples use): give one of them.")
+    model_args, data_args, training_args = parsed[0], parsed[1], parsed[-1]
+    if "do_train" not in given and "do_eval" not in given:
+        training_args.do_train = training_args.do_eval = True
+    if "report_to" not in given:
+        from transformers.integrations import is_tensorboard_available
+
+        training_args.report_to = ["tensorboard"] if is_tensorboard_available() else []
+    check_common_arguments(model_args, data_args, training_args)
+    resolve_output_dir(data_args, training_args)
+    transformers.set_seed(training_args.seed)  # before the model is initialised, so runs are reproducible
+    return parsed
+
+
+def read_json_arguments(path: str) -> dict[str, Any]:
+    """The object of arguments in the JSON file ``path``."""
+    try:
+        values = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"Cannot read the arguments file {path!r}: {error}") from error
+    if not isinstance(values, dict):
+        raise ValueError(f"The arguments file {path!r} must hold a JSON object of arguments, e.g. {{\"max_steps\": 200}}; got {type(values).__name__}.")
+    return values
+
+
+def check_common_arguments(model_args: ModelArguments, data_args: DataArguments, training_args) -> None:
+    if model_args.model_type is None and model_args.model_name_or_path is None:
+        raise ValueError("Give --model_type (train from scratch, e.g. --model_type scratch-bert) or --model_name_or_path (fine-tune a checkpoint).")
+    if model_args.model_type is not None and model_args.model_name_or_path is not None:
+        raise ValueError("Give either --model_type (from scratch) or --model_name_or_path (a checkpoint), not both.")
+    if model_args.model_size not in SIZE_PRESETS:
+        raise ValueError(f"--model_size {model_args.model_size!r} is not a preset: choose one of {sorted(SIZE_PRESETS)}.")
+    if model_args.tokenizer_type not in (None, *TOKENIZER_KINDS):
+        raise ValueError(f"--tokenizer_type {model_args.tokenizer_type!r} is unknown: choose one of {TOKENIZER_KINDS}.")
+    if data_args.dataset_name is not None and (data_args.train_file or data_args.validation_file):
+        raise ValueError("Give either --dataset_name or --train_file/--validation_file, not both.")
+    for name in ("train_file", "validation_file"):
+        path = getattr(data_args, name)
+        if path is None:
+            continue
+        extension = path.rsplit(".", 1)[-1].lower()
+        if extension not in DATA_EXTENSIONS:
+            raise ValueError(f"--{name} {path!r}: unsupported extension .{extension}; use one of {sorted(DATA_EXTENSIONS)}.")
+        if not Path(path).is_file() or not os.access(path, os.R_OK):
+            raise ValueError(f"--{name} {path!r} does not exist or cannot be read.")
+    if data_args.max_seq_length <= 0:
+        raise ValueError(f"--max_seq_length must be positive, got {data_args.max_seq_length}.")
+    if data_args.preprocessing_num_workers is not None and data_args.preprocessing_num_workers < 1:
+        raise ValueError(f"--preprocessing_num_workers must be at least 1, got {data_args.preprocessing_num_workers}.")
+    if data_args.streaming:
+        if model_args.tokenizer_name is None and model_args.model_name_or_path is None:
+            raise ValueError("--streaming cannot train a tokenizer on a stream: give --tokenizer_name (or --model_name_or_path).")
+        if training_args.do_train and training_args.max_steps <= 0:
+            raise ValueError("--streaming needs --max_steps: a stream has no length, so the Trainer cannot count epochs.")
+
+
+def check_model_type(model_args: ModelArguments, supported: Iterable[str]) -> str:
+    """The hf_scratch model type this run trains (a reference checkpoint's type mapped to ours); the script must
+    support it and hf_scratch must register it."""
+    supported = list(supported)
+    model_type = model_args.model_type or checkpoint_model_type(model_args)
+    scratch_type = REFERENCE_TO_SCRATCH.get(model_type, model_type)
+    if scratch_type not in supported:
+        raise ValueError(f"This script trains {supported}; got model type {model_type!r}.")
+    try:
+        AutoConfig.for_model(scratch_type)
+    except ValueError as error:
+        raise ValueError(f"{scratch_type} is not registered by this hf_scratch installation ({error}).") from None
+    return scratch_type
+
+
+def hub_options(model_args: ModelArguments) -> dict[str, Any]:
+    """--cache_dir and --token, for every download (models, tokenizers, datasets)."""
+    return {"cache_dir": model_args.cache_dir, "token": model_args.token}
+
+
+def checkpoint_folder(model_args: ModelArguments) -> Optional[str]:
+    """The local folder of --model_name_or_path: the folder itself, or a hub id downloaded (``snapshot_download``,
+    with --cache_dir / --token); conversion of reference checkpoints reads files."""
+    name = model_args.model_name_or_path
+    if name is None or Path(name).is_dir():
+        return name
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(name, **hub_options(model_args))
+    except (OSError, ValueError) as error:  # not found, offline, invalid id
+        raise ValueError(f"--model_name_or_path {name!r} is neither a local folder nor a model that can be downloaded from the hub: {error}") from error
+
+
+def checkpoint_model_type(model_args: ModelArguments) -> Optional[str]:
+    """The ``model_type`` in the config.json of --model_name_or_path (None when training from scratch)."""
+    folder = checkpoint_folder(model_args)
+    config_file = Path(folder) / "config.json" if folder else None
+    if config_file is None:
+        return None
+    if not config_file.is_file():
+        raise ValueError(f"--model_name_or_path {model_args.model_name_or_path!r} has no config.json: give a model folder or hub id.")
+    return json.loads(config_file.read_text())["model_type"]
+
+
+def family_of(model) -> str:
+    """The family name of an hf_scratch model (``FAMILIES``)."""
+    return FAMILIES[model.config.model_type]
