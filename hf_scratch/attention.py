@@ -357,6 +357,12 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(batch, length, heads * head_dim)
 
 
+def kernel_settings(module: nn.Module) -> dict:
+    """What an attention layer passes its kernel on every call: ``implementation``, read from its config then (so
+    that ``set_attn_implementation`` takes effect at once), and its attention ``dropout``, only while it trains."""
+    return {"implementation": module.config._attn_implementation, "dropout": module.dropout if module.training else 0.0}
+
+
 class MultiHeadAttention(nn.Module):
     """head_i = Attention(Q W_iQ, K W_iK, V W_iV); output = Concat(head_1 … head_h) Wᴼ.
 
@@ -430,14 +436,7 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         query, key, value = self._project(hidden_states, key_value_states, past_key_values)
         output, weights = attend(
-            query,
-            key,
-            value,
-            mask,
-            implementation=self.config._attn_implementation,
-            dropout=self.dropout if self.training else 0.0,
-            output_attentions=output_attentions,
-            module=self,
+            query, key, value, mask, output_attentions=output_attentions, module=self, **kernel_settings(self)
         )
         return self.out_proj(merge_heads(output)), weights
 

@@ -4,6 +4,7 @@ the BERT-style encoders, and the task heads, multiple-choice helpers and losses 
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Optional
 
@@ -11,6 +12,7 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 from torch.nn import functional as F
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 
@@ -145,6 +147,27 @@ class FeedForward(nn.Module):
     def output(self, inner: torch.Tensor) -> torch.Tensor:
         """The second half, from ``inner`` = x W₁ + b₁: act(inner) W₂ + b₂."""
         return self.fc_out(self.activation_dropout(self.activation(inner)))
+
+
+MATMULS = frozenset(getattr(torch.ops.aten, name).default for name in ("mm", "addmm", "bmm"))
+
+
+def keep_matmuls(ctx, op, *args, **kwargs) -> CheckpointPolicy:
+    """Selective-checkpoint policy: save the matrix products' outputs, recompute the elementwise ops."""
+    return CheckpointPolicy.MUST_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def feed_forward_recomputing_activation(feed_forward: FeedForward, hidden_states: torch.Tensor) -> torch.Tensor:
+    """``feed_forward(hidden_states)`` (Vaswani et al. 2017 eq. 2: act(x W₁ + b₁) W₂ + b₂) with act(x) recomputed
+    in the backward pass instead of kept (Longformer's layers use it): ``fc_out`` runs as a module under a selective
+    checkpoint that keeps the products, so only the elementwise activation runs twice."""
+    inner = feed_forward.fc_in(hidden_states)
+    if not (torch.is_grad_enabled() and inner.requires_grad) or torch.is_autocast_enabled(inner.device.type):
+        return feed_forward.output(inner)
+    if torch.compiler.is_compiling():  # the compiler's partitioner chooses what to keep (Inductor recomputes act(x))
+        return feed_forward.output(inner)
+    return checkpoint(feed_forward.output, inner, use_reentrant=False,
+                      context_fn=functools.partial(create_selective_checkpoint_contexts, keep_matmuls))
 
 
 class ResidualNorm(nn.Module):

@@ -13,24 +13,21 @@
    the first token by default), token classification, extractive QA (global attention on the question by default),
    multiple choice.
 
-The kernel, for one head group of dilation d: the sequence is split into its d residue classes (i mod d), each a
-plain sliding-window problem of length n/d; that is cut into blocks of w/2 queries, each attending the 3·w/2 keys
-of its own and the two neighbouring blocks (a fixed band mask keeps |i - j| ≤ w/2) plus the global keys. Dilation
-thus costs what no dilation costs. Both kernels — ``"eager"`` (softmax written out; returns the weights) and
-``"sdpa"`` (``scaled_dot_product_attention`` on the blocks) — go through ``hf_scratch.attention``.
+The banded kernel — residue classes for dilation, blocks of w/2 queries against 3·w/2 keys — is in
+``banded_attention``; this file holds the layer that runs it with its weights.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPooling,
@@ -48,10 +45,10 @@ from .attention import (
     longformer_mask,
     masked_softmax,
     merge_heads,
-    sdpa_attention,
     split_heads,
     values_pass,
 )
+from .banded_attention import ATTENTION_KERNELS, BandedPattern, GlobalTokens, keep_attention_kernels
 from .configuration_longformer import ScratchLongformerConfig
 from .layers import (
     EncoderEmbeddings,
@@ -62,6 +59,7 @@ from .layers import (
     ScratchPreTrainedModel,
     check_one_input,
     choice_dimensions,
+    feed_forward_recomputing_activation,
     flatten_choices,
     sequence_classification_loss,
     span_loss,
@@ -87,180 +85,7 @@ class ScratchLongformerEmbeddings(EncoderEmbeddings):
         return torch.arange(self.padding_idx + 1, self.padding_idx + 1 + length, device=inputs_embeds.device)[None, :]
 
 
-# ---- 2. the attention pattern, banded ------------------------------------------------------------------------
-
-
-def pad_length(x: torch.Tensor, multiple: int, value=0) -> torch.Tensor:
-    """Pad dim 1 of ``x`` (batch, length, …) at the end up to a multiple of ``multiple``."""
-    missing = -x.shape[1] % multiple
-    if missing == 0:
-        return x
-    return F.pad(x, (0, 0) * (x.dim() - 2) + (0, missing), value=value)
-
-
-def split_residues(x: torch.Tensor, dilation: int) -> torch.Tensor:
-    """(batch, n, …) → (batch·d, n/d, …): row b·d + r holds positions r, r + d, r + 2d, … — the tokens a dilated
-    window of dilation d links, now adjacent. ``n`` must be a multiple of d."""
-    if dilation == 1:
-        return x
-    batch, length = x.shape[:2]
-    rest = x.shape[2:]
-    return x.reshape(batch, length // dilation, dilation, *rest).transpose(1, 2).reshape(batch * dilation, length // dilation, *rest)
-
-
-def merge_residues(x: torch.Tensor, dilation: int) -> torch.Tensor:
-    """Inverse of ``split_residues``."""
-    if dilation == 1:
-        return x
-    batch, length = x.shape[0] // dilation, x.shape[1] * dilation
-    rest = x.shape[2:]
-    return x.reshape(batch, dilation, length // dilation, *rest).transpose(1, 2).reshape(batch, length, *rest)
-
-
-def key_windows(x: torch.Tensor, block: int, prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """(batch, n, heads, d) → (batch·n/block, heads, [G +] 3·block, d): for every query block, the keys of the
-    previous, the same and the next block (zeros beyond the ends), after the G ``prefix`` keys (batch, G, heads, d)
-    shared by all blocks. One copy: the windows are a strided view until then."""
-    batch, length, heads, dim = x.shape
-    blocks = length // block
-    edge = x.new_zeros(batch, block, heads, dim)
-    padded = torch.cat([edge, x, edge], dim=1)  # (F.pad would first fill all of it with zeros)
-    windows = padded.unfold(1, 3 * block, block).transpose(3, 4)  # (batch, blocks, heads, 3·block, d), a view
-    if prefix is not None:
-        shared = prefix.transpose(1, 2)[:, None].expand(batch, blocks, heads, prefix.shape[1], dim)
-        windows = torch.cat([shared, windows], dim=3)
-    return windows.reshape(batch * blocks, heads, windows.shape[3], dim)
-
-
-def block_mask(
-    key_is_local: torch.Tensor, query_is_real: torch.Tensor, block: int, global_slot_is_real: Optional[torch.Tensor]
-) -> torch.Tensor:
-    """The "may attend" relation of ``block_attention``, block by block: (batch·n/block, 1, block,
-    [G +] 3·block) bool — the G global slots that exist, then |i - j| ≤ w among local keys; padded queries none."""
-    batch, length = key_is_local.shape
-    blocks = length // block
-    query_ok = query_is_real.reshape(batch, blocks, block, 1)
-    key_ok = F.pad(key_is_local, (block, block)).unfold(1, 3 * block, block)  # (batch, blocks, 3·block)
-    allowed = band_mask(block, key_is_local.device) & key_ok[:, :, None, :]
-    if global_slot_is_real is not None:
-        allowed = torch.cat([global_slot_is_real[:, None, None, :].expand(-1, blocks, block, -1), allowed], dim=-1)
-    return (allowed & query_ok).reshape(batch * blocks, 1, block, allowed.shape[-1])
-
-
-def band_mask(block: int, device) -> torch.Tensor:
-    """(block, 3·block) bool: query r of a block may attend column s of its key window iff |s - block - r| ≤ block."""
-    rows = torch.arange(block, device=device)[:, None]
-    columns = torch.arange(3 * block, device=device)[None, :]
-    return (columns - block - rows).abs() <= block
-
-
-def band_to_diagonals(weights: torch.Tensor, block: int) -> torch.Tensor:
-    """Block weights (…, block, 3·block) → (…, block, 2·block + 1), column t = key offset t - block (the layout
-    transformers returns for Longformer attentions)."""
-    index = torch.arange(block, device=weights.device)[:, None] + torch.arange(2 * block + 1, device=weights.device)[None, :]
-    return weights.gather(-1, index.expand(*weights.shape[:-2], block, 2 * block + 1))
-
-
-def query_blocks(x: torch.Tensor, block: int) -> torch.Tensor:
-    """(batch, n, heads, d) → (batch·n/block, heads, block, d): the queries, block by block."""
-    batch, length, heads, dim = x.shape
-    return x.reshape(batch, length // block, block, heads, dim).transpose(2, 3).reshape(-1, heads, block, dim)
-
-
-def from_blocks(x: torch.Tensor, batch: int) -> torch.Tensor:
-    """Inverse of ``query_blocks`` for any last dimension: (batch·blocks, heads, block, C) → (batch, n, heads, C)."""
-    blocks_total, heads, block, channels = x.shape
-    blocks = blocks_total // batch
-    return x.reshape(batch, blocks, heads, block, channels).transpose(2, 3).reshape(batch, blocks * block, heads, channels)
-
-
-def block_attention(queries, keys, values, allowed, implementation: str, dropout: float, output_attentions: bool):
-    """softmax(Q Kᵀ/√d + M) V in every block at once: ``queries`` (blocks, heads, w, d) against ``keys`` /
-    ``values`` (blocks, heads, G + 3w, d) from ``key_windows``, M from ``block_mask``. Returns (output, weights or
-    None); the eager kernel is the one that can return the weights."""
-    if output_attentions or implementation == "eager":
-        output, weights = eager_attention(queries, keys, values, allowed, dropout=dropout)
-        return output, (weights if output_attentions else None)
-    return sdpa_attention(queries, keys, values, allowed, dropout=dropout), None
-
-
-# The fused attention kernels SDPA dispatches to (those this torch build has). Their outputs are kept when the
-# local attention is checkpointed, so that the backward pass rebuilds the key windows but not the attention.
-ATTENTION_KERNELS = frozenset(
-    getattr(torch.ops.aten, name).default
-    for name in (
-        "_scaled_dot_product_flash_attention_for_cpu",
-        "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_cudnn_attention",
-    )
-    if hasattr(torch.ops.aten, name)
-)
-
-
-def keep_attention_kernels(ctx, op, *args, **kwargs) -> CheckpointPolicy:
-    """Selective-checkpoint policy: save the attention kernel's outputs, recompute everything else."""
-    return CheckpointPolicy.MUST_SAVE if op in ATTENTION_KERNELS else CheckpointPolicy.PREFER_RECOMPUTE
-
-
-@dataclass
-class GlobalTokens:
-    """Where the global tokens are: ``positions`` (batch, G) in increasing order, ``is_real`` (batch, G) False for
-    the slots of rows with fewer than G global tokens. G = 0 when no token is global. Built once per forward pass,
-    it also keeps the block masks every layer with the same window and dilation shares."""
-
-    is_global: torch.Tensor  # (batch, n) bool, already ∧ real
-    positions: torch.Tensor
-    is_real: torch.Tensor
-    block_masks: dict = field(default_factory=dict)
-
-    def block_mask(self, key_is_real: torch.Tensor, block: int, dilation: int, multiple: int) -> torch.Tensor:
-        """``block_mask`` for the residue classes of ``dilation``, the length padded to a multiple of ``multiple``."""
-        if (block, dilation, multiple) not in self.block_masks:
-            def prepare(x):
-                return split_residues(pad_length(x, multiple, False), dilation)
-
-            slots = self.is_real.repeat_interleave(dilation, dim=0) if self.present else None
-            self.block_masks[block, dilation, multiple] = block_mask(
-                prepare(key_is_real & ~self.is_global), prepare(key_is_real), block, slots
-            )
-        return self.block_masks[block, dilation, multiple]
-
-    @classmethod
-    def from_mask(cls, is_global: torch.Tensor) -> "GlobalTokens":
-        counts = is_global.sum(dim=1)
-        num_global = counts.max().item() if is_global.numel() else 0  # (.item(): a symbol when traced, not a guess)
-        torch._check(num_global >= 0)  # what a compiled graph must know when G is a symbol
-        torch._check(num_global <= is_global.shape[1])
-        positions = torch.argsort((~is_global).to(torch.int8), dim=1, stable=True)[:, :num_global]
-        is_real = torch.arange(num_global, device=is_global.device)[None, :] < counts[:, None]
-        return cls(is_global, positions, is_real)
-
-    @property
-    def count(self) -> int:
-        return self.positions.shape[1]
-
-    @property
-    def present(self) -> bool:
-        """Whether the global-attention parts run. In eager mode only when some token is global (G > 0). Under
-        torch.compile / torch.export G is a size read from the mask (an unbacked symbol: one device read, no graph
-        break) that the graph cannot branch on, so they always run — with G = 0 on empty tensors, the same result."""
-        return torch.compiler.is_compiling() or self.count > 0
-
-    def gather(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, n, …) → (batch, G, …): the rows of the global tokens."""
-        index = self.positions.reshape(*self.positions.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
-        return x.gather(1, index)
-
-    def scatter(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """``x`` (batch, n, …) with the global tokens' rows replaced by ``rows`` (batch, G, …). The empty slots of
-        rows with fewer than G global tokens write to a spare row n, dropped afterwards (selecting the real slots
-        instead would make the host wait for the device on every layer)."""
-        length = x.shape[1]
-        spare = torch.cat([x, x.new_zeros(x.shape[0], 1, *x.shape[2:])], dim=1)
-        positions = self.positions.masked_fill(~self.is_real, length)
-        index = positions.reshape(*positions.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
-        return spare.scatter(1, index, rows.to(x.dtype))[:, :length]
+# ---- 2. the attention pattern (its banded kernel: banded_attention.py) ----------------------------------
 
 
 class ScratchLongformerSelfAttention(nn.Module):
@@ -276,10 +101,7 @@ class ScratchLongformerSelfAttention(nn.Module):
         hidden = config.hidden_size
         self.num_heads = config.num_attention_heads
         self.head_dim = hidden // self.num_heads
-        self.one_sided_window = config.window_for_layer(layer_idx) // 2
-        self.dilations = config.dilations_for_layer(layer_idx)
-        # heads that share a dilation run together: {dilation: head indices}
-        self.head_groups = {d: [h for h, dh in enumerate(self.dilations) if dh == d] for d in sorted(set(self.dilations))}
+        self.pattern = BandedPattern(config.window_for_layer(layer_idx) // 2, config.dilations_for_layer(layer_idx))
         self.dropout = config.attention_probs_dropout_prob
         self.qkv_proj = nn.Linear(hidden, 3 * hidden)
         self.query_global = nn.Linear(hidden, hidden)
@@ -289,81 +111,6 @@ class ScratchLongformerSelfAttention(nn.Module):
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.reshape(*x.shape[:2], self.num_heads, self.head_dim)
-
-    def _groups(self) -> list[tuple[int, slice]]:
-        """(dilation, heads) of each head group, the heads as a slice of the heads sorted by dilation."""
-        groups, first = [], 0
-        for dilation, heads in self.head_groups.items():
-            groups.append((dilation, slice(first, first + len(heads))))
-            first += len(heads)
-        return groups
-
-    def _block_masks(self, key_is_real, globals_: GlobalTokens) -> torch.Tensor:
-        """The block masks of ``_local`` for every head group, stacked along the heads (one broadcast mask when all
-        heads share a dilation: an expanded one would be materialised). Built before ``_local`` runs, so that the
-        checkpointed ``_local`` reads them and changes nothing outside itself (torch.compile requires that)."""
-        block = self.one_sided_window
-        multiple = block * math.lcm(*self.head_groups)
-        groups = self._groups()
-        if len(groups) == 1:
-            return globals_.block_mask(key_is_real, block, groups[0][0], multiple)
-        return torch.cat(
-            [globals_.block_mask(key_is_real, block, d, multiple).expand(-1, g.stop - g.start, -1, -1) for d, g in groups],
-            dim=1,
-        )
-
-    def _local(self, query, key, value, key_is_real, allowed, globals_, implementation, dropout, output_attentions):
-        """Sliding-window (+ global keys) attention for every head in one kernel call, ``allowed`` from
-        ``_block_masks``.
-
-        Each dilation group's heads are split into residue classes and cut into blocks; with the length padded to
-        a multiple of w/2 · lcm(dilations) every group has the same number of blocks, so the groups stack along
-        the head dimension, each with its own block mask."""
-        batch, length = key_is_real.shape
-        block = self.one_sided_window
-        multiple = block * math.lcm(*self.head_groups)
-        global_keys = globals_.gather(key) if globals_.present else None
-        global_values = globals_.gather(value) if globals_.present else None
-        # heads sorted by dilation (a no-op when they already are), then each group is a view of consecutive heads
-        head_order = sorted(range(self.num_heads), key=lambda h: self.dilations[h])
-        sorted_already = head_order == list(range(self.num_heads))
-
-        def by_dilation(x):
-            return x if x is None or sorted_already else x[:, :, head_order]
-
-        query, key, value, global_keys, global_values = map(by_dilation, (query, key, value, global_keys, global_values))
-        groups = self._groups()
-
-        def stacked(make):
-            parts = [make(dilation, group) for dilation, group in groups]
-            return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
-
-        def residues(x, dilation, group):
-            return split_residues(pad_length(x[:, :, group], multiple), dilation)
-
-        def shared(x, dilation, group):
-            return None if x is None else x[:, :, group].repeat_interleave(dilation, dim=0)
-
-        queries = stacked(lambda d, g: query_blocks(residues(query, d, g), block))
-        keys = stacked(lambda d, g: key_windows(residues(key, d, g), block, shared(global_keys, d, g)))
-        values = stacked(lambda d, g: key_windows(residues(value, d, g), block, shared(global_values, d, g)))
-        output, weights = block_attention(queries, keys, values, allowed, implementation, dropout, output_attentions)
-
-        num_global = keys.shape[2] - 3 * block
-        outputs, all_weights = [], []
-        for dilation, group in groups:
-            outputs.append(merge_residues(from_blocks(output[:, group], batch * dilation), dilation)[:, :length])
-            if weights is not None:  # → (batch, heads, n, G + 2w + 1): global columns, then offsets -w … w
-                weight = weights[:, group]
-                weight = torch.cat([weight[..., :num_global], band_to_diagonals(weight[..., num_global:], block)], dim=-1)
-                weight = merge_residues(from_blocks(weight, batch * dilation), dilation)[:, :length]
-                all_weights.append(weight.transpose(1, 2))
-        output = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
-        weights = None if not all_weights else torch.cat(all_weights, dim=1)
-        if not sorted_already:
-            inverse = torch.argsort(torch.tensor(head_order, device=output.device))
-            output, weights = output[:, :, inverse], (None if weights is None else weights[:, inverse])
-        return output, weights
 
     def _global(self, hidden_states, key_is_real, globals_, dropout):
         """The global tokens' rows: softmax(q_g K_gᵀ/√d) V_g over every real token, with the global projections
@@ -382,17 +129,17 @@ class ScratchLongformerSelfAttention(nn.Module):
         implementation = self.config._attn_implementation
         dropout = self.dropout if self.training else 0.0
         query, key, value = (self._heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
-        allowed = self._block_masks(key_is_real, globals_)
+        allowed = self.pattern.block_masks(key_is_real, globals_)
         if implementation == "sdpa" and not output_attentions and torch.is_grad_enabled():
             # Keep only Q, K, V (views of one projection) and the attention kernel's output for the backward pass
             # and rebuild the 3× key windows there: the windows would be the largest tensors kept, and rebuilding
             # them is cheap; the attention itself is not run again.
             output, local_weights = checkpoint(
-                self._local, query, key, value, key_is_real, allowed, globals_, implementation, dropout, False,
+                self.pattern.attend, query, key, value, key_is_real, allowed, globals_, implementation, dropout, False,
                 use_reentrant=False, context_fn=functools.partial(create_selective_checkpoint_contexts, keep_attention_kernels),
             )
         else:
-            output, local_weights = self._local(
+            output, local_weights = self.pattern.attend(
                 query, key, value, key_is_real, allowed, globals_, implementation, dropout, output_attentions
             )
         global_weights = None
@@ -414,7 +161,7 @@ def dense_longformer_attention(attention: ScratchLongformerSelfAttention, hidden
     real key for the global rows (padded global tokens are not global), then the output projection."""
     heads = attention.num_heads
     query, key, value = (split_heads(x, heads) for x in attention.qkv_proj(hidden_states).chunk(3, dim=-1))
-    allowed = longformer_mask(key_is_real, is_global, attention.one_sided_window, attention.dilations)
+    allowed = longformer_mask(key_is_real, is_global, attention.pattern.one_sided_window, attention.pattern.dilations)
     local, _ = eager_attention(query, key, value, allowed)
     is_global = is_global & key_is_real
     global_allowed = key_is_real[:, None, None, :] & is_global[:, None, :, None]
@@ -428,27 +175,6 @@ def dense_longformer_attention(attention: ScratchLongformerSelfAttention, hidden
 
 
 # ---- 3. the encoder ------------------------------------------------------------------------------------------
-
-
-MATMULS = frozenset(getattr(torch.ops.aten, name).default for name in ("mm", "addmm", "bmm"))
-
-
-def keep_matmuls(ctx, op, *args, **kwargs) -> CheckpointPolicy:
-    """Selective-checkpoint policy: save the matrix products' outputs, recompute the elementwise ops."""
-    return CheckpointPolicy.MUST_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
-
-
-def feed_forward_recomputing_activation(feed_forward: FeedForward, hidden_states: torch.Tensor) -> torch.Tensor:
-    """``feed_forward(hidden_states)`` (Vaswani et al. 2017 eq. 2: act(x W₁ + b₁) W₂ + b₂) with act(x) recomputed
-    in the backward pass instead of kept (no activation dropout in Longformer's FFN): ``fc_out`` runs as a module
-    under a selective checkpoint that keeps the products, so only the elementwise activation runs twice."""
-    inner = feed_forward.fc_in(hidden_states)
-    if not (torch.is_grad_enabled() and inner.requires_grad) or torch.is_autocast_enabled(inner.device.type):
-        return feed_forward.output(inner)
-    if torch.compiler.is_compiling():  # the compiler's partitioner chooses what to keep (Inductor recomputes act(x))
-        return feed_forward.output(inner)
-    return checkpoint(feed_forward.output, inner, use_reentrant=False,
-                      context_fn=functools.partial(create_selective_checkpoint_contexts, keep_matmuls))
 
 
 class ScratchLongformerLayer(GradientCheckpointingLayer):

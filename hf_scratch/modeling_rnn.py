@@ -1,22 +1,23 @@
 """RNN seq2seq baselines — what the Transformer replaced — read top-down in the order of their papers: the
 encoder-decoder of Sutskever et al. 2014 (§2), the attention of Bahdanau et al. 2015 (§3) and Luong et al. 2015 (§3).
 
-1.-2. the recurrent cells (RNN, LSTM, GRU) and layers, one direction or two, live in ``recurrent.py``;
-3. the encoder: embeddings → stacked (Bi)RNN layers (Bahdanau et al. §3.2) → the states h_i and the final states
+1. the recurrent cells (RNN, LSTM, GRU) and layers, one direction or two: ``recurrent.py``;
+2. the encoder: embeddings → stacked (Bi)RNN layers (Bahdanau et al. §3.2) → the states h_i and the final states
    that start the decoder (Sutskever et al. §2);
-4. attention over the encoder states: scores e_ti — Bahdanau's additive score from s_{t-1} (§3.1, eq. 6 and
+3. attention over the encoder states: scores e_ti — Bahdanau's additive score from s_{t-1} (§3.1, eq. 6 and
    appendix A.1.2); Luong's dot, general and concat scores from s_t (§3.1, eq. 8) — α_ti = softmax_i(e_ti) over the
    real source tokens, c_t = Σ_i α_ti h_i (Bahdanau eq. 5-6; Luong eq. 7);
-5. the decoder, in each paper's order of computation:
+4. the decoder, in each paper's order of computation:
        Bahdanau: s_{t-1} → e_ti → c_t → s_t = RNN([y_{t-1}; c_t], s_{t-1}) → y_t = softmax(V s_t)      (§3.1, eq. 4)
        Luong:    s_{t-1} → s_t = RNN(y_{t-1}, s_{t-1}) → e_ti → c_t → s̃_t = tanh(W_c[s_t; c_t] + b_c) → y_t = softmax(V s̃_t)
                  (§3, eq. 5-6, with a bias b_c; global attention, without §3.3's input feeding)
        none:     s_{t-1} → s_t = RNN(y_{t-1}, s_{t-1}) → y_t = softmax(V s_t)                    (Sutskever et al.)
    Bahdanau's output layer is simplified to the linear V s_t (the paper's deep output with a maxout layer,
    appendix A.2.2, reads y_{t-1}, s_t and c_t);
-6. heads: sequence-to-sequence generation (GenerationMixin; the decoder's recurrent state is the cache) and
+5. heads: sequence-to-sequence generation (GenerationMixin; the decoder's recurrent state is the cache) and
    sequence classification from the encoder's final state.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from .layers import (
     ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
+    classifier_dropout,
     embedding_rows,
     sequence_classification_loss,
     shift_tokens_right,
@@ -44,7 +46,7 @@ from .recurrent import LayerState, ScratchRNNStack, stack_states, unstack_states
 
 
 # --------------------------------------------------------------------------------------------------------------
-# 3. Encoder
+# 2. Encoder (the cells and recurrent layers it stacks, step 1, are in recurrent.py)
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -124,14 +126,15 @@ def source_padding(attention_mask: Optional[torch.Tensor], shape) -> Optional[to
 
 
 # --------------------------------------------------------------------------------------------------------------
-# 4. Attention over the encoder states. Scores have the shape of transformers' cross-attentions:
+# 3. Attention over the encoder states. Scores have the shape of transformers' cross-attentions:
 #    (batch, 1 head, target_length, source_length).
 # --------------------------------------------------------------------------------------------------------------
 
 
 class AdditiveScore(nn.Module):
-    """e_ti = v_aᵀ tanh(W_a [q_t; h_i]) = v_aᵀ tanh(W_q q_t + W_k h_i) — Bahdanau's score with q_t = s_{t−1},
-    Luong's concat score with q_t = s_t. W_k h_i is computed once per source (``keys``)."""
+    """e_ti = v_aᵀ tanh(W_a [q_t; h_i]) = v_aᵀ tanh(W_q q_t + W_k h_i) — Bahdanau's alignment model with
+    q_t = s_{t−1} (Bahdanau et al. 2015 appendix A.1.2, a(s_{i-1}, h_j) = v_aᵀ tanh(W_a s_{i-1} + U_a h_j)), Luong's
+    concat score with q_t = s_t (Luong et al. 2015 eq. 8). W_k h_i is computed once per source (``keys``)."""
 
     def __init__(self, hidden_size: int):
         super().__init__()
@@ -148,7 +151,7 @@ class AdditiveScore(nn.Module):
 
 
 class DotScore(nn.Module):
-    """Luong's dot score: e_ti = s_tᵀ h_i."""
+    """Luong's dot score (Luong et al. 2015 eq. 8): e_ti = s_tᵀ h_i."""
 
     def keys(self, encoder_states: torch.Tensor) -> torch.Tensor:
         return encoder_states
@@ -158,7 +161,7 @@ class DotScore(nn.Module):
 
 
 class GeneralScore(DotScore):
-    """Luong's general score: e_ti = s_tᵀ W_a h_i (W_a h_i computed once per source)."""
+    """Luong's general score (Luong et al. 2015 eq. 8): e_ti = s_tᵀ W_a h_i (W_a h_i computed once per source)."""
 
     def __init__(self, hidden_size: int):
         super().__init__()
@@ -172,20 +175,21 @@ SCORES = {"bahdanau": AdditiveScore, "luong-concat": AdditiveScore, "luong-gener
 
 
 def attend_to_source(scores, key_is_real, encoder_states) -> tuple[torch.Tensor, torch.Tensor]:
-    """α_ti = exp(e_ti) / Σ_k exp(e_tk) over the real source tokens (exactly 0 on padding); c_t = Σ_i α_ti h_i.
+    """α_ti = exp(e_ti) / Σ_k exp(e_tk) over the real source tokens (exactly 0 on padding); c_t = Σ_i α_ti h_i
+    (Bahdanau et al. 2015 eq. 5-6; Luong et al. 2015 eq. 7, global attention).
     Returns (contexts (batch, target_length, hidden), weights (batch, 1, target_length, source_length))."""
     weights = masked_softmax(scores, padding_mask(key_is_real) if key_is_real is not None else None)
     return torch.matmul(weights[:, 0], encoder_states), weights
 
 
 # --------------------------------------------------------------------------------------------------------------
-# 5. Decoder
+# 4. Decoder
 # --------------------------------------------------------------------------------------------------------------
 
 
 class ScratchRNNDecoder(nn.Module):
-    """A unidirectional stack over the target embeddings y_{t-1}, attending to the encoder states in the seed's
-    order of computation for ``config.attention_type`` (see the module docstring)."""
+    """A unidirectional stack over the target embeddings y_{t-1}, attending to the encoder states in the order of
+    computation of the paper that ``config.attention_type`` names (see the module docstring)."""
 
     def __init__(self, config: ScratchRNNConfig):
         super().__init__()
@@ -254,7 +258,7 @@ class ScratchRNNDecoderState:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# 6. Models and heads
+# 5. Models and heads
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -299,6 +303,8 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         self.decoder = ScratchRNNDecoder(config) if add_decoder else None
         self.post_init()
 
+    # transformers finds the encoder, the decoder and, on the heads, lm_head and the embeddings (through ``model``)
+    # by name; the token embeddings inside the encoder it cannot
     def get_input_embeddings(self):
         return self.encoder.embed_tokens
 
@@ -306,8 +312,9 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         self.encoder.embed_tokens = value
 
     def initial_decoder_states(self, encoder_outputs: ScratchRNNEncoderOutput) -> list[LayerState]:
-        """s_0: each decoder layer starts from the encoder's final state of the same layer, or, when the depths
-        differ, from the top encoder layer's."""
+        """s_0: each decoder layer starts from the encoder's final state of the same layer (Sutskever et al. 2014
+        §2), or, when the depths differ, from the top encoder layer's. (Bahdanau et al. 2015 appendix A.2.2 start
+        from tanh(W_s h←_1) instead, a learned map of the backward encoder's first state.)"""
         hidden, cell = encoder_outputs.final_hidden_state, encoder_outputs.final_cell_state
         if hidden.shape[1] != self.config.decoder_layers:
             expand = lambda t: t[:, -1:].expand(-1, self.config.decoder_layers, -1)  # noqa: E731
@@ -439,8 +446,7 @@ class ScratchRNNForSequenceClassification(ScratchRNNPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.model = ScratchRNNModel(config, add_decoder=False)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 

@@ -1,18 +1,21 @@
-"""Transformer-XL (Dai et al. 2019), from scratch, read top-down in the order of the paper (seed 004 §1):
+"""Transformer-XL (Dai et al. 2019, "Transformer-XL: Attentive Language Models Beyond a Fixed-Length Context"), from
+scratch, read top-down in the order of the paper:
 
-1. adaptive input embeddings (Baevski & Auli 2019): frequent words get wide vectors, rare ones narrow vectors
-   projected to the model width, all scaled by √d_model;
-2. segment-level recurrence (§1.2.1): every layer attends over [SG(m^{n-1}_τ) ∘ h^{n-1}_τ], the stop-gradient memory
+1. adaptive input embeddings (Baevski & Auli 2019; ``adaptive_softmax.py``): frequent words get wide vectors, rare
+   ones narrow vectors projected to the model width, all scaled by √d_model;
+2. segment-level recurrence (§3.2): every layer attends over [SG(m^{n-1}_τ) ∘ h^{n-1}_τ], the stop-gradient memory
    of the previous segment(s) concatenated with the current one; the new memory is the last ``mem_len`` inputs of
    each layer, detached;
-3. relative positional encoding (§1.2.2): the score between query i and key j is
+3. relative positional encoding (§3.3): the score between query i and key j is
        A^rel_{i,j} = (a) q_iᵀ k_j + (b) q_iᵀ W_R R_{i-j} + (c) uᵀ k_j + (d) vᵀ W_R R_{i-j}
    with R the sinusoidal encoding of the distance i - j (clamped at ``clamp_len``), u and v learned; (b)+(d) are
-   computed for all distances at once and aligned by the relative shift;
-4. the layer (§1.2.3): causal relative attention over memory + segment, residual + LayerNorm, position-wise
-   feed-forward (ReLU), residual + LayerNorm (post-LN, or pre-LN with ``pre_lnorm``);
-5. the adaptive softmax (Grave et al. 2017) over the clustered vocabulary, whose weights and projections may be
-   tied to the adaptive input (the same parameters, registered in both modules by ``_tied_weights_keys``).
+   computed for all distances at once and aligned by the relative shift (appendix B);
+4. the layer (the N-layer computation at the end of §3.3): causal relative attention over memory + segment,
+   residual + LayerNorm, position-wise feed-forward (ReLU), residual + LayerNorm (post-LN, or pre-LN with
+   ``pre_norm``);
+5. the adaptive softmax (Grave et al. 2017; ``adaptive_softmax.py``) over the clustered vocabulary, whose weights
+   and projections may be tied to the adaptive input (the same parameters, registered in both modules by
+   ``_tied_weights_keys``).
 
 Memory is ``mems``: a list with one (batch, memory_length, hidden_size) tensor per layer, returned by every forward
 and passed back in for the next segment (batch-first; the converter handles the reference's sequence-first layout).
@@ -38,101 +41,15 @@ from .attention import (
     causal_window_mask,
     check_attention_mask,
     combine_masks,
+    kernel_settings,
     merge_heads,
     padding_mask,
     padding_or_none,
 )
+from .adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax, embedding_tables, init_adaptive_weights
 from .configuration_transfo_xl import ScratchTransfoXLConfig
-from .layers import (
-    FeedForward,
-    ResidualNorm,
-    ScratchPreTrainedModel,
-    check_input_ids,
-    check_one_input,
-    embedding_rows,
-    next_token_cross_entropy,
-)
+from .layers import FeedForward, ResidualNorm, ScratchPreTrainedModel, check_one_input, next_token_cross_entropy
 from .positional import relative_sinusoidal_embedding
-
-# --------------------------------------------------------------------------------------------------------------
-# 1. Adaptive input embeddings
-# --------------------------------------------------------------------------------------------------------------
-
-
-def _embedding_tables(config: ScratchTransfoXLConfig) -> list[tuple[int, int, int]]:
-    """(low, high, width) of each embedding table: one table for the whole vocabulary when ``div_val == 1``,
-    otherwise one per cluster with width d_embed // div_val^i."""
-    if config.div_val == 1:
-        return [(0, config.vocab_size, config.embedding_size)]
-    return [(low, high, config.cluster_embedding_size(i)) for i, (low, high) in enumerate(config.cluster_bounds())]
-
-
-class _Projections(nn.ParameterList):
-    """The projections P_c (hidden_size × cluster width) between a cluster's width and the model's."""
-
-
-class _ProjectionsByCluster(nn.ParameterDict):
-    """The softmax's projections, keyed by cluster number (those with ``tie_projs`` are the input's)."""
-
-
-class _OutputWeights(nn.ParameterList):
-    """The softmax's output embeddings, one per table (the input tables with ``tie_word_embeddings``)."""
-
-
-class _OutputBiases(nn.ParameterList):
-    """The softmax's output biases, one per table."""
-
-
-class ScratchTransfoXLAdaptiveEmbedding(nn.Module):
-    """x = √d_model · P_c E_c[w] for the cluster c holding word w (P_c absent when E_c is already d_model wide)."""
-
-    def __init__(self, config: ScratchTransfoXLConfig):
-        super().__init__()
-        self.hidden_size = config.hidden_size
-        self.scale = config.hidden_size**0.5
-        tables = _embedding_tables(config)
-        self.embeddings = nn.ModuleList(nn.Embedding(high - low, width) for low, high, width in tables)
-        self.projections = _Projections(
-            nn.Parameter(torch.empty(config.hidden_size, width)) for _, _, width in tables
-        ) if config.has_projection else _Projections()
-
-    @property
-    def num_embeddings(self) -> int:
-        """The vocabulary size now: the rows of all tables (``resize_token_embeddings`` changes the last one)."""
-        return sum(embedding_rows(table) for table in self.embeddings)
-
-    @property
-    def weight(self) -> torch.Tensor:
-        """The embedding matrix (vocab_size, embedding_size) when there is one table (``div_val == 1``), as an
-        ``nn.Embedding`` has it: scripts read ``get_input_embeddings().weight.shape[0]`` as the vocabulary size, and
-        accelerate's FSDP recognises the tied output embeddings by it. Read-only; with one table per cluster there is
-        no single matrix, and reading it raises AttributeError (``getattr(embedding, "weight", None)`` is None)."""
-        if len(self.embeddings) != 1:
-            raise AttributeError("the adaptive input has one embedding table per cluster (div_val > 1), no single weight")
-        return self.embeddings[0].weight
-
-    def table_bounds(self) -> list[tuple[int, int]]:
-        """[low, high) token ids of each table, read from the tables as they are now."""
-        bounds, low = [], 0
-        for table in self.embeddings:
-            bounds.append((low, low + embedding_rows(table)))
-            low = bounds[-1][1]
-        return bounds
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Every table looks up every token (ids outside it clamped into it) and the token keeps the vector of the
-        table that holds it. Looking up only each table's own tokens would make the shapes depend on the ids (a
-        graph break under torch.compile, a device sync); the extra rows cost the projections P_c of the narrow
-        tables, a fraction of one layer."""
-        check_input_ids(input_ids, self.num_embeddings)
-        embedded = None
-        for index, (low, high) in enumerate(self.table_bounds()):
-            vectors = self.embeddings[index]((input_ids - low).clamp(0, high - low - 1))
-            if len(self.projections):
-                vectors = F.linear(vectors, self.projections[index])
-            in_table = ((input_ids >= low) & (input_ids < high))[..., None]
-            embedded = vectors if embedded is None else torch.where(in_table, vectors, embedded)
-        return embedded * self.scale
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -154,7 +71,7 @@ def relative_shift(position_scores: torch.Tensor) -> torch.Tensor:
 
 
 class ScratchTransfoXLRelativeAttention(nn.Module):
-    """Relative multi-head attention over [memory ∘ segment] (seed 004 §1.2.2-1.2.3).
+    """Relative multi-head attention over [memory ∘ segment] (Dai et al. 2019 §3.3, terms (a)-(d)).
 
     q = W_q h_τ (current segment only), k = W_k [m ∘ h], v = W_v [m ∘ h], W_R R (``position_proj``);
     A_rel = (q + u)ᵀ k  [terms (a) + (c)]  +  shift((q + v)ᵀ W_R R)  [terms (b) + (d)], scaled by 1/√d_head.
@@ -208,10 +125,9 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
             value,
             position_scores,
             allowed,
-            implementation=self.config._attn_implementation,
-            dropout=self.dropout if self.training else 0.0,
             scale=scale,
             output_attentions=output_attentions,
+            **kernel_settings(self),
         )
         return self.out_proj(merge_heads(output)), weights
 
@@ -222,19 +138,20 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
 
 
 class ScratchTransfoXLLayer(GradientCheckpointingLayer):
-    """h̃ = [SG(m) ∘ h]; a = LN(h + RelAttn(h, h̃)); out = LN(a + FFN(a)) — or the pre-LN variant (seed 004 §1.2.3)."""
+    """h̃ = [SG(m) ∘ h]; a = LN(h + RelAttn(h, h̃)); out = LN(a + FFN(a)) — or the pre-LN variant (Dai et al. 2019,
+    the N-layer computation at the end of §3.3)."""
 
     def __init__(self, config: ScratchTransfoXLConfig):
         super().__init__()
         self.attention = ScratchTransfoXLRelativeAttention(config, own_biases=config.untie_r)
         self.attention_residual = ResidualNorm(
-            config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob, pre_norm=config.pre_lnorm
+            config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob, pre_norm=config.pre_norm
         )
         self.feed_forward = FeedForward(
             config.hidden_size, config.intermediate_size, config.hidden_act, activation_dropout=config.hidden_dropout_prob
         )
         self.feed_forward_residual = ResidualNorm(
-            config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob, pre_norm=config.pre_lnorm
+            config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob, pre_norm=config.pre_norm
         )
 
     def forward(
@@ -260,140 +177,7 @@ class ScratchTransfoXLLayer(GradientCheckpointingLayer):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# 5. Adaptive softmax
-# --------------------------------------------------------------------------------------------------------------
-
-
-class ScratchTransfoXLAdaptiveSoftmax(nn.Module):
-    """log p(w | h) over a clustered vocabulary (Grave et al. 2017), with projections as in Transformer-XL.
-
-    The head cluster scores its words and one "go to cluster c" entry per tail cluster:
-        log p(w) = log softmax([W_0; C] P_0ᵀ h + [b_0; c])[w]                       for w in the head,
-        log p(w) = log p_head(cluster c) + log softmax(W_c P_cᵀ h + b_c)[w - low_c]   for w in tail cluster c.
-    The softmax computes with its own parameters only: W_c (``weights``, one per embedding table), b_c (``biases``),
-    P_c (``projections``, one per cluster when the embeddings are projected). With ``tie_word_embeddings`` the W_c
-    are the input embedding tables and with ``tie_projs[c]`` P_c is the input projection: the same ``Parameter``s,
-    registered here by the LM head's ``_tied_weights_keys`` (as transformers' TransfoXL tied
-    ``crit.out_layers[i].weight`` to ``word_emb.emb_layers[i].weight``), so they are stored once and saved under
-    the input's names. Without cutoffs this is the ordinary softmax log softmax(W P h + b).
-    """
-
-    def __init__(self, config: ScratchTransfoXLConfig):
-        super().__init__()
-        self.config = config
-        tables = _embedding_tables(config)
-        self.widths = [width for _, _, width in tables]
-        self.biases = _OutputBiases(nn.Parameter(torch.empty(high - low)) for low, high, _ in tables)
-        self.weights = _OutputWeights(nn.Parameter(torch.empty(high - low, width)) for low, high, width in tables)
-        self.projections = _ProjectionsByCluster(
-            {
-                str(cluster): nn.Parameter(torch.empty(config.hidden_size, self._cluster_width(cluster)))
-                for cluster in range(config.num_clusters)
-                if config.has_projection
-            }
-        )
-        if config.num_clusters > 1:
-            self.cluster_weight = nn.Parameter(torch.empty(config.num_clusters - 1, config.embedding_size))
-            self.cluster_bias = nn.Parameter(torch.empty(config.num_clusters - 1))
-
-    def _cluster_width(self, cluster: int) -> int:
-        return self.widths[0] if self.config.div_val == 1 else self.widths[cluster]
-
-    @property
-    def weight(self) -> torch.Tensor:
-        """The output embedding matrix when there is one table (``div_val == 1``), as a linear output layer has it
-        (accelerate's FSDP groups it with the input embedding it is tied to); AttributeError otherwise."""
-        if len(self.weights) != 1:
-            raise AttributeError("the adaptive softmax has one output table per cluster (div_val > 1), no single weight")
-        return self.weights[0]
-
-    def cluster_bounds(self) -> list[tuple[int, int]]:
-        """[low, high) token ids of each cluster: the cutoffs, then the vocabulary size now, the rows of the biases
-        (new tokens from ``resize_token_embeddings`` join the last, rarest cluster)."""
-        ends = [0] + self.config.cutoffs + [sum(bias.shape[0] for bias in self.biases)]
-        return list(zip(ends, ends[1:]))
-
-    def resize_rarest_cluster(self, rows: int) -> None:
-        """Give the last output table ``rows`` rows, as ``resize_token_embeddings`` does to the last input table:
-        the kept rows keep their values; new biases start at 0 and new (untied) output embeddings at
-        N(0, initializer_range). (Tied output embeddings are the input table: the model ties them again.)"""
-
-        def resized(old: nn.Parameter, new: torch.Tensor) -> nn.Parameter:
-            kept = min(rows, old.shape[0])
-            new[:kept] = old[:kept]
-            return nn.Parameter(new, requires_grad=old.requires_grad)
-
-        with torch.no_grad():
-            old_bias = self.biases[-1]
-            self.biases[-1] = resized(old_bias, old_bias.new_zeros(rows))
-            if not self.config.tie_word_embeddings:
-                old = self.weights[-1]
-                self.weights[-1] = resized(old, old.new_empty(rows, old.shape[1]).normal_(0.0, self.config.initializer_range))
-
-    def cluster_parameters(self, cluster: int, device: Optional[torch.device] = None):
-        """(W_c, b_c, P_c or None) of one cluster, on ``device`` if given (the hidden states'): with
-        device_map="auto" over several devices the softmax's tensors may sit on different ones (its parameter lists
-        have no forward for accelerate to hook)."""
-        table = 0 if self.config.div_val == 1 else cluster
-        weight, bias = self.weights[table], self.biases[table]
-        if self.config.div_val == 1:  # one table for the whole vocabulary: slice the cluster out of it
-            low, high = self.cluster_bounds()[cluster]
-            weight, bias = weight[low:high], bias[low:high]
-        projection = self.projections[str(cluster)] if len(self.projections) else None
-        if device is not None:
-            weight, bias = weight.to(device), bias.to(device)
-            projection = projection.to(device) if projection is not None else None
-        return weight, bias, projection
-
-    @staticmethod
-    def _logits(hidden: torch.Tensor, weight, bias, projection) -> torch.Tensor:
-        if projection is not None:
-            hidden = F.linear(hidden, projection.t())
-        return F.linear(hidden, weight, bias)
-
-    def target_log_probs(self, hidden_states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """log p(target | h) for (N, hidden) states and N targets, without the full distribution: the head for
-        every token, each tail cluster only for the tokens whose target lies in it (what makes the adaptive
-        softmax cheap, Grave et al. §3). Targets of -100 get 0."""
-        bounds, device = self.cluster_bounds(), hidden_states.device
-        weight, bias, projection = self.cluster_parameters(0, device)
-        if len(bounds) > 1:
-            weight = torch.cat([weight, self.cluster_weight.to(device)], dim=0)
-            bias = torch.cat([bias, self.cluster_bias.to(device)], dim=0)
-        head = torch.log_softmax(self._logits(hidden_states, weight, bias, projection).float(), dim=-1)
-        log_probs = torch.zeros(targets.shape, dtype=head.dtype, device=head.device)
-        shortlist = bounds[0][1]
-        in_head = (targets >= 0) & (targets < shortlist)
-        log_probs[in_head] = head[in_head].gather(-1, targets[in_head, None])[:, 0]
-        for cluster in range(1, len(bounds)):
-            low, high = bounds[cluster]
-            # (an empty cluster runs on empty tensors: branching on it would break a torch.compile graph)
-            rows = ((targets >= low) & (targets < high)).nonzero().squeeze(1)
-            tail = torch.log_softmax(
-                self._logits(hidden_states[rows], *self.cluster_parameters(cluster, device)).float(), dim=-1
-            )
-            log_probs[rows] = head[rows, shortlist + cluster - 1] + tail.gather(-1, (targets[rows] - low)[:, None])[:, 0]
-        return log_probs
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """(…, hidden_size) → (…, vocab_size) log-probabilities."""
-        bounds, device = self.cluster_bounds(), hidden_states.device
-        weight, bias, projection = self.cluster_parameters(0, device)
-        if len(bounds) == 1:
-            return torch.log_softmax(self._logits(hidden_states, weight, bias, projection).float(), dim=-1)
-        head_weight = torch.cat([weight, self.cluster_weight.to(device)], dim=0)
-        head_bias = torch.cat([bias, self.cluster_bias.to(device)], dim=0)
-        head = torch.log_softmax(self._logits(hidden_states, head_weight, head_bias, projection).float(), dim=-1)
-        shortlist = bounds[0][1]
-        pieces = [head[..., :shortlist]]
-        for cluster in range(1, len(bounds)):
-            tail = torch.log_softmax(self._logits(hidden_states, *self.cluster_parameters(cluster, device)).float(), dim=-1)
-            pieces.append(head[..., shortlist + cluster - 1, None] + tail)
-        return torch.cat(pieces, dim=-1)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The model
+# The model: the layers over [memory ∘ segment] and the memory they leave (2. segment-level recurrence); the head
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -430,13 +214,15 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
     _can_compile_fullgraph = True
     _no_split_modules = ["ScratchTransfoXLLayer"]
     _skip_keys_device_placement = ["mems"]
+    # transformers' get/set_input_embeddings look here (on the LM head: through ``model``); get_output_embeddings
+    # gives ``lm_head``
+    _input_embed_layer = "word_embeddings"
 
     @torch.no_grad()
     def _init_weights(self, module):
         """The reference's init="normal": weights N(0, init_std), projections N(0, proj_init_std), LayerNorm gains
-        N(1, init_std), biases 0. (transformers initialises each module that owns parameters directly, hence the
-        small parameter-list classes.)"""
-        std, projection_std = self.config.initializer_range, self.config.proj_init_std
+        N(1, init_std), biases 0 (the adaptive input's and softmax's own parameters: ``init_adaptive_weights``)."""
+        std = self.config.initializer_range
         if isinstance(module, (nn.Linear, nn.Embedding)):
             init.normal_(module.weight, mean=0.0, std=std)
             if getattr(module, "bias", None) is not None:
@@ -444,19 +230,8 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             init.normal_(module.weight, mean=1.0, std=std)
             init.zeros_(module.bias)
-        elif isinstance(module, (_Projections, _ProjectionsByCluster)):
-            for projection in module.parameters():
-                init.normal_(projection, mean=0.0, std=projection_std)
-        elif isinstance(module, _OutputWeights):
-            for weight in module:
-                init.normal_(weight, mean=0.0, std=std)
-        elif isinstance(module, _OutputBiases):
-            for bias in module:
-                init.zeros_(bias)
-        elif isinstance(module, ScratchTransfoXLAdaptiveSoftmax):
-            if hasattr(module, "cluster_weight"):
-                init.normal_(module.cluster_weight, mean=0.0, std=std)
-                init.zeros_(module.cluster_bias)
+        else:
+            init_adaptive_weights(module, std, self.config.proj_init_std)
         if isinstance(module, (ScratchTransfoXLRelativeAttention, ScratchTransfoXLModel)) and hasattr(module, "content_bias"):
             init.normal_(module.content_bias, mean=0.0, std=std)
             init.normal_(module.position_bias, mean=0.0, std=std)
@@ -486,7 +261,7 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
         new_table.requires_grad_(old_table.weight.requires_grad)
         embedding.embeddings[-1] = new_table
         head = getattr(self, "lm_head", None)
-        if isinstance(head, ScratchTransfoXLAdaptiveSoftmax):
+        if isinstance(head, AdaptiveSoftmax):
             head.resize_rarest_cluster(new_num_tokens - low)
         self.config.vocab_size = new_num_tokens
         self.vocab_size = new_num_tokens
@@ -503,19 +278,13 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
 
     def __init__(self, config: ScratchTransfoXLConfig):
         super().__init__(config)
-        self.word_embeddings = ScratchTransfoXLAdaptiveEmbedding(config)
+        self.word_embeddings = AdaptiveEmbedding(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         if not config.untie_r:  # u and v shared by every layer
             self.content_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
             self.position_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
         self.layers = nn.ModuleList(ScratchTransfoXLLayer(config) for _ in range(config.num_hidden_layers))
         self.post_init()
-
-    def get_input_embeddings(self):
-        return self.word_embeddings
-
-    def set_input_embeddings(self, value):
-        self.word_embeddings = value
 
     # -- memory ----------------------------------------------------------------------------------------------
     def _check_mems(self, mems, batch_size: int) -> Optional[list[torch.Tensor]]:
@@ -538,7 +307,7 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
 
     def _update_mems(self, layer_inputs: list[torch.Tensor], mems: Optional[list[torch.Tensor]]):
         """New memory of each layer: the last ``mem_len`` of [old memory ∘ this segment's layer input], detached
-        (the stop-gradient SG(·) of seed 004 eq. in §1.2.1). ``mem_len`` is read from the config now. Each memory
+        (the stop-gradient SG(·) of Dai et al. 2019 §3.2). ``mem_len`` is read from the config now. Each memory
         is its own contiguous tensor: a view would keep the whole layer input alive, and give every segment other
         strides (a torch.compile guard: a recompilation per segment)."""
         mem_len = self.config.mem_len
@@ -639,7 +408,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
         super().__init__(config)
         self._tied_weights_keys = self._softmax_ties()
         self.model = ScratchTransfoXLModel(config)
-        self.lm_head = ScratchTransfoXLAdaptiveSoftmax(config)
+        self.lm_head = AdaptiveSoftmax(config)
         self.loss_type = "ForCausalLM"  # Trainer counts num_items_in_batch over the shifted labels
         self.post_init()
 
@@ -648,7 +417,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
         the input projection of its table with ``tie_projs[c]``."""
         config, ties = self.config, {}
         if config.tie_word_embeddings:
-            for table in range(len(_embedding_tables(config))):
+            for table in range(len(embedding_tables(config))):
                 ties[f"lm_head.weights.{table}"] = f"model.word_embeddings.embeddings.{table}.weight"
         if config.has_projection:
             for cluster, tied in enumerate(config.tie_projs):
@@ -663,12 +432,6 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
         if all_submodels:
             return super().get_expanded_tied_weights_keys(all_submodels=True)
         return self._softmax_ties()
-
-    def get_output_embeddings(self):
-        return self.lm_head
-
-    def set_output_embeddings(self, value):
-        self.lm_head = value
 
     @can_return_tuple
     def forward(

@@ -1,5 +1,5 @@
-"""The encoder-decoder Transformer (Vaswani et al. 2017), from scratch, read top-down in the order of the paper
-(seed 000: the encoder; seed 001: the decoder):
+"""The encoder-decoder Transformer (Vaswani et al. 2017, "Attention Is All You Need"), from scratch, read top-down
+in the order of the paper (§3: the encoder and decoder stacks, attention, feed-forward, embeddings, positions):
 
 1. input representation: token embeddings scaled by √d_model plus the fixed sinusoidal encoding PE(pos), then
    dropout (paper §3.4-3.5);
@@ -13,8 +13,8 @@
    fixed slots of a ``StaticCache`` with ``cache_implementation="static"``, for a compiled decoding step), the
    cross-attention keys/values are computed from the encoder output once.
 
-Decoder inputs are the labels shifted right behind ``decoder_start_token_id`` (the seed's "S i want a beer" for the
-target "i want a beer E").
+Decoder inputs are the labels shifted right behind ``decoder_start_token_id``, the output embeddings "offset by one
+position" of §3.1 (the decoder reads "<s> i want a beer" to predict "i want a beer </s>").
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ class ScratchTransformerEmbeddings(nn.Module):
 
 
 class ScratchTransformerEncoderLayer(GradientCheckpointingLayer):
-    """h = LN(x + SelfAttention(x)) with the source padding mask; out = LN(h + FFN(h)) (seed 000 eq. 3-7)."""
+    """h = LN(x + SelfAttention(x)) with the source padding mask; out = LN(h + FFN(h)) (§3.1 "Encoder": multi-head
+    self-attention §3.2.2, the feed-forward network §3.3 eq. 2)."""
 
     def __init__(self, config: ScratchTransformerConfig, layer_idx: int):
         super().__init__()
@@ -167,7 +168,7 @@ class ScratchTransformerEncoder(nn.Module):
 
 
 class ScratchTransformerDecoderLayer(GradientCheckpointingLayer):
-    """Three sub-layers, each LN(x + Sublayer(x)) (seed 001):
+    """Three sub-layers, each LN(x + Sublayer(x)) (§3.1 "Decoder", §3.2.3):
     masked self-attention (causal ∧ target padding) → cross-attention Q = decoder, K = V = encoder output (source
     padding mask) → position-wise FFN."""
 
@@ -371,6 +372,8 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         self.decoder = ScratchTransformerDecoder(config, shared)
         self.post_init()
 
+    # transformers finds the encoder, the decoder and, on the head, lm_head and the embeddings (through ``model``) by
+    # name; the token embeddings inside the encoder it cannot
     def get_input_embeddings(self):
         return self.encoder.embeddings.tokens
 
@@ -378,12 +381,6 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         self.encoder.embeddings.tokens = value
         if self.config.share_encoder_decoder_embeddings:
             self.decoder.embeddings.tokens = value
-
-    def get_encoder(self, modality: Optional[str] = None):
-        return self.encoder
-
-    def get_decoder(self):
-        return self.decoder
 
     @can_return_tuple
     def forward(
@@ -453,15 +450,6 @@ class ScratchTransformerForConditionalGeneration(ScratchTransformerPreTrainedMod
         self.lm_head = nn.Linear(config.hidden_size, config.decoder_vocab_size, bias=True)
         self.post_init()
 
-    def get_input_embeddings(self):
-        return self.model.get_input_embeddings()
-
-    def set_input_embeddings(self, value):
-        self.model.set_input_embeddings(value)
-
-    def get_output_embeddings(self):
-        return self.lm_head
-
     def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
         """Resize the source embeddings (and, when shared, the target embeddings and the tied output projection)."""
         if not self.config.share_encoder_decoder_embeddings and not self.config.tie_word_embeddings:
@@ -471,15 +459,6 @@ class ScratchTransformerForConditionalGeneration(ScratchTransformerPreTrainedMod
                 "(source) and the target side separately."
             )
         return super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-
-    def set_output_embeddings(self, value):
-        self.lm_head = value
-
-    def get_encoder(self, modality: Optional[str] = None):
-        return self.model.encoder
-
-    def get_decoder(self):
-        return self.model.decoder
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         """Used by ``DataCollatorForSeq2Seq`` to build ``decoder_input_ids`` in the collator."""

@@ -1,14 +1,15 @@
 """Position information: sinusoidal (Vaswani et al. 2017, §3.5), learned absolute (BERT, GPT), and the sinusoidal
 relative encodings of Transformer-XL.
 
-The paper's encoding, for position ``pos`` and pair index ``i`` (seed 000, eq. 1):
+The paper's encoding, for position ``pos`` and pair index ``i`` (Vaswani et al. 2017 §3.5):
 
     PE(pos, 2i)   = sin(pos / 10000^(2i / d_model))
     PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model))
 
 so even columns hold sines and odd columns cosines of the same frequency, with wavelengths from 2π to 10000·2π.
-(The seed's sample code zeroes position 0 and uses 2i/d per *column*; we follow the paper.) Marian and
-Transformer-XL lay the same values out split, [sin(all i) | cos(all i)]: ``layout="split"``.
+(Tutorial code sometimes takes the exponent 2i/d per *column* instead of per sin/cos pair, which changes the
+frequencies, or zeroes position 0; we follow the paper.) Marian and Transformer-XL lay the same values out split,
+[sin(all i) | cos(all i)]: ``layout="split"``.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class LearnedPositionalEmbedding(nn.Embedding):
 
 
 def relative_sinusoidal_embedding(distances: torch.Tensor, dim: int) -> torch.Tensor:
-    """Transformer-XL's R_{i-j}: the split sinusoidal encoding of (possibly clamped) relative distances.
+    """Transformer-XL's R_{i-j} (Dai et al. 2019 §3.3): the split sinusoidal encoding of (possibly clamped) relative
+    distances.
 
     ``distances`` is a 1-D float tensor (e.g. klen-1 … 0); returns (len(distances), dim).
     """

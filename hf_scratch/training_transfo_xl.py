@@ -1,8 +1,8 @@
 """Training and evaluating Transformer-XL with its segment-level memory through the Hugging Face ``Trainer``.
 
 Transformer-XL learns to use the memory only if consecutive batches continue each other: the corpus is laid out as
-``batch_size`` parallel streams, and row i of batch k+1 is the segment that follows row i of batch k (seed 004
-§1.2.1; the original code's ``LMOrderedIterator``). Three pieces make the Trainer do that:
+``batch_size`` parallel streams, and row i of batch k+1 is the segment that follows row i of batch k (Dai et al.
+2019 §3.2; the original code's ``LMOrderedIterator``). Three pieces make the Trainer do that:
 
 - ``segment_dataset(token_ids, segment_length)``: the corpus cut into consecutive segments, in order (the layout
   ``run_clm``'s ``group_texts`` also produces — any dataset of in-order segments works);

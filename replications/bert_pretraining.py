@@ -38,12 +38,12 @@ from replications.common import (
 )
 
 # sizes and steps: both variants of pre-training and every fine-tuning share them
-FULL = dict(pretrain_steps=400, finetune_steps=150, pretrain_eval_samples=256, next_line=(2000, 400))
+FULL = dict(pretrain_steps=300, finetune_steps=150, pretrain_eval_samples=128, next_line=(2000, 400))
 QUICK = dict(pretrain_steps=4, finetune_steps=3, pretrain_eval_samples=16, next_line=None)
-MODEL = ["--model_size", "tiny", "--max_seq_length", "64"]  # hidden 64, 2 layers, 2 heads, 64 tokens
+MODEL = ["--model_size", "tiny", "--max_seq_length", "64", "--tokenizer_vocab_size", "1000"]  # hidden 64, 2 layers, 2 heads
 PRETRAIN = ["--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "64", "--learning_rate", "1e-3",
             "--weight_decay", "0.01"]
-FINETUNE = ["--learning_rate", "5e-4", "--weight_decay", "0.01", "--per_device_eval_batch_size", "64", "--eval_strategy", "no"]
+FINETUNE = ["--learning_rate", "1e-3", "--weight_decay", "0.01", "--per_device_eval_batch_size", "64", "--eval_strategy", "no"]
 VARIANTS = ("random init", "MLM + NSP", "MLM only")
 TASKS = {  # name: (training script, batch size, chance accuracy)
     "plays": ("run_classification", 32, 0.5),
@@ -136,11 +136,11 @@ def report(args, setting: dict, data_text: str, accuracy: dict, pretraining: dic
         title="Devlin et al. 2019, §5.1 / Table 5: pre-training pays, and NSP helps sentence pairs (BERT)",
         claim="Fine-tuning a BERT pre-trained with masked LM + next-sentence prediction beats the same model from random "
               "initialisation by a wide margin; pre-training without NSP (MLM only) is worse on sentence-pair tasks.",
-        setting=f"BERT hidden 64, 2 layers, 2 heads, FFN 128, 64 tokens, WordPiece 2000 trained on the pre-training text. "
+        setting=f"BERT hidden 64, 2 layers, 2 heads, FFN 128, 64 tokens, WordPiece 1000 trained on the pre-training text. "
                 f"Pre-training {setting['pretrain_steps']} steps × 32 sequences, lr 1e-3 (linear decay, 10 % warm-up): "
                 f"MLM + NSP with `training/run_pretraining.py` (sentence pairs, half IsNext), MLM only with "
                 f"`training/run_mlm.py` (contiguous blocks), same text, tokenizer, steps, batch and lr. Fine-tuning "
-                f"{setting['finetune_steps']} steps, lr 5e-4, for every start: *plays* (which play a speech comes from, "
+                f"{setting['finetune_steps']} steps, lr 1e-3, for every start: *plays* (which play a speech comes from, "
                 f"Hamlet or Romeo and Juliet; `run_classification.py`, batch 32) and *next line* (which of four lines "
                 f"follows a line: a sentence-pair task; `run_multiple_choice.py`, batch 16). {data_text}",
         header=["start of fine-tuning", "pre-training val. loss", "NSP val. acc.", "plays acc.", "next-line acc."],

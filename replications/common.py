@@ -253,6 +253,7 @@ def plot_loss_curves(report: ClaimReport, runs: dict[str, dict], stem: str, outp
     figure, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.8), squeeze=False)
     for axis, (title, run) in zip(axes[0], runs.items()):
         train, valid = loss_curves(run["log_history"])
+        valid = list(dict(valid).items())  # one point per step: the final evaluation repeats the last step's
         if train:
             axis.plot(*zip(*train), label="training loss")
         if valid:
@@ -269,7 +270,7 @@ def plot_grouped_bars(report: ClaimReport, values: dict[str, dict[str, Sequence[
     import matplotlib.pyplot as plt
 
     groups = list(next(iter(values.values())))
-    figure, axis = plt.subplots(figsize=(max(6, 2.5 * len(groups)), 4))
+    figure, axis = plt.subplots(figsize=(max(7, 3 * len(groups)), 4.2))
     width = 0.8 / len(values)
     for i, (series, by_group) in enumerate(values.items()):
         stats = [mean_std(by_group[group]) for group in groups]
@@ -279,7 +280,8 @@ def plot_grouped_bars(report: ClaimReport, values: dict[str, dict[str, Sequence[
         if reference and group in reference:
             axis.hlines(reference[group], g - 0.45, g + 0.45, colors="grey", linestyles="dashed", label="chance" if g == 0 else None)
     axis.set_xticks(range(len(groups)), groups)
-    axis.set(title=title, ylabel=ylabel)
+    axis.set_ylabel(ylabel)
+    axis.set_title(title, fontsize="medium")
     axis.legend(fontsize="small")
     return report.save_figure(figure, stem, output_dir)
 

@@ -40,7 +40,7 @@ SETTINGS = [(cell, attention) for cell in CELLS for attention in ATTENTIONS]
 # source length in tokens (without </s>); the gettext strings are short, so the buckets stop at 30+
 BUCKETS = ((1, 5), (6, 10), (11, 15), (16, 20), (21, 30), (31, None))
 SHORT, LONG = (1, 10), (21, None)  # the two ends the verdict compares
-MAX_LENGTH = 64  # source and target tokens kept (training and generation)
+MAX_LENGTH = 40  # source and target tokens kept (training and generation)
 
 
 def setting_name(cell: str, attention: str) -> str:

@@ -1,18 +1,19 @@
 """BERT: parity with transformers on converted weights, the real all-MiniLM-L6-v2 checkpoint, properties, the
-HF contract (Auto classes, remote code, pipelines, Trainer), and bad input."""
+HF contract (pipelines, Trainer), and bad input. The checks every family shares (bad configurations and inputs,
+gradient checkpointing, num_items_in_batch, save → load through the Auto classes) are in test_every_family.py."""
 
 import json
 
 import pytest
 import torch
 import transformers
-from transformers import AutoModel, AutoModelForMaskedLM, BertConfig, pipeline
+from families import FAMILIES, assert_converts_back, max_diff_on_real
+from families import bert_batch as padded_batch
+from transformers import AutoModelForMaskedLM, BertConfig, pipeline
 
 import hf_scratch
 from hf_scratch import (
-    ScratchBertConfig,
     ScratchBertForMaskedLM,
-    ScratchBertForMultipleChoice,
     ScratchBertForPreTraining,
     ScratchBertForQuestionAnswering,
     ScratchBertForSequenceClassification,
@@ -22,24 +23,8 @@ from hf_scratch import (
 from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_transformers
 from hf_scratch.tokenization import train_tokenizer
 
-TINY = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-            max_position_embeddings=40, type_vocab_size=2)
-
-
-def tiny_config(**overrides) -> ScratchBertConfig:
-    return ScratchBertConfig(**{**TINY, **overrides})
-
-
-def padded_batch(batch=3, length=11, vocab=97):
-    generator = torch.Generator().manual_seed(1)
-    input_ids = torch.randint(5, vocab, (batch, length), generator=generator)
-    attention_mask = torch.ones(batch, length, dtype=torch.long)
-    attention_mask[1, 7:] = 0
-    attention_mask[2, 4:] = 0
-    input_ids[attention_mask == 0] = 0
-    token_type_ids = torch.zeros_like(input_ids)
-    token_type_ids[:, 5:] = 1
-    return input_ids, attention_mask, token_type_ids
+TINY = FAMILIES["bert"].tiny
+tiny_config = FAMILIES["bert"].tiny_config
 
 
 # ---- parity with transformers -------------------------------------------------------------------------------
@@ -67,20 +52,10 @@ def test_parity_with_transformers(reference_name, field, extra, attn_implementat
     with torch.no_grad():
         expected = reference(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
         actual = ours(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-    real = attention_mask.bool()
     for name in [field, "end_logits", "seq_relationship_logits", "pooler_output"]:
         if name in expected and expected[name] is not None:
-            a, b = expected[name], actual[name]
-            if a.dim() >= 2 and a.shape[:2] == real.shape:
-                a, b = a[real], b[real]
-            assert (a - b).abs().max().item() <= 1e-4, name
-
-    back = to_transformers(ours)
-    assert type(back) is type(reference)
-    reference_state, back_state = reference.state_dict(), back.state_dict()
-    assert set(reference_state) == set(back_state)
-    for key in reference_state:
-        assert torch.equal(reference_state[key], back_state[key]), key
+            assert max_diff_on_real(expected[name], actual[name], attention_mask) <= 1e-4, name
+    assert_converts_back(ours, reference)
 
 
 def test_conversion_keeps_dtype_and_mode():
@@ -197,25 +172,6 @@ def test_eager_equals_sdpa():
     assert switched.attentions is not None and torch.allclose(switched.attentions[0], weights, atol=1e-6)
 
 
-def test_save_load_roundtrip_through_auto_classes(tmp_path):
-    model = ScratchBertForMaskedLM(tiny_config()).eval()
-    model.save_pretrained(tmp_path)
-    saved = json.loads((tmp_path / "config.json").read_text())
-    assert saved["auto_map"] == ScratchBertConfig.default_auto_map  # every head loads as remote code
-    for module_file in ["modeling_bert.py", "configuration_bert.py", "configuration_common.py", "attention.py", "layers.py", "positional.py"]:
-        assert (tmp_path / module_file).exists(), module_file
-    assert (tmp_path / "model.safetensors").exists()
-    reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
-    assert type(reloaded) is ScratchBertForMaskedLM
-    assert reloaded.mlm_head.decoder.weight is reloaded.model.embeddings.word.weight  # the tie survives loading
-    input_ids, attention_mask, _ = padded_batch()
-    with torch.no_grad():
-        assert torch.equal(model(input_ids=input_ids, attention_mask=attention_mask).logits,
-                           reloaded(input_ids=input_ids, attention_mask=attention_mask).logits)
-    base = AutoModel.from_pretrained(tmp_path)
-    assert type(base) is ScratchBertModel
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 def test_fully_masked_rows_give_no_nan(dtype, attn_implementation):
@@ -227,21 +183,6 @@ def test_fully_masked_rows_give_no_nan(dtype, attn_implementation):
     assert torch.isfinite(out.last_hidden_state).all()
     if out.attentions:
         assert (out.attentions[0][0] == 0).all()
-
-
-def test_gradient_checkpointing_gives_same_gradients():
-    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    plain = ScratchBertForMaskedLM(config).train()
-    checkpointed = ScratchBertForMaskedLM(config).train()
-    checkpointed.load_state_dict(plain.state_dict())
-    checkpointed.gradient_checkpointing_enable()
-    assert all(layer.gradient_checkpointing for layer in checkpointed.model.layers)
-    input_ids, attention_mask, _ = padded_batch()
-    labels = input_ids.masked_fill(attention_mask == 0, -100)
-    for model in (plain, checkpointed):
-        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
-    for (name, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters()):
-        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
 
 
 def test_bf16_autocast_runs():
@@ -270,44 +211,12 @@ def test_heads_compute_losses_by_problem_type():
     assert tokens(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss > 0
 
 
-def test_gradient_accumulation_loss_uses_num_items_in_batch():
-    model = ScratchBertForMaskedLM(tiny_config()).eval()
-    input_ids, attention_mask, _ = padded_batch()
-    labels = input_ids.masked_fill(attention_mask == 0, -100)
-    count = int((labels != -100).sum())
-    with torch.no_grad():
-        mean = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
-        summed = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, num_items_in_batch=2 * count).loss
-    assert torch.allclose(summed, mean / 2, atol=1e-6)
-
-
 # ---- bad input -----------------------------------------------------------------------------------------------
-
-
-def test_config_rejects_heads_that_do_not_divide_hidden():
-    with pytest.raises(ValueError, match="num_attention_heads"):
-        ScratchBertConfig(hidden_size=30, num_attention_heads=4)
 
 
 def test_unknown_attention_implementation():
     with pytest.raises(ValueError, match="attn"):
         ScratchBertModel._from_config(tiny_config(), attn_implementation="flash_magic")
-
-
-@pytest.mark.parametrize(
-    "make_inputs,message",
-    [
-        (lambda: dict(input_ids=torch.randint(0, 97, (2, 41))), "max_position_embeddings"),
-        (lambda: dict(input_ids=torch.tensor([[1, 2, 97]])), "vocab"),
-        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.ones(1, 4)), "attention_mask"),
-        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.ones(3)), "attention_mask"),
-        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), token_type_ids=torch.tensor([[0, 1, 2]])), "token_type_ids"),
-    ],
-)
-def test_bad_inputs_raise_value_error(make_inputs, message):
-    model = ScratchBertModel(tiny_config()).eval()
-    with pytest.raises(ValueError, match=message):
-        model(**make_inputs())
 
 
 # ---- pipelines -----------------------------------------------------------------------------------------------

@@ -68,6 +68,20 @@ BATCHES: dict[str, Callable[[], dict]] = {
 }
 
 
+# a non-default option per family, that the checks below run with (and that must survive save → load)
+VARIANTS = {
+    "gpt": {"layer_norm_placement": "post"},
+    "transformer": {"sinusoidal_layout": "split"},
+    "longformer": {"attention_dilation": [1, [1, 2, 2, 1]]},
+    "rnn": {"bidirectional_encoder": True},
+}
+
+
+def tiny(name: str, **overrides):
+    """The family's main head on its tiny configuration and variant, every parameter perturbed, in eval mode."""
+    return FAMILIES[name].tiny_model(**{**VARIANTS.get(name, {}), **overrides})
+
+
 def without_dropout(name: str) -> dict:
     """Overrides that set every dropout probability of the family's configuration to zero."""
     config = FAMILIES[name].tiny_config().to_dict()
@@ -90,13 +104,13 @@ CONFIG_CASES = [  # (family, overrides of the tiny configuration, words the mess
     ("transformer", dict(decoder_vocab_size=50), "share_encoder_decoder_embeddings"),
     ("transformer", dict(label_smoothing=1.5), "label_smoothing"),
     ("transformer", dict(decoder_start_token_id=None), "decoder_start_token_id"),
-    ("transfo_xl", {"cutoffs": [20, 10]}, "increase strictly"),
-    ("transfo_xl", {"cutoffs": [10, 50]}, "increase strictly"),
-    ("transfo_xl", {"tie_projs": [True]}, "one flag per cluster"),
-    ("transfo_xl", {"mem_len": -1}, "mem_len"),
-    ("transfo_xl", {"same_length": True, "mem_len": 0}, "same_length"),
-    ("transfo_xl", {"div_val": 8, "cutoffs": [10, 20]}, "no dimensions"),
-    ("transfo_xl", {"hidden_dropout_prob": 1.5}, "dropout"),
+    ("transfo_xl", dict(cutoffs=[20, 10]), "increase strictly"),
+    ("transfo_xl", dict(cutoffs=[10, 50]), "increase strictly"),
+    ("transfo_xl", dict(tie_projs=[True]), "one flag per cluster"),
+    ("transfo_xl", dict(mem_len=-1), "mem_len"),
+    ("transfo_xl", dict(same_length=True, mem_len=0), "same_length"),
+    ("transfo_xl", dict(div_val=8, cutoffs=[10, 20]), "no dimensions"),
+    ("transfo_xl", dict(hidden_dropout_prob=1.5), "dropout"),
     ("longformer", dict(attention_window=5), "even"),
     ("longformer", dict(attention_window=[4, 8, 8]), "one window per layer"),
     ("longformer", dict(attention_dilation=0), "≥ 1"),
@@ -188,8 +202,8 @@ def test_bad_inputs_raise_value_error(name, make_inputs, message):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_gradient_checkpointing_gives_same_gradients(name):
-    plain = FAMILIES[name].tiny_model(**without_dropout(name)).train()
-    checkpointed = FAMILIES[name].tiny_model(**without_dropout(name)).train()
+    plain = tiny(name, **without_dropout(name)).train()
+    checkpointed = tiny(name, **without_dropout(name)).train()
     checkpointed.load_state_dict(plain.state_dict())
     checkpointed.gradient_checkpointing_enable()
     layers = [module for module in checkpointed.modules() if isinstance(module, GradientCheckpointingLayer)]
@@ -205,7 +219,7 @@ def test_gradient_checkpointing_gives_same_gradients(name):
 def test_loss_honours_num_items_in_batch(name):
     """Under gradient accumulation the Trainer passes the label count of the whole accumulated batch: the loss is
     the sum over this batch divided by it (a causal LM's labels count from the second position on)."""
-    model = FAMILIES[name].tiny_model()
+    model = tiny(name)
     batch = BATCHES[name]()
     labels = batch["labels"][:, 1:] if FAMILIES[name].causal else batch["labels"]
     count = int((labels != -100).sum())
@@ -226,7 +240,6 @@ class Saved:
 
     auto_class: type  # loads the main head
     base: str  # what AutoModel loads
-    variant: dict = field(default_factory=dict)  # a non-default option of the saved model, read back from config.json
     tied: Optional[Callable] = None  # reloaded model → (output weight, input weight) that must stay one tensor
     also_loads_as: dict = field(default_factory=dict)  # other Auto classes the checkpoint serves: {auto class: head}
 
@@ -234,15 +247,12 @@ class Saved:
 SAVED = {
     "bert": Saved(AutoModelForMaskedLM, "ScratchBertModel",
                   tied=lambda m: (m.mlm_head.decoder.weight, m.model.embeddings.word.weight)),
-    "gpt": Saved(AutoModelForCausalLM, "ScratchGPTModel", {"layer_norm_placement": "post"},
-                 tied=lambda m: (m.lm_head.weight, m.model.embeddings.word.weight),
+    "gpt": Saved(AutoModelForCausalLM, "ScratchGPTModel", tied=lambda m: (m.lm_head.weight, m.model.embeddings.word.weight),
                  also_loads_as={AutoModelForMultipleChoice: "ScratchGPTForMultipleChoice"}),
-    "transformer": Saved(AutoModelForSeq2SeqLM, "ScratchTransformerModel", {"sinusoidal_layout": "split"}),
+    "transformer": Saved(AutoModelForSeq2SeqLM, "ScratchTransformerModel"),
     "transfo_xl": Saved(AutoModelForCausalLM, "ScratchTransfoXLModel"),
-    "longformer": Saved(AutoModelForMaskedLM, "ScratchLongformerModel", {"attention_dilation": [1, [1, 2, 2, 1]]},
-                        tied=lambda m: (m.mlm_head.decoder.weight, m.model.embeddings.word.weight)),
-    "rnn": Saved(AutoModelForSeq2SeqLM, "ScratchRNNModel", {"bidirectional_encoder": True},
-                 tied=lambda m: (m.lm_head.weight, m.model.encoder.embed_tokens.weight),
+    "longformer": Saved(AutoModelForMaskedLM, "ScratchLongformerModel", tied=lambda m: (m.mlm_head.decoder.weight, m.model.embeddings.word.weight)),
+    "rnn": Saved(AutoModelForSeq2SeqLM, "ScratchRNNModel", tied=lambda m: (m.lm_head.weight, m.model.encoder.embed_tokens.weight),
                  also_loads_as={AutoModelForSequenceClassification: "ScratchRNNForSequenceClassification"}),
 }
 
@@ -256,7 +266,7 @@ def module_files(name: str) -> list[str]:
 @pytest.mark.parametrize("name", NAMES)
 def test_save_load_roundtrip_through_auto_classes(name, tmp_path):
     saved = SAVED[name]
-    model = FAMILIES[name].tiny_model(**saved.variant)
+    model = tiny(name)
     model.save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["auto_map"] == type(model.config).default_auto_map  # every head loads as remote code
@@ -265,7 +275,7 @@ def test_save_load_roundtrip_through_auto_classes(name, tmp_path):
     assert (tmp_path / "model.safetensors").exists()
     reloaded = saved.auto_class.from_pretrained(tmp_path).eval()
     assert type(reloaded) is type(model)
-    for key, value in saved.variant.items():
+    for key, value in VARIANTS.get(name, {}).items():
         assert getattr(reloaded.config, key) == value, key
     if saved.tied:
         output_weight, input_weight = saved.tied(reloaded)

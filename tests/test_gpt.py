@@ -1,16 +1,20 @@
 """GPT-1 / GPT-2: parity with transformers' GPT2* and OpenAIGPT* classes on converted weights, checkpoint
 directories, exact cached generation, properties (causal no-leak, left padding, eager ≡ SDPA, save → load), the
-HF contract (Auto classes, remote code, pipelines) and bad input."""
+HF contract (remote code, pipelines) and bad input. The checks every family shares (bad configurations and inputs,
+gradient checkpointing, num_items_in_batch, save → load through the Auto classes) are in test_every_family.py."""
 
 import json
 
+import families
 import pytest
 import torch
 import transformers
+from families import assert_converts_back, max_diff_on_real
+from families import gpt_batch as right_padded_batch
 from hypothesis import given
 from hypothesis import strategies as st
 from safetensors.torch import save_file
-from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMultipleChoice, AutoModelForSequenceClassification
+from transformers import AutoModelForMultipleChoice, AutoModelForSequenceClassification
 
 import hf_scratch
 from hf_scratch import (
@@ -23,14 +27,14 @@ from hf_scratch import (
 )
 from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_transformers
 
-VOCAB = 97
-TINY = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=48)
+GPT = families.FAMILIES["gpt"]
+VOCAB = GPT.tiny["vocab_size"]
 REFERENCE_TINY = dict(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48, pad_token_id=0)
 FAMILIES = {"gpt2": ("GPT2", transformers.GPT2Config), "openai-gpt": ("OpenAIGPT", transformers.OpenAIGPTConfig)}
 
 
 def tiny_config(placement="pre", **overrides) -> ScratchGPTConfig:
-    return ScratchGPTConfig(**{**TINY, "layer_norm_placement": placement, "pad_token_id": 0, **overrides})
+    return GPT.tiny_config(layer_norm_placement=placement, **overrides)
 
 
 def reference_model(family: str, head: str, **overrides):
@@ -40,24 +44,11 @@ def reference_model(family: str, head: str, **overrides):
     return getattr(transformers, prefix + head)(config).eval()
 
 
-def right_padded_batch(batch=3, length=10):
-    generator = torch.Generator().manual_seed(1)
-    input_ids = torch.randint(3, VOCAB, (batch, length), generator=generator)
-    attention_mask = torch.ones(batch, length, dtype=torch.long)
-    attention_mask[1, 7:] = 0
-    attention_mask[2, 4:] = 0
-    return input_ids.masked_fill(attention_mask == 0, 0), attention_mask
-
-
 def left_pad(rows: list[list[int]], pad: int = 0):
     length = max(len(r) for r in rows)
     input_ids = torch.tensor([[pad] * (length - len(r)) + r for r in rows])
     attention_mask = torch.tensor([[0] * (length - len(r)) + [1] * len(r) for r in rows])
     return input_ids, attention_mask
-
-
-def max_diff_at(a: torch.Tensor, b: torch.Tensor, real: torch.Tensor) -> float:
-    return (a - b)[real.bool()].abs().max().item()
 
 
 # ---- parity with transformers on converted weights -----------------------------------------------------------
@@ -80,16 +71,12 @@ def test_lm_and_base_parity_padded_batch_and_round_trip(family, attn_implementat
         with torch.no_grad():
             expected = reference(input_ids=input_ids, attention_mask=attention_mask, **extra)
             actual = ours(input_ids=input_ids, attention_mask=attention_mask, **extra)
-        assert max_diff_at(expected[field], actual[field], attention_mask) <= 1e-4
+        assert max_diff_on_real(expected[field], actual[field], attention_mask) <= 1e-4
         if extra:
             assert abs(expected.loss.item() - actual.loss.item()) <= 1e-5
 
-        back = to_transformers(ours)
-        assert type(back) is type(reference)
+        back = assert_converts_back(ours, reference)
         assert back.config.model_type == family
-        reference_state, back_state = reference.state_dict(), back.state_dict()
-        assert set(reference_state) == set(back_state)
-        assert all(torch.equal(reference_state[k], back_state[k]) for k in reference_state)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -109,7 +96,7 @@ def test_double_heads_parity_lm_and_multiple_choice_logits(family):
         actual = ours(input_ids=input_ids, attention_mask=attention_mask, mc_token_ids=mc_token_ids,
                       labels=labels, mc_labels=mc_labels)
     assert actual.logits.shape == (2, 2, 9, VOCAB) and actual.mc_logits.shape == (2, 2)
-    assert max_diff_at(expected.logits, actual.logits, attention_mask) <= 1e-4
+    assert max_diff_on_real(expected.logits, actual.logits, attention_mask) <= 1e-4
     assert (expected.mc_logits - actual.mc_logits).abs().max() <= 1e-4
     # the reference's `loss` is the LM loss alone; ours keeps both parts and combines them as GPT-1 eq. 5
     assert abs(expected.loss.item() - actual.lm_loss.item()) <= 1e-5
@@ -149,7 +136,7 @@ def test_left_padded_parity_positions_from_attention_mask(family):
     with torch.no_grad():
         expected = reference(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
         actual = ours(input_ids=input_ids, attention_mask=attention_mask).logits
-    assert max_diff_at(expected, actual, attention_mask) <= 1e-4
+    assert max_diff_on_real(expected, actual, attention_mask) <= 1e-4
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -179,7 +166,7 @@ def test_load_reference_checkpoint_directory(family, tmp_path):
     with torch.no_grad():
         expected = reference(input_ids=input_ids, attention_mask=attention_mask).logits
         actual = ours(input_ids=input_ids, attention_mask=attention_mask).logits
-    assert max_diff_at(expected, actual, attention_mask) <= 1e-4
+    assert max_diff_on_real(expected, actual, attention_mask) <= 1e-4
 
 
 def test_hub_style_gpt2_checkpoint_without_prefix_and_with_mask_buffers(tmp_path):
@@ -243,7 +230,7 @@ def test_cache_step_logits_equal_full_forward():
         for t in range(4, 7):
             out = model(input_ids=input_ids[:, t : t + 1], attention_mask=attention_mask[:, : t + 1], past_key_values=cache)
             steps.append(out.logits)
-    assert max_diff_at(full, torch.cat(steps, dim=1), attention_mask) <= 1e-5
+    assert max_diff_on_real(full, torch.cat(steps, dim=1), attention_mask) <= 1e-5
 
 
 def test_sampling_runs_and_is_reproducible():
@@ -306,7 +293,7 @@ def test_eager_equals_sdpa_with_padding_and_cache():
         b = sdpa(input_ids=input_ids, attention_mask=attention_mask)
         generated = [m.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, do_sample=False,
                                 pad_token_id=0) for m in (eager, sdpa)]
-    assert max_diff_at(a.logits, b.logits, attention_mask) <= 1e-5
+    assert max_diff_on_real(a.logits, b.logits, attention_mask) <= 1e-5
     assert torch.equal(generated[0], generated[1])
     weights = a.attentions[0]  # (batch, heads, query, key): causal and no weight on padding
     assert torch.allclose(weights[0].sum(-1), torch.ones_like(weights[0].sum(-1)), atol=1e-5)
@@ -323,80 +310,7 @@ def test_fully_padded_rows_give_no_nan(dtype):
         assert torch.isfinite(model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state).all()
 
 
-def test_save_load_roundtrip_through_auto_classes(tmp_path):
-    model = ScratchGPTLMHeadModel(tiny_config("post")).eval()
-    model.save_pretrained(tmp_path)
-    saved = json.loads((tmp_path / "config.json").read_text())
-    assert saved["auto_map"] == ScratchGPTConfig.default_auto_map
-    for module_file in ["modeling_gpt.py", "configuration_gpt.py", "configuration_common.py", "attention.py", "layers.py", "positional.py"]:
-        assert (tmp_path / module_file).exists(), module_file
-    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
-    assert type(reloaded) is ScratchGPTLMHeadModel and reloaded.config.layer_norm_placement == "post"
-    assert reloaded.lm_head.weight is reloaded.model.embeddings.word.weight
-    input_ids, attention_mask = right_padded_batch()
-    with torch.no_grad():
-        assert torch.equal(model(input_ids=input_ids, attention_mask=attention_mask).logits,
-                           reloaded(input_ids=input_ids, attention_mask=attention_mask).logits)
-    assert type(AutoModel.from_pretrained(tmp_path)) is ScratchGPTModel
-    assert type(AutoModelForMultipleChoice.from_pretrained(tmp_path)) is ScratchGPTForMultipleChoice
-
-
-def test_gradient_checkpointing_gives_same_gradients():
-    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, embedding_dropout_prob=0.0)
-    plain = ScratchGPTLMHeadModel(config).train()
-    checkpointed = ScratchGPTLMHeadModel(config).train()
-    checkpointed.load_state_dict(plain.state_dict())
-    checkpointed.gradient_checkpointing_enable()
-    input_ids, attention_mask = right_padded_batch()
-    labels = input_ids.masked_fill(attention_mask == 0, -100)
-    for model in (plain, checkpointed):
-        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
-    for (name, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters()):
-        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
-
-
-def test_lm_loss_honours_num_items_in_batch():
-    model = ScratchGPTLMHeadModel(tiny_config()).eval()
-    input_ids, attention_mask = right_padded_batch()
-    labels = input_ids.masked_fill(attention_mask == 0, -100)
-    count = int((labels[:, 1:] != -100).sum())
-    with torch.no_grad():
-        mean = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
-        summed = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, num_items_in_batch=2 * count).loss
-    assert torch.allclose(summed, mean / 2, atol=1e-6)
-
-
 # ---- bad input -----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "overrides,message",
-    [
-        (dict(hidden_size=30), "num_attention_heads"),
-        (dict(layer_norm_placement="middle"), "layer_norm_placement"),
-        (dict(lm_loss_weight=-1.0), "lm_loss_weight"),
-        (dict(embedding_dropout_prob=1.5), "embedding_dropout_prob"),
-    ],
-)
-def test_config_rejects_impossible_values(overrides, message):
-    with pytest.raises(ValueError, match=message):
-        tiny_config(**overrides)
-
-
-@pytest.mark.parametrize(
-    "make_inputs,message",
-    [
-        (lambda: dict(input_ids=torch.randint(3, VOCAB, (1, 49))), "max_position_embeddings"),
-        (lambda: dict(input_ids=torch.tensor([[1, 2, VOCAB]])), "vocab"),
-        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.ones(1, 4)), "attention_mask"),
-        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.full((1, 3), 2)), "0 and 1"),
-        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), inputs_embeds=torch.zeros(1, 3, 32)), "exactly one"),
-    ],
-)
-def test_bad_inputs_raise_value_error(make_inputs, message):
-    model = ScratchGPTLMHeadModel(tiny_config()).eval()
-    with pytest.raises(ValueError, match=message):
-        model(**make_inputs())
 
 
 def test_task_heads_reject_bad_shapes():

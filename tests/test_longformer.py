@@ -1,7 +1,7 @@
 """Longformer: parity with transformers on converted weights, the banded kernel against dense attention under the
-equivalent boolean mask (hypothesis, forward and gradients), properties, the HF contract, and bad input."""
-
-import json
+equivalent boolean mask (hypothesis, forward and gradients), properties, the HF contract, and bad input. The checks
+every family shares (bad configurations and inputs, gradient checkpointing, save → load through the Auto classes)
+are in test_every_family.py."""
 
 import pytest
 import torch
@@ -10,12 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 from dispatch import dispatched_ops
-from transformers import AutoModel, AutoModelForMaskedLM, LongformerConfig, pipeline
+from families import FAMILIES, assert_converts_back, max_diff_on_real
+from families import longformer_batch as padded_batch
+from transformers import LongformerConfig, pipeline
 
 from hf_scratch import (
     ScratchLongformerConfig,
     ScratchLongformerForMaskedLM,
-    ScratchLongformerForMultipleChoice,
     ScratchLongformerForQuestionAnswering,
     ScratchLongformerForSequenceClassification,
     ScratchLongformerForTokenClassification,
@@ -31,40 +32,9 @@ from hf_scratch.modeling_longformer import (
 )
 from hf_scratch.tokenization import train_tokenizer
 
-PAD, SEP = 1, 2
-# windows differ per layer; transformers pads to the largest one, so it must be a multiple of the others
-TINY = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-            max_position_embeddings=64, attention_window=[4, 8], pad_token_id=PAD, sep_token_id=SEP)
-
-
-def tiny_config(**overrides) -> ScratchLongformerConfig:
-    return ScratchLongformerConfig(**{**TINY, **overrides})
-
-
-def padded_batch(batch=3, length=13):
-    """Length 13 is no window multiple; row 1 and 2 are padded; three separators per row (transformers' QA needs
-    exactly three); global tokens include one on padding (row 2, position 6), which must stay masked."""
-    generator = torch.Generator().manual_seed(1)
-    input_ids = torch.randint(3, 97, (batch, length), generator=generator)
-    attention_mask = torch.ones(batch, length, dtype=torch.long)
-    attention_mask[1, 9:] = 0
-    attention_mask[2, 6:] = 0
-    input_ids[:, 3] = SEP
-    input_ids[:, 4] = SEP
-    for row in range(batch):
-        input_ids[row, int(attention_mask[row].sum()) - 1] = SEP
-    input_ids[attention_mask == 0] = PAD
-    global_attention_mask = torch.zeros_like(input_ids)
-    global_attention_mask[0, [0, 5, 11]] = 1
-    global_attention_mask[1, 2] = 1
-    global_attention_mask[2, 6] = 1
-    return input_ids, attention_mask, global_attention_mask
-
-
-def max_diff_on_real(expected, actual, attention_mask):
-    if expected.dim() >= 2 and expected.shape[:2] == attention_mask.shape:
-        expected, actual = expected[attention_mask.bool()], actual[attention_mask.bool()]
-    return (expected - actual).abs().max().item()
+TINY = FAMILIES["longformer"].tiny  # windows [4, 8]: transformers pads to the largest, a multiple of the others
+tiny_config = FAMILIES["longformer"].tiny_config
+PAD = TINY["pad_token_id"]
 
 
 # ---- parity with transformers -------------------------------------------------------------------------------
@@ -105,12 +75,7 @@ def test_parity_with_transformers(reference_name, field, extra, attn_implementat
             keep = real & slot_is_real[:, None, None, :]  # transformers fills missing slots with a uniform row
             assert (a - b).masked_fill(~keep, 0).abs().max() <= 1e-5, layer
 
-    back = to_transformers(ours)
-    assert type(back) is type(reference)
-    reference_state, back_state = reference.state_dict(), back.state_dict()
-    assert set(reference_state) == set(back_state)
-    for key in reference_state:
-        assert torch.equal(reference_state[key], back_state[key]), key
+    assert_converts_back(ours, reference)
 
 
 @pytest.mark.parametrize("reference_name", ["LongformerForSequenceClassification", "LongformerForQuestionAnswering"])
@@ -306,24 +271,6 @@ def test_dilation_changes_what_a_token_sees():
             assert bool(moved) == changes, position
 
 
-def test_save_load_roundtrip_through_auto_classes(tmp_path):
-    model = ScratchLongformerForMaskedLM(tiny_config(attention_dilation=[1, [1, 2, 2, 1]])).eval()
-    model.save_pretrained(tmp_path)
-    saved = json.loads((tmp_path / "config.json").read_text())
-    assert saved["auto_map"] == ScratchLongformerConfig.default_auto_map
-    for module_file in ["modeling_longformer.py", "configuration_longformer.py", "configuration_common.py",
-                        "attention.py", "layers.py", "positional.py"]:
-        assert (tmp_path / module_file).exists(), module_file
-    reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
-    assert type(reloaded) is ScratchLongformerForMaskedLM
-    assert reloaded.mlm_head.decoder.weight is reloaded.model.embeddings.word.weight
-    input_ids, attention_mask, global_attention_mask = padded_batch()
-    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask)
-    with torch.no_grad():
-        assert torch.equal(model(**inputs).logits, reloaded(**inputs).logits)
-    assert type(AutoModel.from_pretrained(tmp_path)) is ScratchLongformerModel
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 def test_padded_rows_and_padded_globals_give_no_nan(dtype, attn_implementation):
@@ -338,22 +285,6 @@ def test_padded_rows_and_padded_globals_give_no_nan(dtype, attn_implementation):
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     if out.attentions:
         assert (out.attentions[0][0] == 0).all() and (out.attentions[0][2, :, 6:] == 0).all()
-
-
-def test_gradient_checkpointing_gives_same_gradients():
-    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    plain = ScratchLongformerForMaskedLM(config).train()
-    checkpointed = ScratchLongformerForMaskedLM(config).train()
-    checkpointed.load_state_dict(plain.state_dict())
-    checkpointed.gradient_checkpointing_enable()
-    assert all(layer.gradient_checkpointing for layer in checkpointed.model.layers)
-    input_ids, attention_mask, global_attention_mask = padded_batch()
-    labels = input_ids.masked_fill(attention_mask == 0, -100)
-    for model in (plain, checkpointed):
-        model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
-              labels=labels).loss.backward()
-    for (name, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters()):
-        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
 
 
 @pytest.mark.parametrize("mode", ["eval", "train"])
@@ -429,39 +360,6 @@ def test_heads_compute_losses():
 
 
 # ---- bad input -----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "overrides,message",
-    [
-        (dict(attention_window=5), "even"),
-        (dict(attention_window=[4, 8, 8]), "one window per layer"),
-        (dict(attention_dilation=0), "≥ 1"),
-        (dict(attention_dilation=[1, 2, 3]), "one entry per layer"),
-        (dict(attention_dilation=[[1, 2], 1]), "one value per head"),
-        (dict(hidden_size=30), "num_attention_heads"),
-        (dict(pad_token_id=None), "pad_token_id"),
-    ],
-)
-def test_config_rejects_impossible_values(overrides, message):
-    with pytest.raises(ValueError, match=message):
-        tiny_config(**overrides)
-
-
-@pytest.mark.parametrize(
-    "make_inputs,message",
-    [
-        (lambda: dict(input_ids=torch.randint(3, 97, (2, 63))), "max_position_embeddings"),
-        (lambda: dict(input_ids=torch.tensor([[3, 4, 97]])), "vocab"),
-        (lambda: dict(input_ids=torch.tensor([[3, 4, 5]]), attention_mask=torch.ones(1, 4)), "attention_mask"),
-        (lambda: dict(input_ids=torch.tensor([[3, 4, 5]]), global_attention_mask=torch.ones(1, 2)), "global_attention_mask"),
-        (lambda: dict(input_ids=torch.tensor([[3, 4, 5]]), global_attention_mask=torch.full((1, 3), 2)), "global_attention_mask"),
-    ],
-)
-def test_bad_inputs_raise_value_error(make_inputs, message):
-    model = ScratchLongformerModel(tiny_config()).eval()
-    with pytest.raises(ValueError, match=message):
-        model(**make_inputs())
 
 
 def test_default_global_attention_needs_a_separator():

@@ -1,6 +1,8 @@
-"""RNN seq2seq baselines: cells against torch.nn on copied weights (outputs and gradients), the seed's GRU on a
-hand-worked example, attention weights on padding, generation (greedy, beam, cache ≡ no cache), the HF contract
-(Auto classes, remote code, pipelines, Trainer) and bad input."""
+"""RNN seq2seq baselines: cells against torch.nn on copied weights (outputs and gradients), the GRU of Cho et al.
+2014 (``gru_cho``) on a hand-worked example, attention weights on padding, generation (greedy, beam, cache ≡ no
+cache), the HF contract (remote code, pipelines, Trainer) and bad input. The checks every family shares (bad
+configurations and inputs, gradient checkpointing, num_items_in_batch, save → load through the Auto classes) are in
+test_every_family.py."""
 
 import json
 import math
@@ -9,8 +11,10 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from families import FAMILIES
+from families import rnn_batch as padded_batch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, pipeline
+from transformers import pipeline
 
 from hf_scratch import (
     ScratchRNNConfig,
@@ -22,25 +26,11 @@ from hf_scratch import (
 from hf_scratch.modeling_rnn import ScratchRNNStack
 from hf_scratch.tokenization import train_tokenizer
 
-TINY = dict(vocab_size=61, hidden_size=16, encoder_layers=2, decoder_layers=2, hidden_dropout_prob=0.0)
+tiny_config = FAMILIES["rnn"].tiny_config
 ATTENTION_TYPES = ["none", "bahdanau", "luong-dot", "luong-general", "luong-concat"]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def tiny_config(**overrides) -> ScratchRNNConfig:
-    return ScratchRNNConfig(**{**TINY, **overrides})
-
-
-def padded_batch(batch=3, length=9, vocab=61):
-    generator = torch.Generator().manual_seed(1)
-    input_ids = torch.randint(4, vocab, (batch, length), generator=generator)
-    attention_mask = torch.ones(batch, length, dtype=torch.long)
-    attention_mask[1, 6:] = 0
-    attention_mask[2, 3:] = 0
-    input_ids[attention_mask == 0] = 0
-    return input_ids, attention_mask
 
 
 @pytest.mark.parametrize("cell_type", ["lstm", "gru", "rnn"])
@@ -111,7 +101,7 @@ def test_cells_equal_torch_nn_outputs_and_gradients(cell_type, nonlinearity, tor
         assert (mine.grad - parameter.grad).abs().max() <= 1e-5, name
 
 
-def test_seed_gru_by_its_equations_on_a_hand_worked_example():
+def test_cho_gru_by_its_equations_on_a_hand_worked_example():
     """One unit, one input, x = 1, h_0 = 0.5, rows ordered (reset r, update u, candidate h̃):
     W_ih = [1, 2, 3]ᵀ, W_hh = [0.5, −1, 2]ᵀ, all biases 0.1."""
     config = tiny_config(hidden_size=1, encoder_layers=1, cell_type="gru_cho")
@@ -139,7 +129,7 @@ def test_seed_gru_by_its_equations_on_a_hand_worked_example():
     assert abs(torch_output.item() - expected) > 1e-2
 
 
-def test_seed_gru_runs_the_cell_equations_even_when_fused_is_asked():
+def test_cho_gru_runs_the_cell_equations_even_when_fused_is_asked():
     torch.manual_seed(0)
     fused = ScratchRNNStack(tiny_config(cell_type="gru_cho", rnn_implementation="fused"), 5, 2, True)
     cells = ScratchRNNStack(tiny_config(cell_type="gru_cho", rnn_implementation="cells"), 5, 2, True)
@@ -295,28 +285,6 @@ def test_beam_search_scores_at_least_greedy():
 # ---- the HF contract -----------------------------------------------------------------------------------------
 
 
-def test_save_load_roundtrip_through_auto_classes(tmp_path):
-    model = ScratchRNNForConditionalGeneration(tiny_config(bidirectional_encoder=True)).eval()
-    model.save_pretrained(tmp_path)
-    saved = json.loads((tmp_path / "config.json").read_text())
-    assert saved["auto_map"] == ScratchRNNConfig.default_auto_map
-    for module_file in ["modeling_rnn.py", "configuration_rnn.py", "configuration_common.py", "attention.py", "layers.py"]:
-        assert (tmp_path / module_file).exists(), module_file
-    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
-    assert type(reloaded) is ScratchRNNForConditionalGeneration
-    assert reloaded.lm_head.weight is reloaded.model.encoder.embed_tokens.weight  # the tie survives loading
-    input_ids, attention_mask = padded_batch()
-    decoder_input_ids = torch.randint(4, 61, (3, 4))
-    with torch.no_grad():
-        a = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
-        b = reloaded(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
-    assert torch.equal(a, b)
-    assert type(AutoModel.from_pretrained(tmp_path)) is ScratchRNNModel
-    classifier = AutoModelForSequenceClassification.from_pretrained(tmp_path, num_labels=2)  # reuses the encoder
-    assert type(classifier) is ScratchRNNForSequenceClassification
-    assert torch.equal(classifier.model.encoder.embed_tokens.weight, model.model.encoder.embed_tokens.weight)
-
-
 def test_remote_code_loads_without_hf_scratch(tmp_path):
     """The saved directory carries its modeling code: load it in a fresh interpreter where hf_scratch is hidden."""
     import subprocess
@@ -336,21 +304,7 @@ def test_remote_code_loads_without_hf_scratch(tmp_path):
     assert "modeling_rnn" in module and not module.startswith("hf_scratch") and int(length) == 4
 
 
-def test_gradient_checkpointing_gives_same_gradients():
-    plain = ScratchRNNForConditionalGeneration(tiny_config(bidirectional_encoder=True)).train()
-    checkpointed = ScratchRNNForConditionalGeneration(tiny_config(bidirectional_encoder=True)).train()
-    checkpointed.load_state_dict(plain.state_dict())
-    checkpointed.gradient_checkpointing_enable()
-    assert all(layer.gradient_checkpointing for layer in checkpointed.model.encoder.stack.layers)
-    input_ids, attention_mask = padded_batch()
-    labels = torch.randint(4, 61, (3, 5))
-    for model in (plain, checkpointed):
-        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
-    for (name, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters()):
-        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
-
-
-def test_loss_ignores_minus_100_and_uses_num_items_in_batch():
+def test_loss_ignores_minus_100():
     model = ScratchRNNForConditionalGeneration(tiny_config()).eval()
     input_ids, attention_mask = padded_batch()
     labels = torch.randint(4, 61, (3, 5))
@@ -358,13 +312,10 @@ def test_loss_ignores_minus_100_and_uses_num_items_in_batch():
     decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)
     assert (decoder_input_ids[:, 0] == model.config.decoder_start_token_id).all()
     assert (decoder_input_ids[1, 4:] == model.config.pad_token_id).all()
-    count = int((labels != -100).sum())
     with torch.no_grad():
         out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
-        summed = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, num_items_in_batch=2 * count)
     expected = torch.nn.functional.cross_entropy(out.logits[labels != -100], labels[labels != -100])
     assert torch.allclose(out.loss, expected, atol=1e-6)
-    assert torch.allclose(summed.loss, out.loss / 2, atol=1e-6)
 
 
 def test_sequence_classification_uses_the_final_encoder_state():
@@ -380,46 +331,7 @@ def test_sequence_classification_uses_the_final_encoder_state():
     assert (out.logits[2:] - alone).abs().max() <= 1e-5
 
 
-# ---- bad input -----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "overrides,message",
-    [
-        (dict(cell_type="transformer"), "cell_type"),
-        (dict(attention_type="luong-cosine"), "attention_type"),
-        (dict(bidirectional_encoder=True, hidden_size=15), "even"),
-        (dict(rnn_implementation="cudnn"), "rnn_implementation"),
-        (dict(decoder_start_token_id=None), "decoder_start_token_id"),
-        (dict(pad_token_id=99), "pad_token_id"),
-        (dict(hidden_dropout_prob=1.5), "dropout"),
-    ],
-)
-def test_config_rejects_impossible_values(overrides, message):
-    with pytest.raises(ValueError, match=message):
-        tiny_config(**overrides)
-
-
-@pytest.mark.parametrize(
-    "make_inputs,message",
-    [
-        (lambda: dict(input_ids=torch.tensor([[1, 2, 61]]), decoder_input_ids=torch.tensor([[1]])), "vocab"),
-        (lambda: dict(input_ids=torch.tensor([[1, 2]]), decoder_input_ids=torch.tensor([[1, 70]])), "decoder_input_ids"),
-        (lambda: dict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.ones(1, 4),
-                      decoder_input_ids=torch.tensor([[1]])), "attention_mask"),
-        (lambda: dict(input_ids=torch.tensor([[0, 2, 3]]), attention_mask=torch.tensor([[0, 1, 1]]),
-                      decoder_input_ids=torch.tensor([[1]])), "padding_side"),
-        (lambda: dict(input_ids=torch.tensor([[1, 2]]), decoder_input_ids=torch.tensor([[1]]),
-                      past_key_values=(torch.zeros(1),)), "past_key_values"),
-    ],
-)
-def test_bad_inputs_raise_value_error(make_inputs, message):
-    model = ScratchRNNForConditionalGeneration(tiny_config()).eval()
-    with pytest.raises(ValueError, match=message):
-        model(**make_inputs())
-
-
-# ---- the seed's German→English toy, the Trainer and the pipeline ----------------------------------------------
+# ---- the toy German → English pairs (tests/fixtures/de_en_toy.jsonl), the Trainer and the pipeline -----------
 
 
 @pytest.fixture(scope="module")
@@ -442,7 +354,7 @@ def test_text_classification_pipeline(toy_tokenizer):
     assert all(abs(sum(r["score"] for r in result) - 1) < 1e-5 for result in results)
 
 
-def test_seed_toy_learned_by_lstm_bahdanau_with_the_trainer(toy_pairs, toy_tokenizer, tmp_path):
+def test_toy_translation_learned_by_lstm_bahdanau_with_the_trainer(toy_pairs, toy_tokenizer, tmp_path):
     from datasets import Dataset
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 

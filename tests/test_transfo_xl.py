@@ -1,5 +1,6 @@
 """Transformer-XL: reference parity (side-environment fixtures), memory equivalence, checkpoint conversion,
-generation with mems, properties and bad input."""
+generation with mems, properties and bad input. The checks every family shares (bad configurations and inputs,
+gradient checkpointing, num_items_in_batch, save → load through the Auto classes) are in test_every_family.py."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import json
 
 import pytest
 import torch
+from families import FAMILIES
 from safetensors.torch import load_file
-from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
 import hf_scratch
-from hf_scratch import ScratchTransfoXLConfig, ScratchTransfoXLLMHeadModel, ScratchTransfoXLModel
+from hf_scratch import ScratchTransfoXLLMHeadModel
 from hf_scratch.convert import load_reference_checkpoint, to_transformers
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -19,23 +20,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 REFERENCE_FIXTURES = ("adaptive_div2", "adaptive_div1_preln")
 
 
-def tiny_config(**overrides) -> ScratchTransfoXLConfig:
-    settings = dict(
-        vocab_size=40, cutoffs=[10, 20], div_val=2, hidden_size=16, embedding_size=16, num_hidden_layers=2,
-        num_attention_heads=2, head_dim=8, intermediate_size=32, mem_len=8, clamp_len=6, same_length=False,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-    )
-    settings.update(overrides)
-    return ScratchTransfoXLConfig(**settings)
-
-
 def tiny_model(attn_implementation: str = "eager", **overrides) -> ScratchTransfoXLLMHeadModel:
-    torch.manual_seed(0)
-    model = ScratchTransfoXLLMHeadModel._from_config(tiny_config(**overrides), attn_implementation=attn_implementation)
-    with torch.no_grad():  # biases and cluster weights start at zero: randomise so every term matters
-        for parameter in model.parameters():
-            parameter.add_(torch.randn_like(parameter) * 0.1)
-    return model.eval()
+    """Biases and cluster weights start at zero: every parameter is perturbed so that every term matters."""
+    return FAMILIES["transfo_xl"].tiny_model(attn_implementation=attn_implementation, **overrides)
 
 
 def zero_memory(config, batch: int) -> list[torch.Tensor]:
@@ -242,21 +229,6 @@ def test_resize_token_embeddings_grows_the_rarest_cluster(tmp_path, overrides):
         loaded.resize_token_embeddings(max(loaded.config.cutoffs, default=0))
 
 
-def test_save_load_and_auto_classes(tmp_path):
-    model = tiny_model()
-    ids = torch.randint(0, 40, (1, 6))
-    model.save_pretrained(tmp_path)
-    saved = json.loads((tmp_path / "config.json").read_text())
-    assert saved["auto_map"]["AutoModelForCausalLM"] == "modeling_transfo_xl.ScratchTransfoXLLMHeadModel"
-    assert saved["auto_map"]["AutoModel"] == "modeling_transfo_xl.ScratchTransfoXLModel"
-    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
-    assert isinstance(loaded, ScratchTransfoXLLMHeadModel)
-    assert all(torch.equal(value, loaded.state_dict()[key]) for key, value in model.state_dict().items())
-    with torch.no_grad():  # the loaded model runs SDPA, the original eager
-        assert (model(ids).logits - loaded(ids).logits).abs().max() <= 1e-5
-    assert isinstance(AutoModel.from_config(AutoConfig.from_pretrained(tmp_path)), ScratchTransfoXLModel)
-
-
 @pytest.mark.parametrize("overrides", [
     {},  # one table per cluster, tied, tie_projs: all but the first
     {"div_val": 1, "embedding_size": 12, "tie_projs": [True, False, True]},  # one projected table
@@ -443,43 +415,6 @@ def test_beam_search_runs_with_mems():
     model = tiny_model()
     out = model.generate(torch.randint(0, 40, (1, 3)), max_new_tokens=4, num_beams=3, do_sample=False, pad_token_id=0, eos_token_id=None)
     assert out.shape == (1, 7)
-
-
-# ---- bad input and bad config -------------------------------------------------------------------------------
-
-
-def test_bad_inputs_raise_value_errors():
-    model = tiny_model()
-    ids = torch.randint(0, 40, (2, 5))
-    with pytest.raises(ValueError, match="outside the vocabulary"):
-        model(torch.tensor([[1, 40]]))
-    with pytest.raises(ValueError, match="mems must be a list of 2"):
-        model(ids, mems=[torch.zeros(2, 3, 16)])
-    with pytest.raises(ValueError, match="batch=2"):
-        model(ids, mems=[torch.zeros(3, 3, 16)] * 2)
-    with pytest.raises(ValueError, match="labels must have the shape"):
-        model(ids, labels=ids[:, :3])
-    with pytest.raises(ValueError, match="attention_mask"):
-        model(ids, attention_mask=torch.ones(2, 3))
-    with pytest.raises(ValueError, match="exactly one"):
-        model()
-
-
-@pytest.mark.parametrize(
-    "overrides, message",
-    [
-        ({"cutoffs": [20, 10]}, "increase strictly"),
-        ({"cutoffs": [10, 50]}, "increase strictly"),
-        ({"tie_projs": [True]}, "one flag per cluster"),
-        ({"mem_len": -1}, "mem_len"),
-        ({"same_length": True, "mem_len": 0}, "same_length"),
-        ({"div_val": 8, "cutoffs": [10, 20]}, "no dimensions"),
-        ({"hidden_dropout_prob": 1.5}, "dropout"),
-    ],
-)
-def test_bad_config_raises(overrides, message):
-    with pytest.raises(ValueError, match=message):
-        tiny_config(**overrides)
 
 
 def test_package_exports():

@@ -1,5 +1,7 @@
 """The encoder-decoder Transformer (scratch-transformer): parity with transformers' Marian, generation, properties,
-bad input, the seed's toy translation trained with the Trainer, and the scratch-seq2seq pipeline."""
+bad input, a toy German → English translation (tests/fixtures/de_en_toy.jsonl) trained with the Trainer, and the
+scratch-seq2seq pipeline. The checks every family shares (bad configurations and inputs, gradient checkpointing,
+num_items_in_batch, save → load through the Auto classes) are in test_every_family.py."""
 
 import json
 
@@ -7,11 +9,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 import transformers
-from transformers import AutoModel, AutoModelForSeq2SeqLM, MarianConfig, pipeline
+from families import FAMILIES
+from families import transformer_sources as padded_sources
+from transformers import AutoModelForSeq2SeqLM, MarianConfig, pipeline
 
 import hf_scratch
 from hf_scratch import (
-    ScratchTransformerConfig,
     ScratchTransformerForConditionalGeneration,
     ScratchTransformerModel,
 )
@@ -27,17 +30,10 @@ MARIAN_TINY = dict(
     activation_function="swish", scale_embedding=True, pad_token_id=PAD, decoder_start_token_id=PAD, eos_token_id=0,
     forced_eos_token_id=None, init_std=0.3,  # large weights: outputs depend clearly on the input
 )
-TINY = dict(
-    vocab_size=61, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-    encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=32, initializer_range=0.2,
-)
+tiny_config = FAMILIES["transformer"].tiny_config
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def tiny_config(**overrides) -> ScratchTransformerConfig:
-    return ScratchTransformerConfig(**{**TINY, **overrides})
 
 
 def marian_reference(head="MarianMTModel", **overrides):
@@ -51,15 +47,6 @@ def marian_reference(head="MarianMTModel", **overrides):
         if hasattr(model, "final_logits_bias"):
             model.final_logits_bias.normal_(std=0.3)
     return model
-
-
-def padded_sources(vocab=PAD, pad=PAD):
-    """Three sources of lengths 9, 6 and 3, right-padded like a tokenizer does."""
-    input_ids = torch.randint(1, vocab, (3, 9))
-    attention_mask = torch.ones_like(input_ids)
-    attention_mask[1, 6:] = 0
-    attention_mask[2, 3:] = 0
-    return input_ids.masked_fill(attention_mask == 0, pad), attention_mask
 
 
 def targets(start=PAD, vocab=PAD, length=7):
@@ -85,7 +72,8 @@ def test_sinusoidal_table_is_the_papers_and_marians():
 
 
 def test_labels_shift_right_behind_the_start_token():
-    # seed 001: target "i want a beer E" → decoder input "S i want a beer"
+    # the output embeddings are offset by one position (Vaswani et al. 2017, §3.1): target "i want a beer E" →
+    # decoder input "S i want a beer"
     S, i, want, a, beer, E, P = 1, 4, 5, 6, 7, 2, 0
     labels = torch.tensor([[i, want, a, beer, E], [i, want, E, -100, -100]])
     shifted = shift_tokens_right(labels, pad_token_id=P, decoder_start_token_id=S)
@@ -121,9 +109,6 @@ def test_loss_is_non_shifted_cross_entropy_with_label_smoothing():
             out.logits.reshape(-1, 61), labels.reshape(-1), ignore_index=-100, label_smoothing=0.1
         )
         assert torch.allclose(smooth_loss, expected_smooth, atol=1e-6) and not torch.allclose(smooth_loss, out.loss)
-        count = int((labels != -100).sum())
-        summed = model(input_ids=input_ids, labels=labels, num_items_in_batch=2 * count).loss
-        assert torch.allclose(summed, out.loss / 2, atol=1e-6)
 
 
 def test_embeddings_shared_and_tied_as_configured(tmp_path):
@@ -419,22 +404,11 @@ def test_pre_norm_and_interleaved_layout_are_real_options():
     assert (outputs["post"] - outputs["split"]).abs().max() > 1e-3
 
 
-def test_save_load_roundtrip_through_auto_classes(tmp_path):
-    model = ScratchTransformerForConditionalGeneration(tiny_config(sinusoidal_layout="split")).eval()
-    model.save_pretrained(tmp_path)
-    config = json.loads((tmp_path / "config.json").read_text())
-    assert config["auto_map"] == ScratchTransformerConfig.default_auto_map
-    assert (tmp_path / "modeling_transformer.py").exists() and (tmp_path / "attention.py").exists()
+def test_split_sinusoid_table_is_rebuilt_on_loading(tmp_path):
+    """The checkpoint holds no position table (a buffer): loading rebuilds it in the saved layout."""
+    ScratchTransformerForConditionalGeneration(tiny_config(sinusoidal_layout="split")).save_pretrained(tmp_path)
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
-    assert type(reloaded) is ScratchTransformerForConditionalGeneration
     assert torch.equal(reloaded.model.decoder.embeddings.positions.table, sinusoidal_table(32, 32, "split"))
-    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
-    decoder_input_ids = targets(start=1, vocab=61)
-    with torch.no_grad():
-        a = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
-        b = reloaded(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
-    assert torch.equal(a, b)
-    assert type(AutoModel.from_pretrained(tmp_path)) is ScratchTransformerModel
 
 
 def test_remote_code_generates_the_same_without_hf_scratch(tmp_path):
@@ -479,66 +453,12 @@ def test_fully_padded_source_gives_no_nan(dtype, attn_implementation):
         assert (out.cross_attentions[0][0] == 0).all()
 
 
-def test_gradient_checkpointing_gives_same_gradients():
-    config = tiny_config(hidden_dropout_prob=0.0)
-    plain = ScratchTransformerForConditionalGeneration(config).train()
-    checkpointed = ScratchTransformerForConditionalGeneration(config).train()
-    checkpointed.load_state_dict(plain.state_dict())
-    checkpointed.gradient_checkpointing_enable()
-    assert all(layer.gradient_checkpointing for layer in checkpointed.model.decoder.layers)
-    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
-    labels = torch.randint(3, 61, (3, 6))
-    for model in (plain, checkpointed):
-        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
-    for (name, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters()):
-        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
-
-
-# ---- bad input -----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "overrides,field",
-    [
-        (dict(d_model=30, encoder_attention_heads=4), "encoder_attention_heads"),
-        (dict(decoder_attention_heads=5), "decoder_attention_heads"),
-        (dict(sinusoidal_layout="rotary"), "sinusoidal_layout"),
-        (dict(decoder_vocab_size=50), "share_encoder_decoder_embeddings"),
-        (dict(label_smoothing=1.5), "label_smoothing"),
-        (dict(decoder_start_token_id=None), "decoder_start_token_id"),
-    ],
-)
-def test_config_rejects_impossible_values(overrides, field):
-    with pytest.raises(ValueError, match=field):
-        tiny_config(**overrides)
-
-
-@pytest.mark.parametrize(
-    "make_inputs,message",
-    [
-        (lambda: dict(input_ids=torch.randint(3, 61, (1, 33)), decoder_input_ids=torch.tensor([[1]])), "max_position_embeddings"),
-        (lambda: dict(input_ids=torch.tensor([[3, 61]]), decoder_input_ids=torch.tensor([[1]])), "vocab"),
-        (lambda: dict(input_ids=torch.tensor([[3, 4]]), decoder_input_ids=torch.tensor([[1, 70]])), "decoder_input_ids"),
-        (lambda: dict(input_ids=torch.tensor([[3, 4]]), attention_mask=torch.ones(1, 3), decoder_input_ids=torch.tensor([[1]])), "attention_mask"),
-        (lambda: dict(input_ids=torch.tensor([[3, 4]]), decoder_input_ids=torch.tensor([[1, 3]]), decoder_attention_mask=torch.ones(1, 5)), "decoder_attention_mask"),
-        (lambda: dict(input_ids=torch.tensor([[3, 4]])), "decoder_input_ids"),
-        (lambda: dict(input_ids=torch.tensor([[3, 4]]), labels=torch.tensor([1, 2])), "labels"),
-        (lambda: dict(input_ids=torch.tensor([[3, 4]]), decoder_input_ids=torch.tensor([[1]]),
-                      past_key_values=transformers.DynamicCache()), "EncoderDecoderCache"),
-    ],
-)
-def test_bad_inputs_raise_value_error(make_inputs, message):
-    model = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
-    with pytest.raises(ValueError, match=message):
-        model(**make_inputs())
-
-
-# ---- the seed's toy: German → English with the Trainer, then the pipeline ------------------------------------
+# ---- the toy German → English pairs with the Trainer, then the pipeline ---------------------------------------
 
 
 @pytest.fixture(scope="module")
 def toy_translator(fixtures_dir, tmp_path_factory):
-    """Train the seed's toy pairs from scratch with Seq2SeqTrainer + DataCollatorForSeq2Seq."""
+    """Train the toy pairs (tests/fixtures/de_en_toy.jsonl) from scratch with Seq2SeqTrainer + DataCollatorForSeq2Seq."""
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
     pairs = [json.loads(line)["translation"] for line in (fixtures_dir / "de_en_toy.jsonl").read_text().splitlines()]

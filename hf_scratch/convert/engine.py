@@ -174,6 +174,7 @@ REFERENCE_TO_SCRATCH: dict[str, str] = {}
 
 
 def register_conversion(conversion: Conversion, scratch_model_type: str) -> None:
+    """Make ``conversion`` known, from its reference model type (to ours) and from ``scratch_model_type`` (back)."""
     _BY_REFERENCE[conversion.reference_model_type] = conversion
     _BY_SCRATCH.setdefault(scratch_model_type, []).append(conversion)
     REFERENCE_TO_SCRATCH[conversion.reference_model_type] = scratch_model_type
