@@ -121,9 +121,12 @@ def check_input_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input
         raise ValueError(f"{name} contains id {bad}, outside the vocabulary of {vocab_size} tokens (vocab_size): {fix}")
 
 
-def check_one_input(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor]) -> None:
+def check_one_input(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor]) -> torch.Tensor:
+    """The one of ``input_ids`` / ``inputs_embeds`` that is given (its leading dimensions are the batch's shape);
+    a ValueError unless exactly one is."""
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+    return input_ids if input_ids is not None else inputs_embeds
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -192,6 +195,28 @@ class ResidualNorm(nn.Module):
     def after(self, residual: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
         out = residual + self.dropout(sublayer_output)
         return out if self.pre_norm else self.norm(out)
+
+
+def run_layers(layers, hidden_states, call, output_hidden_states: bool, output_attentions: bool, final_norm=None, kinds=1):
+    """The stack of N identical layers (Vaswani et al. 2017 §3.1): ``hidden_states`` through each layer in turn —
+    ``call(layer, hidden_states)`` returns the layer's output and its attention weights, one tensor per kind (self,
+    cross, global…: ``kinds``) — then through ``final_norm`` (pre-LN stacks). Returns (hidden_states,
+    all_hidden_states, attentions): what transformers' ``output_hidden_states`` asks for — each layer's input, then
+    the stack's output — and, for ``output_attentions``, per kind a tuple with one tensor per layer; None for what is
+    not asked."""
+    all_hidden_states = () if output_hidden_states else None
+    attentions = tuple(() if output_attentions else None for _ in range(kinds))
+    for layer in layers:
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+        hidden_states, *weights = call(layer, hidden_states)
+        if output_attentions:
+            attentions = tuple(kind + (w,) for kind, w in zip(attentions, weights))
+    if final_norm is not None:
+        hidden_states = final_norm(hidden_states)
+    if output_hidden_states:
+        all_hidden_states += (hidden_states,)
+    return hidden_states, all_hidden_states, attentions
 
 
 class MaskedLMHead(nn.Module):
@@ -285,8 +310,7 @@ def flatten_choices(x: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
 
 def choice_dimensions(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor]) -> tuple[int, int, int]:
     """(batch, num_choices, length) of multiple-choice inputs, or a ValueError if they are not shaped that way."""
-    check_one_input(input_ids, inputs_embeds)
-    reference = input_ids if input_ids is not None else inputs_embeds
+    reference = check_one_input(input_ids, inputs_embeds)
     if reference.dim() != (3 if input_ids is not None else 4):
         raise ValueError(
             f"Multiple-choice inputs must be shaped (batch, num_choices, length), got {tuple(reference.shape)}: "
@@ -382,3 +406,12 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: Optional[int], decode
             )
         shifted = shifted.masked_fill(shifted == -100, pad_token_id)
     return shifted
+
+
+class DecoderInputsFromLabelsMixin:
+    """For the encoder-decoders' generation heads: the decoder inputs that go with ``labels`` are the labels shifted
+    right (``shift_tokens_right``). ``DataCollatorForSeq2Seq`` calls this method by name to build them in the
+    collator; the heads call it when given labels without decoder inputs."""
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

@@ -41,6 +41,7 @@ from .layers import (
     choice_dimensions,
     classifier_dropout,
     flatten_choices,
+    run_layers,
     sequence_classification_loss,
     span_loss,
     token_cross_entropy,
@@ -99,24 +100,17 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
         return_dict: Optional[bool] = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling:
-        check_one_input(input_ids, inputs_embeds)
-        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        batch, length = check_one_input(input_ids, inputs_embeds).shape[:2]
         key_is_real = check_attention_mask(attention_mask, batch, length)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
 
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         mask = AttentionMask(key_padding=padding_or_none(key_is_real))
-
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        for layer in self.layers:
-            hidden_states, weights = layer(hidden_states, mask, output_attentions)
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            if output_attentions:
-                all_attentions += (weights,)
-
+        hidden_states, all_hidden_states, (all_attentions,) = run_layers(
+            self.layers, hidden_states, lambda layer, x: layer(x, mask, output_attentions),
+            output_hidden_states, output_attentions,
+        )
         pooled = self.pooler(hidden_states) if self.pooler is not None else None
         return BaseModelOutputWithPooling(
             last_hidden_state=hidden_states,

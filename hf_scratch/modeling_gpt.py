@@ -50,6 +50,7 @@ from .layers import (
     flatten_choices,
     get_activation,
     next_token_cross_entropy,
+    run_layers,
     sequence_classification_loss,
     token_cross_entropy,
 )
@@ -179,12 +180,11 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         return_dict: Optional[bool] = None,
         **kwargs,
     ) -> BaseModelOutputWithPast:
-        check_one_input(input_ids, inputs_embeds)
+        reference = check_one_input(input_ids, inputs_embeds)
         if input_ids is not None:
             check_input_ids(input_ids, embedding_rows(self.embeddings.word))
         elif inputs_embeds.dim() != 3:
             raise ValueError(f"inputs_embeds must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}.")
-        reference = input_ids if input_ids is not None else inputs_embeds
         batch, length = reference.shape[:2]
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
@@ -209,21 +209,11 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         )
 
         hidden_states = self.embeddings(input_ids, position_ids, token_type_ids, inputs_embeds)
-        all_hidden_states = () if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, weights = layer(
-                hidden_states, mask, past_key_values=past_key_values, output_attentions=output_attentions
-            )
-            if output_attentions:
-                all_attentions += (weights,)
-        if self.final_norm is not None:
-            hidden_states = self.final_norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states += (hidden_states,)
-
+        hidden_states, all_hidden_states, (all_attentions,) = run_layers(
+            self.layers, hidden_states,
+            lambda layer, x: layer(x, mask, past_key_values=past_key_values, output_attentions=output_attentions),
+            output_hidden_states, output_attentions, self.final_norm,
+        )
         return BaseModelOutputWithPast(
             last_hidden_state=hidden_states,
             past_key_values=past_key_values,
@@ -358,9 +348,9 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         **kwargs,
     ) -> SequenceClassifierOutputWithPast:
         lm_labels = kwargs.get("lm_labels")
-        check_one_input(input_ids, inputs_embeds)
-        several_orderings = input_ids.dim() == 3 if input_ids is not None else inputs_embeds.dim() == 4
-        leading = (input_ids if input_ids is not None else inputs_embeds).shape[: 2 if several_orderings else 1]
+        given = check_one_input(input_ids, inputs_embeds)
+        several_orderings = given.dim() == (3 if input_ids is not None else 4)
+        leading = given.shape[: 2 if several_orderings else 1]
         flat = flatten_choices if several_orderings else (lambda x: x)
         input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = (
             flat(x) for x in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
@@ -454,7 +444,7 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
         **kwargs,
     ) -> ScratchGPTDoubleHeadsModelOutput:
         batch, num_choices, length = choice_dimensions(input_ids, inputs_embeds)
-        device = (input_ids if input_ids is not None else inputs_embeds).device
+        device = check_one_input(input_ids, inputs_embeds).device
         if mc_token_ids is None:
             mc_token_ids = torch.full((batch, num_choices), length - 1, dtype=torch.long, device=device)
         elif tuple(mc_token_ids.shape) != (batch, num_choices):

@@ -61,6 +61,7 @@ from .layers import (
     choice_dimensions,
     feed_forward_recomputing_activation,
     flatten_choices,
+    run_layers,
     sequence_classification_loss,
     span_loss,
     token_cross_entropy,
@@ -238,9 +239,8 @@ class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
         return_dict: Optional[bool] = None,
         **kwargs,
     ) -> ScratchLongformerModelOutput:
-        check_one_input(input_ids, inputs_embeds)
-        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
-        device = (input_ids if input_ids is not None else inputs_embeds).device
+        given = check_one_input(input_ids, inputs_embeds)
+        (batch, length), device = given.shape[:2], given.device
         key_is_real = check_attention_mask(attention_mask, batch, length)
         if key_is_real is None:
             key_is_real = torch.ones(batch, length, dtype=torch.bool, device=device)
@@ -252,18 +252,12 @@ class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
         output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
 
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        all_global_attentions = () if output_attentions and globals_.present else None
-        for layer in self.layers:
-            hidden_states, local_weights, global_weights = layer(hidden_states, key_is_real, globals_, output_attentions)
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            if output_attentions:
-                all_attentions += (local_weights,)
-                if globals_.present:
-                    all_global_attentions += (global_weights,)
-
+        hidden_states, all_hidden_states, (all_attentions, all_global_attentions) = run_layers(
+            self.layers, hidden_states, lambda layer, x: layer(x, key_is_real, globals_, output_attentions),
+            output_hidden_states, output_attentions, kinds=2,
+        )
+        if not globals_.present:  # no global token: no global attentions (as in transformers)
+            all_global_attentions = None
         pooled = self.pooler(hidden_states) if self.pooler is not None else None
         return ScratchLongformerModelOutput(
             last_hidden_state=hidden_states,
@@ -405,8 +399,8 @@ class ScratchLongformerForSequenceClassification(ScratchLongformerPreTrainedMode
         **kwargs,
     ) -> ScratchLongformerSequenceClassifierOutput:
         if global_attention_mask is None:
-            reference = input_ids if input_ids is not None else inputs_embeds
-            global_attention_mask = torch.zeros(reference.shape[:2], dtype=torch.long, device=reference.device)
+            given = check_one_input(input_ids, inputs_embeds)
+            global_attention_mask = torch.zeros(given.shape[:2], dtype=torch.long, device=given.device)
             global_attention_mask[:, 0] = 1
         outputs = self.model(
             input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,

@@ -33,13 +33,13 @@ from transformers.utils import ModelOutput, can_return_tuple
 from .attention import check_attention_mask, masked_softmax, padding_mask, padding_or_none, values_pass
 from .configuration_rnn import ScratchRNNConfig
 from .layers import (
+    DecoderInputsFromLabelsMixin,
     ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
     classifier_dropout,
     embedding_rows,
     sequence_classification_loss,
-    shift_tokens_right,
     token_cross_entropy,
 )
 from .recurrent import LayerState, ScratchRNNStack, stack_states, unstack_states
@@ -378,7 +378,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         )
 
 
-class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, GenerationMixin):
+class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, DecoderInputsFromLabelsMixin, GenerationMixin):
     """y_t = softmax(V · Dropout(decoder output)); loss = cross-entropy against the (non-shifted) labels, -100
     ignored. Decoder inputs are the labels shifted right behind ``decoder_start_token_id`` when not given."""
 
@@ -394,9 +394,6 @@ class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, GenerationMi
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
         return False  # the cache is the recurrent state (ScratchRNNDecoderState), not keys and values
-
-    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
-        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
     @can_return_tuple
     def forward(

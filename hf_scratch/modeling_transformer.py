@@ -46,13 +46,13 @@ from .attention import (
 )
 from .configuration_transformer import ScratchTransformerConfig
 from .layers import (
+    DecoderInputsFromLabelsMixin,
     FeedForward,
     ResidualNorm,
     ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
     embedding_rows,
-    shift_tokens_right,
     token_cross_entropy,
 )
 from .positional import SinusoidalPositionalEmbedding, sinusoidal_table
@@ -429,7 +429,9 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         )
 
 
-class ScratchTransformerForConditionalGeneration(ScratchTransformerPreTrainedModel, GenerationMixin):
+class ScratchTransformerForConditionalGeneration(
+    ScratchTransformerPreTrainedModel, DecoderInputsFromLabelsMixin, GenerationMixin
+):
     """The full model of the paper: P(y_t | y_<t, x) = softmax(W_out h_t + b) with W_out tied to the target
     embeddings (§3.4). ``labels`` → decoder inputs shifted right; loss = cross-entropy over labels ≠ -100 with
     ``config.label_smoothing`` (§5.4). ``generate`` runs greedy or beam search over an ``EncoderDecoderCache``."""
@@ -459,10 +461,6 @@ class ScratchTransformerForConditionalGeneration(ScratchTransformerPreTrainedMod
                 "(source) and the target side separately."
             )
         return super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-
-    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
-        """Used by ``DataCollatorForSeq2Seq`` to build ``decoder_input_ids`` in the collator."""
-        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
     @can_return_tuple
     def forward(

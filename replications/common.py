@@ -196,46 +196,57 @@ def shakespeare_folder() -> Path:
     return folder
 
 
-def write_pretraining_corpus(folder: str | Path, validation_works: Sequence[str] = ("julius_caesar", "twelfth_night"),
+def write_pretraining_corpus(folder: str | Path, max_chars: int, validation_works: Sequence[str] = ("julius_caesar", "twelfth_night"),
                              held_out: Sequence[str] = TASK_PLAYS) -> tuple[Path, Path]:
     """Write ``train.txt`` / ``validation.txt`` under ``folder``: the works of ``shakespeare_folder()`` except
     ``held_out`` (the fine-tuning plays: the pre-training text stays disjoint from the tasks, as BooksCorpus is from
-    GLUE), one document per work, separated by a line ``=====`` (run_pretraining's document format; run_mlm and
-    run_clm read the same files as plain text)."""
+    GLUE), in alphabetical order until the training text holds ``max_chars`` (about what the steps will read: less
+    tokenizing), one document per work, separated by a line ``=====`` (run_pretraining's document format; run_mlm
+    and run_clm read the same files as plain text)."""
     works = sorted(path for path in shakespeare_folder().glob("*.txt") if path.stem not in held_out)
+    texts = {"train": [], "validation": []}
+    for path in works:
+        split = "validation" if path.stem in validation_works else "train"
+        if split == "validation" or sum(map(len, texts["train"])) < max_chars:
+            texts[split].append(path.read_text(encoding="utf-8").strip())
     paths = []
-    for split, keep in (("train", lambda stem: stem not in validation_works), ("validation", lambda stem: stem in validation_works)):
-        text = "\n=====\n".join(path.read_text(encoding="utf-8").strip() for path in works if keep(path.stem))
+    for split in ("train", "validation"):
+        text = "\n=====\n".join(texts[split])
         paths.append(Path(folder) / f"{split}.txt")
         paths[-1].write_text(text + "\n", encoding="utf-8")
     return paths[0], paths[1]
 
 
-def write_next_line_task(folder: str | Path, n_train: int, n_validation: int, every: int = 3, seed: int = 0) -> tuple[Path, Path]:
-    """Write ``next_line_{train,validation}.jsonl`` under ``folder``: the recipe of ``training/data/next_line``
-    (which of four lines follows a line of verse; three distractors from the same play) taken from every
-    ``every``-th line of ``TASK_PLAYS`` instead of every 7th, for a larger training set and a steadier validation
-    accuracy than the embedded 300 / 80 rows."""
+def play_speeches(quick: bool, n_validation: int = 280, seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """Training and validation rows ``{"text", "label"}`` of the *plays* task (which play a speech comes from):
+    the embedded ``training/data/plays`` for --quick, else every speech of at least 60 characters of the task plays
+    in ``shakespeare_folder()`` (the embedded recipe of ``training/data/build_data.py`` without its 400 / 100 cap).
+    That recipe's speech parser finds the speaker headings of Hamlet and Romeo and Juliet only (Macbeth's are in
+    capitals: one stray Macbeth row in the embedded data), so the task is which of those two plays."""
     import json
     import random
 
-    rng = random.Random(seed)
-    rows = []
-    for play in TASK_PLAYS:
-        text = (shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8")
-        lines = [line.strip() for line in text.splitlines() if len(line.strip()) > 25 and not line.strip().isupper()]
-        for i in range(0, len(lines) - 1, every):
-            distractors = rng.sample([line for line in lines if line not in (lines[i], lines[i + 1])], 3)
-            label = rng.randrange(4)
-            rows.append({"context": lines[i], "endings": distractors[:label] + [lines[i + 1]] + distractors[label:], "label": label})
-    rng.shuffle(rows)
-    if len(rows) < n_train + n_validation:
-        raise ValueError(f"Only {len(rows)} next-line rows with every={every}; asked for {n_train} + {n_validation}: lower every.")
-    paths = []
-    for split, part in (("train", rows[:n_train]), ("validation", rows[n_train : n_train + n_validation])):
-        paths.append(Path(folder) / f"next_line_{split}.jsonl")
-        paths[-1].write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in part), encoding="utf-8")
-    return paths[0], paths[1]
+    if quick:
+        folder = ROOT / "training" / "data" / "plays"
+        splits = [[json.loads(line) for line in (folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()]
+                  for split in ("train", "validation")]
+    else:
+        from training.data.build_data import speeches
+
+        rows = [{"text": speech[:300], "label": play} for play in TASK_PLAYS
+                for _, speech in speeches((shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8")) if len(speech) >= 60]
+        random.Random(seed).shuffle(rows)
+        splits = [rows[n_validation:], rows[:n_validation]]
+    train, validation = ([row for row in rows if row["label"] != "macbeth"] for rows in splits)
+    return train, validation
+
+
+def write_jsonl(path: str | Path, rows: Sequence[dict]) -> Path:
+    """One JSON object per line (the format the training scripts read with ``--train_file``)."""
+    import json
+
+    Path(path).write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return Path(path)
 
 
 def clearly_above(higher: Sequence[float], lower: Sequence[float]) -> bool:

@@ -11,7 +11,7 @@ and only then continues with ~850 characters of speeches from the labelled play.
 Measured here:
 
 1. accuracy (fine-tuning from scratch with ``training/run_classification.py --model_type scratch-longformer``) for
-   windows 16 / 64 / 256 without global attention, window 16 with dilation (1, 8), and window 16 with global
+   windows 16 / 64 / 128 without global attention, window 16 with dilation (1, 8), and window 16 with global
    attention on <s> (the head's default: run_classification has no switch for it, so the runs without global
    attention pass ``global_attention_mask = 0`` through a forward pre-hook installed by a Trainer callback);
 2. memory: the bytes of activations saved for the backward pass by one forward, against the sequence length, for a
@@ -52,7 +52,7 @@ FILLER_CHARS, EVIDENCE_CHARS, MAX_TOKENS = 150, 850, 256
 SETTINGS = (
     ("w=16", 16, 1, False),
     ("w=64", 64, 1, False),
-    ("w=256", 256, 1, False),
+    ("w=128", 128, 1, False),
     ("w=16, dilation (1, 8)", 16, [1, 8], False),
     ("w=16 + global <s>", 16, 1, True),
 )
@@ -60,9 +60,9 @@ SETTINGS = (
 
 def setting(args):
     if args.quick:
-        return dict(steps=6, batch=8, train_docs=64, validation_docs=32, eval_every=3,
+        return dict(steps=4, batch=8, train_docs=48, validation_docs=24, eval_every=4,
                     lengths=(256, 512), full_lengths=(256, 512), rf_length=512)
-    return dict(steps=300, batch=8, train_docs=2400, validation_docs=300, eval_every=60,
+    return dict(steps=240, batch=8, train_docs=1920, validation_docs=240, eval_every=120,
                 lengths=(512, 1024, 2048, 4096), full_lengths=(512, 1024, 2048), rf_length=512)
 
 
@@ -295,7 +295,7 @@ def report(args, plan, accuracy, histories, start, memory, fields, seconds) -> P
         page.add_row(label, "all" if global_cls else reach[label], fmt([100 * a for a in accuracy[label]], 1))
 
     mean = {label: mean_std(values)[0] for label, values in accuracy.items()}
-    windows = ["w=16", "w=64", "w=256"]
+    windows = ["w=16", "w=64", "w=128"]
     page.verdict("accuracy grows with the window", all(mean[a] < mean[b] for a, b in zip(windows, windows[1:])),
                  " → ".join(f"{w}: {100 * mean[w]:.1f} %" for w in windows))
     page.verdict("global attention on <s> beats the same window without it", mean["w=16 + global <s>"] > mean["w=16"],
@@ -323,8 +323,9 @@ def report(args, plan, accuracy, histories, start, memory, fields, seconds) -> P
                       "is non-zero (dilation leaves gaps unless a lower layer fills them).")
     page.notes.append("Without global attention the runs feed global_attention_mask = 0 through a forward pre-hook "
                       "(a Trainer callback): run_classification always leaves the head's default, global <s>.")
-    page.notes.append("Settings (filler length, windows, steps, lr) were chosen before the runs; nothing was tuned on "
-                      "these numbers.")
+    page.notes.append("Settings (filler length, lr) were chosen before the runs. A one-seed trial with 300 steps gave "
+                      "83.7 % for w=16 + global <s> and 64.3 % for w=256 without; for time the full setting then became "
+                      "240 steps and window 128 instead of 256 (not tuned on accuracy).")
     plots(page, args, plan, accuracy, reach, histories, memory, fields)
     return page.write(args, seconds)
 

@@ -41,3 +41,12 @@ def one_thread():
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def run_outputs(tmp_path_factory):
+    """``run_outputs(name)``: the results of the training run ``training_runs.RUNS[name]``, made once per session
+    (the first time a test asks for it) and shared by test_training.py and test_model_cards.py."""
+    from training_runs import runner
+
+    return runner(tmp_path_factory)

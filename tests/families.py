@@ -29,13 +29,14 @@ def randomise(model: torch.nn.Module) -> torch.nn.Module:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# The families, as small random configurations
+# The families: small random configurations, and the fixed tiny one of each family's own tests
 # --------------------------------------------------------------------------------------------------------------
 
 
 @dataclass
 class Family:
-    """How to build a family's main head from drawn sizes, and how to feed it (ids, mask) → model kwargs."""
+    """How to build a family's main head from drawn sizes (or on its fixed tiny configuration), and how to feed it
+    (ids, mask) → model kwargs."""
 
     name: str
     config: Callable[[dict], object]  # drawn sizes → config
@@ -129,34 +130,35 @@ def _rnn(s, **overrides):
     ), **overrides})
 
 
-FAMILIES = {
-    "bert": Family("bert", _bert, "ScratchBertForMaskedLM", tiny=dict(
-        vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-        max_position_embeddings=40, type_vocab_size=2,
-    )),
-    "gpt": Family("gpt", _gpt, "ScratchGPTLMHeadModel", causal=True, padding_side="left", tiny=dict(
-        vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=48,
-        layer_norm_placement="pre", pad_token_id=0,
-    )),
-    "transformer": Family("transformer", _transformer, "ScratchTransformerForConditionalGeneration", seq2seq=True, tiny=dict(
-        vocab_size=61, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=32,
-        initializer_range=0.2,
-    )),
-    "transfo_xl": Family("transfo_xl", _transfo_xl, "ScratchTransfoXLLMHeadModel", causal=True, padding_side="left", tiny=dict(
-        vocab_size=40, cutoffs=[10, 20], div_val=2, hidden_size=16, embedding_size=16, num_hidden_layers=2,
-        num_attention_heads=2, head_dim=8, intermediate_size=32, mem_len=8, clamp_len=6, same_length=False,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-    )),
+# The fixed tiny configuration of each family's own tests (test_<family>.py, test_every_family.py)
+TINY = {
+    "bert": dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                 max_position_embeddings=40, type_vocab_size=2),
+    "gpt": dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=48,
+                layer_norm_placement="pre", pad_token_id=0),
+    "transformer": dict(vocab_size=61, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                        decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=32,
+                        initializer_range=0.2),
+    "transfo_xl": dict(vocab_size=40, cutoffs=[10, 20], div_val=2, hidden_size=16, embedding_size=16,
+                       num_hidden_layers=2, num_attention_heads=2, head_dim=8, intermediate_size=32, mem_len=8,
+                       clamp_len=6, same_length=False, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
     # windows differ per layer; transformers pads to the largest one, so it must be a multiple of the others
-    "longformer": Family("longformer", _longformer, "ScratchLongformerForMaskedLM", extra_inputs=_longformer_globals, tiny=dict(
-        vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-        max_position_embeddings=64, attention_window=[4, 8], pad_token_id=1, sep_token_id=2,
-    )),
+    "longformer": dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                       max_position_embeddings=64, attention_window=[4, 8], pad_token_id=1, sep_token_id=2),
+    "rnn": dict(vocab_size=61, hidden_size=16, encoder_layers=2, decoder_layers=2, hidden_dropout_prob=0.0),
+}
+
+FAMILIES = {
+    "bert": Family("bert", _bert, "ScratchBertForMaskedLM", tiny=TINY["bert"]),
+    "gpt": Family("gpt", _gpt, "ScratchGPTLMHeadModel", causal=True, padding_side="left", tiny=TINY["gpt"]),
+    "transformer": Family("transformer", _transformer, "ScratchTransformerForConditionalGeneration", seq2seq=True,
+                          tiny=TINY["transformer"]),
+    "transfo_xl": Family("transfo_xl", _transfo_xl, "ScratchTransfoXLLMHeadModel", causal=True, padding_side="left",
+                         tiny=TINY["transfo_xl"]),
+    "longformer": Family("longformer", _longformer, "ScratchLongformerForMaskedLM", extra_inputs=_longformer_globals,
+                         tiny=TINY["longformer"]),
     "rnn": Family("rnn", _rnn, "ScratchRNNForConditionalGeneration", seq2seq=True,
-                  fast_switch={"rnn_implementation": ("cells", "fused")}, tiny=dict(
-        vocab_size=61, hidden_size=16, encoder_layers=2, decoder_layers=2, hidden_dropout_prob=0.0,
-    )),
+                  fast_switch={"rnn_implementation": ("cells", "fused")}, tiny=TINY["rnn"]),
 }
 NAMES = list(FAMILIES)
 CAUSAL = [name for name in NAMES if FAMILIES[name].causal or FAMILIES[name].seq2seq]
@@ -268,6 +270,17 @@ def rnn_batch(batch=3, length=9, vocab=61):
     return right_padded(4, vocab, batch, length, {1: 6, 2: 3})
 
 
+# The task heads of the encoder families (BERT, Longformer), as transformers names them after the family's prefix
+# (BertModel, LongformerForMaskedLM, ...): (name without the prefix, the output compared, config settings of the head)
+ENCODER_HEADS = [
+    ("Model", "last_hidden_state", {}),
+    ("ForMaskedLM", "logits", {}),
+    ("ForSequenceClassification", "logits", {"num_labels": 3}),
+    ("ForTokenClassification", "logits", {"num_labels": 5}),
+    ("ForQuestionAnswering", "start_logits", {}),
+]
+
+
 def max_diff_on_real(expected: torch.Tensor, actual: torch.Tensor, attention_mask: torch.Tensor) -> float:
     """The largest |expected − actual| over the real tokens (where ``attention_mask`` is 1) of per-token outputs;
     over every entry of outputs that are not per token (pooled, per sequence)."""
@@ -287,3 +300,19 @@ def assert_converts_back(ours, reference):
     for key in reference_state:
         assert torch.equal(reference_state[key], back_state[key]), key
     return back
+
+
+def assert_multiple_choice_parity(reference, inputs: dict) -> None:
+    """Our conversion of a reference multiple-choice head gives its logits and loss on ``inputs`` (two questions of
+    two choices each: (2, 2, length)), and converts back to its weights."""
+    from hf_scratch.convert import from_transformers, to_transformers
+
+    ours = from_transformers(reference).eval()
+    labels = torch.tensor([0, 1])
+    with torch.no_grad():
+        expected, actual = reference(**inputs, labels=labels), ours(**inputs, labels=labels)
+    assert actual.logits.shape == (2, 2)
+    assert (expected.logits - actual.logits).abs().max() <= 1e-4
+    assert abs(expected.loss.item() - actual.loss.item()) <= 1e-4
+    back = to_transformers(ours)
+    assert all(torch.equal(back.state_dict()[k], v) for k, v in reference.state_dict().items())

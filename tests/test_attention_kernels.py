@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from families import FAMILIES, PRESENT, close, fixed_sizes
+from families import FAMILIES, NAMES, close, fixed_sizes
 from transformers import AttentionInterface
 
 import hf_scratch
 from hf_scratch.attention import mask_to_bias
 
 ATOL = 1e-5
-STANDARD = [name for name in PRESENT if name in ("bert", "gpt", "transformer")]
-OTHERS = [name for name in PRESENT if name not in STANDARD]
+STANDARD = ["bert", "gpt", "transformer"]
+OTHERS = [name for name in NAMES if name not in STANDARD]
 
 
 def padded(name: str) -> dict:
@@ -109,6 +109,6 @@ def test_unknown_kernel_is_refused_with_the_choices():
 
 
 def test_models_say_which_families_run_registered_kernels():
-    for name in PRESENT:
+    for name in NAMES:
         model_class = getattr(hf_scratch, FAMILIES[name].head)
         assert model_class._supports_attention_backend is (name in STANDARD)

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 import transformers
-from families import FAMILIES, assert_converts_back, max_diff_on_real
+from families import ENCODER_HEADS, FAMILIES, assert_converts_back, assert_multiple_choice_parity, max_diff_on_real
 from families import bert_batch as padded_batch
 from transformers import AutoModelForMaskedLM, BertConfig, pipeline
 
@@ -29,15 +29,8 @@ tiny_config = FAMILIES["bert"].tiny_config
 
 # ---- parity with transformers -------------------------------------------------------------------------------
 
-HEADS = [
-    ("BertModel", "last_hidden_state", {}),
-    ("BertForPreTraining", "prediction_logits", {}),
-    ("BertForMaskedLM", "logits", {}),
-    ("BertForNextSentencePrediction", "logits", {}),
-    ("BertForSequenceClassification", "logits", {"num_labels": 3}),
-    ("BertForTokenClassification", "logits", {"num_labels": 5}),
-    ("BertForQuestionAnswering", "start_logits", {}),
-]
+BERT_ONLY_HEADS = [("ForPreTraining", "prediction_logits", {}), ("ForNextSentencePrediction", "logits", {})]
+HEADS = [("Bert" + head, field, extra) for head, field, extra in ENCODER_HEADS + BERT_ONLY_HEADS]
 
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
@@ -69,18 +62,10 @@ def test_conversion_keeps_dtype_and_mode():
 
 def test_multiple_choice_parity():
     reference = transformers.BertForMultipleChoice(BertConfig(**TINY)).eval()
-    ours = from_transformers(reference).eval()
     input_ids, attention_mask, token_type_ids = padded_batch(batch=4)
     shape = (2, 2, input_ids.shape[-1])
     inputs = dict(input_ids=input_ids.view(shape), attention_mask=attention_mask.view(shape), token_type_ids=token_type_ids.view(shape))
-    labels = torch.tensor([0, 1])
-    with torch.no_grad():
-        expected, actual = reference(**inputs, labels=labels), ours(**inputs, labels=labels)
-    assert actual.logits.shape == (2, 2)
-    assert (expected.logits - actual.logits).abs().max() <= 1e-4
-    assert abs(expected.loss.item() - actual.loss.item()) <= 1e-4
-    back = to_transformers(ours)
-    assert all(torch.equal(back.state_dict()[k], v) for k, v in reference.state_dict().items())
+    assert_multiple_choice_parity(reference, inputs)
 
 
 def test_pretraining_loss_matches_reference():

@@ -20,13 +20,7 @@ sys.path.insert(0, str(REPO))
 
 import hf_scratch  # noqa: E402,F401  (registers the families)
 from training import run_classification, run_clm, run_mlm, run_translation  # noqa: E402
-
-TINY = [
-    "--model_size", "tiny", "--max_steps", "2", "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "4",
-    "--max_train_samples", "16", "--max_eval_samples", "4", "--max_seq_length", "32", "--tokenizer_vocab_size", "300",
-    "--logging_steps", "1", "--save_strategy", "no", "--report_to", "none", "--use_cpu", "--dataloader_pin_memory", "false",
-    "--disable_tqdm", "true", "--seed", "0",
-]
+from training_runs import TINY  # noqa: E402
 
 
 def without(args: list[str], *flags: str) -> list[str]:

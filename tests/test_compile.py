@@ -18,7 +18,7 @@ import contextlib
 
 import pytest
 import torch
-from families import FAMILIES, PRESENT, close, fixed_sizes, randomise
+from families import FAMILIES, NAMES, close, fixed_sizes, randomise
 from test_conformance import HEAD_IDS, HEADS, inputs_for, loss_of
 from test_robustness import INPUT_CASES
 from test_robustness import call as robustness_call
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 ATOL = 1e-5
 KERNELS = ("eager", "sdpa")
-FULLGRAPH_BY_DEFAULT = [name for name in PRESENT if name != "rnn"]
+FULLGRAPH_BY_DEFAULT = [name for name in NAMES if name != "rnn"]
 
 
 @pytest.fixture(autouse=True)
@@ -125,7 +125,7 @@ def other_batch(name: str, cls, kwargs: dict) -> dict:
 
 
 @pytest.mark.parametrize(
-    "name,kernel", [(name, kernel) for name in PRESENT for kernel in KERNELS if name != "rnn" or kernel == "sdpa"]
+    "name,kernel", [(name, kernel) for name in NAMES for kernel in KERNELS if name != "rnn" or kernel == "sdpa"]
 )  # (the RNN's attention has one kernel: attn_implementation changes nothing there)
 def test_training_step_is_one_graph_for_any_batch_content(name, kernel):
     """The main head's training step through AOTAutograd (a forward and a backward graph) with each attention
@@ -163,7 +163,6 @@ def test_new_sequence_length_compiles_at_most_once_more(name):
     assert counter.frame_count <= first + 1
 
 
-@pytest.mark.skipif("transfo_xl" not in PRESENT, reason="the Transformer-XL family is not in this checkout")
 def test_transfo_xl_memory_compiles_once_it_is_full():
     """Segments with the recurrent memory: the first segment (no memory) and the following ones (a full memory of
     mem_len) are two graphs; every later segment reuses the second. Outputs and memories as in eager mode."""
@@ -184,7 +183,6 @@ def test_transfo_xl_memory_compiles_once_it_is_full():
     assert counter.frame_count == 2
 
 
-@pytest.mark.skipif("transfo_xl" not in PRESENT, reason="the Transformer-XL family is not in this checkout")
 def test_transfo_xl_target_only_loss_compiles():
     """The adaptive softmax's cheap loss (``logits_to_keep``: only each target's log-probability) as one graph."""
     family, s = FAMILIES["transfo_xl"], fixed_sizes()
@@ -208,7 +206,7 @@ VALUE_CASES = {"over-long sequence", "id ≥ vocab_size", "negative id", "additi
 
 @pytest.mark.parametrize(
     "case,name,make,words",
-    [(case, name, make, words) for case, names, make, words in INPUT_CASES for name in names if name in PRESENT],
+    [(case, name, make, words) for case, names, make, words in INPUT_CASES for name in names],
     ids=lambda value: value if isinstance(value, str) else "",
 )
 def test_bad_inputs_are_stopped_under_compile(case, name, make, words, monkeypatch):

@@ -28,7 +28,7 @@ from copy import deepcopy
 
 import pytest
 import torch
-from families import FAMILIES, PRESENT, changed, fixed_sizes
+from families import FAMILIES, NAMES, changed, fixed_sizes, randomise
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -65,7 +65,7 @@ def heads_of(name: str) -> list[type]:
     ]
 
 
-HEADS = [(name, cls) for name in PRESENT for cls in heads_of(name)]
+HEADS = [(name, cls) for name in NAMES for cls in heads_of(name)]
 HEAD_IDS = [cls.__name__.removeprefix("Scratch") for _, cls in HEADS]
 GENERATIVE = [(name, cls) for name, cls in HEADS if issubclass(cls, GenerationMixin)]
 
@@ -89,11 +89,7 @@ def config_for(name: str):
 
 def build(name: str, cls, attn_implementation: str = "sdpa"):
     torch.manual_seed(0)
-    model = cls._from_config(config_for(name), attn_implementation=attn_implementation)
-    with torch.no_grad():  # perturb every parameter so that every term matters
-        for parameter in model.parameters():
-            parameter.add_(torch.randn_like(parameter) * 0.1)
-    return model.eval()
+    return randomise(cls._from_config(config_for(name), attn_implementation=attn_implementation))
 
 
 def inputs_for(name: str, cls, labels: bool = False, ids: torch.Tensor | None = None) -> dict:
@@ -164,7 +160,7 @@ heads = pytest.mark.parametrize("name,cls", HEADS, ids=HEAD_IDS)
 
 
 def test_every_head_of_every_family_is_checked():
-    for name in PRESENT:
+    for name in NAMES:
         config_class = type(FAMILIES[name].config(family_sizes()))
         registered = {reference.split(".")[1] for auto, reference in config_class.default_auto_map.items() if auto != "AutoConfig"}
         assert registered <= {cls.__name__ for family, cls in HEADS if family == name}, name
@@ -278,7 +274,6 @@ def test_hidden_states_and_attentions(name, cls):
         torch.testing.assert_close(full.decoder_hidden_states[-1], full.last_hidden_state)
 
 
-@pytest.mark.skipif("transfo_xl" not in PRESENT, reason="the Transformer-XL family is not in this checkout")
 def test_transfo_xl_attentions_cover_the_memory():
     name = "transfo_xl"
     cls = getattr(hf_scratch, FAMILIES[name].head)
@@ -346,6 +341,38 @@ def test_get_and_set_input_embeddings(name, cls):
     assert not torch.equal(run(model, kwargs)[0], before)
 
 
+# The families whose embedding accessors are transformers' own (``PreTrainedModel.get_input_embeddings`` finds
+# ``embeddings.word`` by ``_input_embed_layer``; ``get/set_output_embeddings`` use ``lm_head``): they must reach the
+# modules the weights are named after, as the families' own accessors did. {family: (input, output or None)}
+BUILT_IN_ACCESSORS = {
+    "bert": ("embeddings.word", "mlm_head.decoder"),
+    "longformer": ("embeddings.word", "mlm_head.decoder"),
+    "gpt": ("embeddings.word", "lm_head"),
+}
+
+
+@pytest.mark.parametrize(
+    "name,cls", [(n, c) for n, c in HEADS if n in BUILT_IN_ACCESSORS],
+    ids=[i for (n, _), i in zip(HEADS, HEAD_IDS) if n in BUILT_IN_ACCESSORS],
+)
+def test_built_in_embedding_accessors_reach_the_named_modules(name, cls):
+    model = build(name, cls)
+    base = "" if model is model.base_model else "model."
+    input_path, output_path = BUILT_IN_ACCESSORS[name]
+    assert model.get_input_embeddings() is model.get_submodule(base + input_path)
+    replacement = nn.Embedding(model.config.vocab_size, model.config.hidden_size)
+    model.set_input_embeddings(replacement)
+    assert model.get_submodule(base + input_path) is replacement
+    has_output = output_path.split(".")[0] in dict(model.named_children())
+    if not has_output:
+        assert model.get_output_embeddings() is None
+        return
+    assert model.get_output_embeddings() is model.get_submodule(output_path)
+    projection = nn.Linear(model.config.hidden_size, model.config.vocab_size)
+    model.set_output_embeddings(projection)
+    assert model.get_submodule(output_path) is projection
+
+
 def randomised_copy(module: nn.Module) -> nn.Module:
     copy = deepcopy(module)
     with torch.no_grad():
@@ -403,7 +430,7 @@ def test_resize_token_embeddings_keeps_ties_and_trains_the_new_token(name, cls):
     optimizer.step()
 
 
-@pytest.mark.parametrize("name", [n for n in ("bert", "longformer") if n in PRESENT])
+@pytest.mark.parametrize("name", ["bert", "longformer"])
 def test_token_type_check_follows_the_live_table(name):
     """A model given a larger segment table (the usual recipe for more token types) accepts the new types."""
     cls = getattr(hf_scratch, FAMILIES[name].head)
@@ -503,7 +530,6 @@ def test_config_edits_after_loading_take_effect(name, cls, checkpoints):
     assert all(run(loaded, kwargs).get(field) is None for field in maps)
 
 
-@pytest.mark.skipif("transfo_xl" not in PRESENT, reason="the Transformer-XL family is not in this checkout")
 def test_transfo_xl_mem_len_edit_after_loading(checkpoints):
     cls = getattr(hf_scratch, FAMILIES["transfo_xl"].head)
     directory, _ = checkpoints("transfo_xl", cls)

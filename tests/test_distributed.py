@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import distributed_worker as worker  # noqa: E402
-from families import FAMILIES, PRESENT, fixed_sizes  # noqa: E402
+from families import FAMILIES, NAMES, fixed_sizes  # noqa: E402
 
 FSDP2_CONFIG = REPO / "training" / "accelerate_configs" / "fsdp2.yaml"
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -250,14 +250,13 @@ ACCELERATE_TIE_LIMITS = {
 
 
 def _wrap_cases():
-    for name in PRESENT:
+    for name in NAMES:
         yield pytest.param(name, {}, id=name)
         for label, overrides in WRAP_VARIANTS.get(name, {}).items():
             yield pytest.param(name, overrides, id=f"{name}: {label}")
     for (name, label), (overrides, reason) in ACCELERATE_TIE_LIMITS.items():
-        if name in PRESENT:
-            mark = pytest.mark.xfail(strict=True, raises=ValueError, reason=reason)
-            yield pytest.param(name, overrides, id=f"{name}: {label}", marks=mark)
+        mark = pytest.mark.xfail(strict=True, raises=ValueError, reason=reason)
+        yield pytest.param(name, overrides, id=f"{name}: {label}", marks=mark)
 
 
 @pytest.mark.parametrize("family,overrides", list(_wrap_cases()))
@@ -301,7 +300,7 @@ def test_every_family_wraps_its_no_split_modules(one_process_group, family, over
             torch.testing.assert_close(grads[name], p.grad, atol=1e-6, rtol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("family", PRESENT)
+@pytest.mark.parametrize("family", NAMES)
 def test_a_sharded_model_saves_as_its_hf_scratch_class(one_process_group, family, tmp_path):
     """The final save of the training scripts under FSDP (``training/common.py``: ``save_unsharded``, which the
     Trainer reaches only on GPUs) writes the gathered weights with the model's hf_scratch class, not with the

@@ -244,15 +244,20 @@ class Saved:
     also_loads_as: dict = field(default_factory=dict)  # other Auto classes the checkpoint serves: {auto class: head}
 
 
+def mlm_tie(model):
+    return model.mlm_head.decoder.weight, model.model.embeddings.word.weight
+
+
 SAVED = {
-    "bert": Saved(AutoModelForMaskedLM, "ScratchBertModel",
-                  tied=lambda m: (m.mlm_head.decoder.weight, m.model.embeddings.word.weight)),
-    "gpt": Saved(AutoModelForCausalLM, "ScratchGPTModel", tied=lambda m: (m.lm_head.weight, m.model.embeddings.word.weight),
+    "bert": Saved(AutoModelForMaskedLM, "ScratchBertModel", tied=mlm_tie),
+    "gpt": Saved(AutoModelForCausalLM, "ScratchGPTModel",
+                 tied=lambda model: (model.lm_head.weight, model.model.embeddings.word.weight),
                  also_loads_as={AutoModelForMultipleChoice: "ScratchGPTForMultipleChoice"}),
     "transformer": Saved(AutoModelForSeq2SeqLM, "ScratchTransformerModel"),
     "transfo_xl": Saved(AutoModelForCausalLM, "ScratchTransfoXLModel"),
-    "longformer": Saved(AutoModelForMaskedLM, "ScratchLongformerModel", tied=lambda m: (m.mlm_head.decoder.weight, m.model.embeddings.word.weight)),
-    "rnn": Saved(AutoModelForSeq2SeqLM, "ScratchRNNModel", tied=lambda m: (m.lm_head.weight, m.model.encoder.embed_tokens.weight),
+    "longformer": Saved(AutoModelForMaskedLM, "ScratchLongformerModel", tied=mlm_tie),
+    "rnn": Saved(AutoModelForSeq2SeqLM, "ScratchRNNModel",
+                 tied=lambda model: (model.lm_head.weight, model.model.encoder.embed_tokens.weight),
                  also_loads_as={AutoModelForSequenceClassification: "ScratchRNNForSequenceClassification"}),
 }
 

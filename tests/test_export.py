@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from families import CACHED, FAMILIES, PRESENT, close, fixed_sizes
+from families import CACHED, FAMILIES, NAMES, close, fixed_sizes
 from torch.export import Dim
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -55,7 +55,7 @@ def dynamic_shapes(name: str, kwargs: dict) -> dict:
     return {key: dims(key) if isinstance(value, torch.Tensor) else None for key, value in kwargs.items()}
 
 
-@pytest.fixture(scope="module", params=PRESENT)
+@pytest.fixture(scope="module", params=NAMES)
 def exported(request):
     name = request.param
     s = {**fixed_sizes(), "variant": True}

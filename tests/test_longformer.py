@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 from dispatch import dispatched_ops
-from families import FAMILIES, assert_converts_back, max_diff_on_real
+from families import ENCODER_HEADS, FAMILIES, assert_converts_back, assert_multiple_choice_parity, max_diff_on_real
 from families import longformer_batch as padded_batch
 from transformers import LongformerConfig, pipeline
 
@@ -39,13 +39,7 @@ PAD = TINY["pad_token_id"]
 
 # ---- parity with transformers -------------------------------------------------------------------------------
 
-HEADS = [
-    ("LongformerModel", "last_hidden_state", {}),
-    ("LongformerForMaskedLM", "logits", {}),
-    ("LongformerForSequenceClassification", "logits", {"num_labels": 3}),
-    ("LongformerForTokenClassification", "logits", {"num_labels": 5}),
-    ("LongformerForQuestionAnswering", "start_logits", {}),
-]
+HEADS = [("Longformer" + head, field, extra) for head, field, extra in ENCODER_HEADS]
 
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
@@ -95,19 +89,11 @@ def test_default_global_attention_matches_transformers(reference_name):
 
 def test_multiple_choice_parity():
     reference = transformers.LongformerForMultipleChoice(LongformerConfig(**TINY)).eval()
-    ours = from_transformers(reference).eval()
     input_ids, attention_mask, _ = padded_batch(batch=4)
     attention_mask[3] = 1
     shape = (2, 2, input_ids.shape[-1])
     inputs = dict(input_ids=input_ids.view(shape), attention_mask=attention_mask.view(shape))
-    labels = torch.tensor([0, 1])
-    with torch.no_grad():  # default global attention: the tokens after the first separator pair
-        expected, actual = reference(**inputs, labels=labels), ours(**inputs, labels=labels)
-    assert actual.logits.shape == (2, 2)
-    assert (expected.logits - actual.logits).abs().max() <= 1e-4
-    assert abs(expected.loss.item() - actual.loss.item()) <= 1e-4
-    back = to_transformers(ours)
-    assert all(torch.equal(back.state_dict()[k], v) for k, v in reference.state_dict().items())
+    assert_multiple_choice_parity(reference, inputs)  # default global attention: the tokens after the first separator pair
 
 
 def test_masked_lm_loss_matches_reference():

@@ -3,8 +3,7 @@ inputs that must each be answered by a ValueError naming the field and the fix.
 
 Properties (each family where it applies): padding invariance, causal / window no-leak, cached ≡ uncached,
 memory ≡ full context (Transformer-XL), eager ≡ fast path, save → load ≡, no NaN/inf in fp32, bf16 (and fp16 where
-this CPU runs it) including fully masked rows. Families are picked up from ``hf_scratch`` as they exist
-(``tests/families.py``).
+this CPU runs it) including fully masked rows; for every family of ``tests/families.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from families import CACHED, CAUSAL, FAMILIES, PRESENT, fixed_sizes, sizes
+from families import CACHED, CAUSAL, FAMILIES, NAMES, fixed_sizes, sizes
 from families import changed as _changed
 from families import close as _close
 from families import logits as _logits
@@ -27,9 +26,25 @@ import hf_scratch
 FEW = settings(max_examples=4, deadline=None)
 
 
+def for_each(names: list[str], examples: int = 4):
+    """Parametrise a hypothesis test ``test(name, data)`` over the families ``names``, ``examples`` draws each."""
+
+    def decorate(test):
+        drawing = settings(max_examples=examples, deadline=None)(given(data=st.data())(test))
+        return pytest.mark.parametrize("name", names)(drawing)
+
+    return decorate
+
+
+def drawn(name: str, data) -> tuple:
+    """(the family, sizes drawn for it, its main head built from them)."""
+    family, s = FAMILIES[name], data.draw(sizes(name))
+    return family, s, family.build(s)
+
+
 def test_every_family_of_the_package_is_covered():
     configs = {name for name in dir(hf_scratch) if name.startswith("Scratch") and name.endswith("Config")}
-    covered = {type(FAMILIES[name].config(fixed_sizes())).__name__ for name in PRESENT}
+    covered = {type(FAMILIES[name].config(fixed_sizes())).__name__ for name in NAMES}
     assert configs - {"ScratchConfig"} <= covered, f"families without robustness coverage: {configs - covered}"
 
 
@@ -38,13 +53,10 @@ def test_every_family_of_the_package_is_covered():
 # --------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", PRESENT)
-@FEW
-@given(data=st.data())
+@for_each(NAMES)
 def test_padding_invariance(name, data):
     """Padding the batch (with attention_mask 0) changes nothing at the real tokens."""
-    family, s = FAMILIES[name], data.draw(sizes(name))
-    model = family.build(s)
+    family, s, model = drawn(name, data)
     ids, pad = s["ids"], s["pad"]
     padding = torch.full((ids.shape[0], pad), _pad_id(model))
     real, none = torch.ones_like(ids), torch.zeros_like(padding)
@@ -57,13 +69,10 @@ def test_padding_invariance(name, data):
     _close(batched if family.seq2seq else batched[:, keep], alone)
 
 
-@pytest.mark.parametrize("name", CAUSAL)
-@FEW
-@given(data=st.data())
+@for_each(CAUSAL)
 def test_causal_no_leak(name, data):
     """Changing the token at position t changes no output before t (for seq2seq: decoder positions)."""
-    family, s = FAMILIES[name], data.draw(sizes(name))
-    model = family.build(s)
+    family, s, model = drawn(name, data)
     source, targets = s["ids"], s["decoder_ids"] if family.seq2seq else s["ids"]
     assume(targets.shape[1] >= 2)
     t = data.draw(st.integers(1, targets.shape[1] - 1))
@@ -74,7 +83,6 @@ def test_causal_no_leak(name, data):
     assert not torch.allclose(after[:, t:], before[:, t:]), "the changed token had no effect at all"
 
 
-@pytest.mark.skipif("longformer" not in PRESENT, reason="the Longformer family is not in this checkout")
 @FEW
 @given(data=st.data())
 def test_longformer_window_no_leak(data):
@@ -93,13 +101,10 @@ def test_longformer_window_no_leak(data):
     assert not torch.allclose(_logits(model, family.inputs(s, near, None))[:, 0], base[:, 0])
 
 
-@pytest.mark.parametrize("name", CACHED)
-@FEW
-@given(data=st.data())
+@for_each(CACHED)
 def test_cached_equals_uncached(name, data):
     """Decoding the last tokens one at a time with the cache gives the logits of one full forward."""
-    family, s = FAMILIES[name], data.draw(sizes(name))
-    model = family.build(s)
+    family, s, model = drawn(name, data)
     targets = s["decoder_ids"] if family.seq2seq else s["ids"]
     assume(targets.shape[1] >= 2)
     start = data.draw(st.integers(1, targets.shape[1] - 1))
@@ -115,7 +120,6 @@ def test_cached_equals_uncached(name, data):
     _close(torch.cat(steps, dim=1), full)
 
 
-@pytest.mark.skipif("transfo_xl" not in PRESENT, reason="the Transformer-XL family is not in this checkout")
 @FEW
 @given(data=st.data())
 def test_transfo_xl_memory_equals_full_context(data):
@@ -133,9 +137,7 @@ def test_transfo_xl_memory_equals_full_context(data):
     _close(second.logits, whole[:, split:])
 
 
-@pytest.mark.parametrize("name", PRESENT)
-@FEW
-@given(data=st.data())
+@for_each(NAMES)
 def test_eager_equals_fast_path(name, data):
     """The readable kernel and the fast one agree (eager vs SDPA; for the RNN, per-step cells vs fused), padded."""
     family, s = FAMILIES[name], data.draw(sizes(name))
@@ -153,12 +155,9 @@ def test_eager_equals_fast_path(name, data):
     _close(_logits(other, kwargs), _logits(reference, kwargs))
 
 
-@pytest.mark.parametrize("name", PRESENT)
-@settings(max_examples=2, deadline=None)
-@given(data=st.data())
+@for_each(NAMES, examples=2)
 def test_save_load_roundtrip(name, data):
-    family, s = FAMILIES[name], data.draw(sizes(name))
-    model = family.build(s)
+    family, s, model = drawn(name, data)
     kwargs = family.inputs(s, s["ids"], None)
     with tempfile.TemporaryDirectory() as directory:
         model.save_pretrained(directory)
@@ -179,13 +178,11 @@ DTYPES = [torch.float32, torch.bfloat16] + ([torch.float16] if _fp16_runs_on_thi
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("name", PRESENT)
-@settings(max_examples=2, deadline=None)
-@given(data=st.data())
+@for_each(NAMES, examples=2)
 def test_no_nan_or_inf_with_fully_masked_rows(name, dtype, data):
     """A batch with a row that is all padding (for seq2seq: an all-padding source) gives finite outputs everywhere."""
-    family, s = FAMILIES[name], data.draw(sizes(name))
-    model = family.build(s).to(dtype)
+    family, s, model = drawn(name, data)
+    model = model.to(dtype)
     ids = s["ids"].repeat(2, 1)[:2]
     mask = torch.ones_like(ids)
     mask[1] = 0
@@ -238,7 +235,7 @@ CONFIG_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,overrides,field_name", [c for c in CONFIG_CASES if c[0] in PRESENT])
+@pytest.mark.parametrize("name,overrides,field_name", CONFIG_CASES)
 def test_invalid_config_values(name, overrides, field_name):
     with pytest.raises(ValueError, match=field_name):
         config_with(name, **overrides)
@@ -251,18 +248,18 @@ def _long(name):
 INPUT_CASES = [
     # (case, families, inputs, words the message must contain)
     ("over-long sequence", ["bert", "gpt", "longformer", "transformer"], lambda n: {"ids": _long(n)}, "max_position_embeddings"),
-    ("id ≥ vocab_size", PRESENT, lambda n: {"ids": torch.full((2, 6), 30)}, "vocab"),
-    ("negative id", PRESENT, lambda n: {"ids": torch.full((2, 6), -1)}, "vocab"),
-    ("float ids", PRESENT, lambda n: {"ids": torch.ones(2, 6)}, "input_ids"),
-    ("mask of the wrong shape", PRESENT, lambda n: {"mask": torch.ones(2, 5, dtype=torch.long)}, "attention_mask"),
-    ("additive mask instead of 0/1", PRESENT, lambda n: {"mask": torch.full((2, 6), -10000.0)}, "attention_mask"),
-    ("mask of complex dtype", PRESENT, lambda n: {"mask": torch.ones(2, 6, dtype=torch.complex64)}, "attention_mask"),
+    ("id ≥ vocab_size", NAMES, lambda n: {"ids": torch.full((2, 6), 30)}, "vocab"),
+    ("negative id", NAMES, lambda n: {"ids": torch.full((2, 6), -1)}, "vocab"),
+    ("float ids", NAMES, lambda n: {"ids": torch.ones(2, 6)}, "input_ids"),
+    ("mask of the wrong shape", NAMES, lambda n: {"mask": torch.ones(2, 5, dtype=torch.long)}, "attention_mask"),
+    ("additive mask instead of 0/1", NAMES, lambda n: {"mask": torch.full((2, 6), -10000.0)}, "attention_mask"),
+    ("mask of complex dtype", NAMES, lambda n: {"mask": torch.ones(2, 6, dtype=torch.complex64)}, "attention_mask"),
 ]
 
 
 @pytest.mark.parametrize(
     "case,name,make,words",
-    [(case, name, make, words) for case, names, make, words in INPUT_CASES for name in names if name in PRESENT],
+    [(case, name, make, words) for case, names, make, words in INPUT_CASES for name in names],
     ids=lambda value: value if isinstance(value, str) else "",
 )
 def test_bad_inputs(case, name, make, words):
@@ -270,7 +267,6 @@ def test_bad_inputs(case, name, make, words):
         call(name, **make(name))
 
 
-@pytest.mark.skipif("transfo_xl" not in PRESENT, reason="the Transformer-XL family is not in this checkout")
 @pytest.mark.parametrize(
     "mems",
     [
@@ -293,7 +289,7 @@ def test_mems_of_the_wrong_shape(mems):
 @pytest.fixture(scope="module")
 def saved_checkpoint(tmp_path_factory):
     directory = tmp_path_factory.mktemp("checkpoint")
-    tiny(PRESENT[0]).save_pretrained(directory)
+    tiny("bert").save_pretrained(directory)
     return directory
 
 
@@ -316,7 +312,7 @@ def test_truncated_or_corrupted_safetensors(saved_checkpoint, tmp_path, damage, 
 
     weights = (saved_checkpoint / "model.safetensors").read_bytes()
     directory = _copy_with_weights(saved_checkpoint, tmp_path / "damaged", damage(weights))
-    model_class = type(tiny(PRESENT[0]))
+    model_class = type(tiny("bert"))
     load = model_class.from_pretrained if loader == "class" else transformers.AutoModelForMaskedLM.from_pretrained
     with pytest.raises(ValueError, match="safetensors.*(save|download)"):
         load(directory)
@@ -329,22 +325,21 @@ def test_config_loading_does_not_read_the_weights(saved_checkpoint, tmp_path):
 
     weights = (saved_checkpoint / "model.safetensors").read_bytes()
     directory = _copy_with_weights(saved_checkpoint, tmp_path / "damaged", weights[: len(weights) // 2])
-    config_class = type(tiny(PRESENT[0]).config)
-    assert config_class.from_pretrained(directory).to_dict() == tiny(PRESENT[0]).config.to_dict()
+    config_class = type(tiny("bert").config)
+    assert config_class.from_pretrained(directory).to_dict() == tiny("bert").config.to_dict()
     assert type(transformers.AutoConfig.from_pretrained(directory)) is config_class
     with pytest.raises(ValueError, match="safetensors.*(save|download)"):
-        type(tiny(PRESENT[0])).from_pretrained(directory)
+        type(tiny("bert")).from_pretrained(directory)
 
 
 def test_intact_checkpoint_still_loads(saved_checkpoint):
-    model = tiny(PRESENT[0])
+    model = tiny("bert")
     loaded = type(model).from_pretrained(saved_checkpoint)
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
 
 
-@pytest.mark.skipif(len(PRESENT) < 2, reason="needs two families")
 def test_checkpoint_of_another_model_type(saved_checkpoint):
-    other = type(tiny(PRESENT[1]))
+    other = type(tiny("gpt"))  # the saved checkpoint is a BERT
     with pytest.raises(ValueError, match="model_type"):
         other.from_pretrained(saved_checkpoint)
 
@@ -362,7 +357,7 @@ def test_failed_save_leaves_no_checkpoint_that_loads(tmp_path, monkeypatch):
         raise OSError("No space left on device")
 
     monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", dies_halfway)
-    model = tiny(PRESENT[0])
+    model = tiny("bert")
     with pytest.raises(OSError):
         model.save_pretrained(tmp_path / "out")
     monkeypatch.undo()
@@ -370,7 +365,6 @@ def test_failed_save_leaves_no_checkpoint_that_loads(tmp_path, monkeypatch):
         type(model).from_pretrained(tmp_path / "out")
 
 
-@pytest.mark.skipif("transformer" not in PRESENT, reason="the encoder-decoder family is not in this checkout")
 def test_missing_tokenizer():
     """(transformers' own ``pipeline()`` factory refuses a model object without a tokenizer before our code runs.)"""
     from hf_scratch import ScratchSeq2SeqPipeline
@@ -390,7 +384,7 @@ def test_missing_tokenizer_for_pictures(saved_checkpoint, tmp_path):
 
 
 def test_sharded_checkpoint_loads_and_a_missing_shard_is_named(tmp_path):
-    model = tiny(PRESENT[0])
+    model = tiny("bert")
     model.save_pretrained(tmp_path, max_shard_size="1KB")
     shards = sorted(tmp_path.glob("model-*.safetensors"))
     assert len(shards) > 1

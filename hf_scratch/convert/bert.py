@@ -1,7 +1,7 @@
 """BERT (transformers' ``bert`` → ``scratch-bert``): the config translation and the weight map.
 
-``encoder_rules`` (embeddings, encoder layers, pooler) also serves Longformer, whose reference implementation keeps
-BERT's weight names (``longformer.py``).
+``encoder_rules`` (embeddings, encoder layers, pooler) and ``mlm_head_rules`` also serve Longformer, whose reference
+implementation keeps BERT's weight names (``longformer.py``).
 """
 
 from __future__ import annotations
@@ -58,23 +58,39 @@ def encoder_rules(prefix: str) -> list[WeightRule]:
     ]
 
 
+def mlm_head_rules(config, transform: tuple[str, str], bias: str, decoder: str) -> tuple[list[WeightRule], list[str]]:
+    """Our ``mlm_head`` ← the reference's masked-LM head: the transform (``transform`` = its dense layer and
+    LayerNorm), the output bias, stored once as ``bias`` (``{decoder}.bias`` is an alias of it, which old
+    checkpoints may still carry), and the decoder weight unless it is tied to the word embeddings. Returns the rules
+    and the reference keys to ignore."""
+    dense, norm = transform
+    rules = [
+        *weight_and_bias("mlm_head.dense", dense),
+        *weight_and_bias("mlm_head.norm", norm),
+        rule("mlm_head.decoder.bias", bias),
+    ]
+    ignore = [f"{decoder}.bias"]
+    if config.tie_word_embeddings:
+        ignore.append(f"{decoder}.weight")
+    else:
+        rules.append(rule("mlm_head.decoder.weight", f"{decoder}.weight"))
+    return rules, ignore
+
+
 def _weight_map(config) -> WeightMap:
+    mlm_head, mlm_ignore = mlm_head_rules(
+        config, ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm"),
+        bias="cls.predictions.bias", decoder="cls.predictions.decoder",
+    )
     rules = [
         *encoder_rules("bert"),
         # heads
-        *weight_and_bias("mlm_head.dense", "cls.predictions.transform.dense"),
-        *weight_and_bias("mlm_head.norm", "cls.predictions.transform.LayerNorm"),
-        rule("mlm_head.decoder.bias", "cls.predictions.bias"),
+        *mlm_head,
         *weight_and_bias("nsp_head", "cls.seq_relationship"),
         *weight_and_bias("classifier", "classifier"),
         *weight_and_bias("qa_outputs", "qa_outputs"),
     ]
-    # The decoder bias is stored once (cls.predictions.bias); its alias and, when tied, the decoder weight are not.
-    ignore = ["bert.embeddings.position_ids", "bert.embeddings.token_type_ids", "cls.predictions.decoder.bias"]
-    if config.tie_word_embeddings:
-        ignore.append("cls.predictions.decoder.weight")
-    else:
-        rules.append(rule("mlm_head.decoder.weight", "cls.predictions.decoder.weight"))
+    ignore = ["bert.embeddings.position_ids", "bert.embeddings.token_type_ids", *mlm_ignore]
     return WeightMap(rules, ignore_reference=ignore)
 
 

@@ -8,14 +8,13 @@ with ``attention_dilation=1`` convert back.
 from __future__ import annotations
 
 from ..configuration_longformer import ScratchLongformerConfig
-from .bert import BERT_SHARED_FIELDS, encoder_rules
+from .bert import BERT_SHARED_FIELDS, encoder_rules, mlm_head_rules
 from .engine import (
     TASK_FIELDS,
     Conversion,
     WeightMap,
     copy_fields,
     register_conversion,
-    rule,
     scratch_heads,
     weight_and_bias,
 )
@@ -42,27 +41,22 @@ def _config_to_reference(config) -> dict:
 
 def _weight_map(config) -> WeightMap:
     layer, attention = "model.layers.{i}.attention", "longformer.encoder.layer.{i}.attention.self"
+    mlm_head, mlm_ignore = mlm_head_rules(
+        config, ("lm_head.dense", "lm_head.layer_norm"), bias="lm_head.bias", decoder="lm_head.decoder"
+    )
     rules = [
         *encoder_rules("longformer"),
         *weight_and_bias(f"{layer}.query_global", f"{attention}.query_global"),
         *weight_and_bias(f"{layer}.key_global", f"{attention}.key_global"),
         *weight_and_bias(f"{layer}.value_global", f"{attention}.value_global"),
         # heads
-        *weight_and_bias("mlm_head.dense", "lm_head.dense"),
-        *weight_and_bias("mlm_head.norm", "lm_head.layer_norm"),
-        rule("mlm_head.decoder.bias", "lm_head.bias"),
+        *mlm_head,
         *weight_and_bias("classifier.dense", "classifier.dense"),
         *weight_and_bias("classifier.out_proj", "classifier.out_proj"),
         *weight_and_bias("classifier", "classifier"),
         *weight_and_bias("qa_outputs", "qa_outputs"),
     ]
-    # lm_head.decoder.bias is tied to lm_head.bias (stored once); old checkpoints may still carry it.
-    ignore = ["longformer.embeddings.position_ids", "lm_head.decoder.bias"]
-    if config.tie_word_embeddings:
-        ignore.append("lm_head.decoder.weight")
-    else:
-        rules.append(rule("mlm_head.decoder.weight", "lm_head.decoder.weight"))
-    return WeightMap(rules, ignore_reference=ignore)
+    return WeightMap(rules, ignore_reference=["longformer.embeddings.position_ids", *mlm_ignore])
 
 
 register_conversion(
