@@ -197,7 +197,9 @@ class ResidualNorm(nn.Module):
         return out if self.pre_norm else self.norm(out)
 
 
-def run_layers(layers, hidden_states, call, output_hidden_states: bool, output_attentions: bool, final_norm=None, kinds=1):
+def run_layers(
+    layers, hidden_states, call, output_hidden_states: bool, output_attentions: bool, final_norm=None, kinds: int = 1
+):
     """The stack of N identical layers (Vaswani et al. 2017 §3.1): ``hidden_states`` through each layer in turn —
     ``call(layer, hidden_states)`` returns the layer's output and its attention weights, one tensor per kind (self,
     cross, global…: ``kinds``) — then through ``final_norm`` (pre-LN stacks). Returns (hidden_states,
@@ -234,6 +236,17 @@ class MaskedLMHead(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.norm(self.activation(self.dense(hidden_states))))
+
+
+class MaskedLMOutputEmbeddings:
+    """``get/set_output_embeddings`` for the heads whose output projection is ``mlm_head.decoder`` (transformers'
+    own look for ``lm_head``): what ``resize_token_embeddings`` and weight tying use."""
+
+    def get_output_embeddings(self):
+        return self.mlm_head.decoder
+
+    def set_output_embeddings(self, value):
+        self.mlm_head.decoder = value
 
 
 # --------------------------------------------------------------------------------------------------------------

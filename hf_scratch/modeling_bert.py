@@ -34,6 +34,7 @@ from .layers import (
     EncoderEmbeddings,
     FeedForward,
     MaskedLMHead,
+    MaskedLMOutputEmbeddings,
     Pooler,
     ResidualNorm,
     ScratchPreTrainedModel,
@@ -134,7 +135,7 @@ class ScratchBertForPreTrainingOutput(ModelOutput):
     attentions: Optional[tuple[torch.Tensor, ...]] = None
 
 
-class ScratchBertForPreTraining(ScratchBertPreTrainedModel):
+class ScratchBertForPreTraining(MaskedLMOutputEmbeddings, ScratchBertPreTrainedModel):
     """Masked LM + next-sentence prediction, the two pre-training tasks of Devlin et al. 2019 §3.1."""
 
     _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
@@ -145,12 +146,6 @@ class ScratchBertForPreTraining(ScratchBertPreTrainedModel):
         self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, config.hidden_act, config.layer_norm_eps)
         self.nsp_head = nn.Linear(config.hidden_size, 2)
         self.post_init()
-
-    def get_output_embeddings(self):
-        return self.mlm_head.decoder
-
-    def set_output_embeddings(self, value):
-        self.mlm_head.decoder = value
 
     @can_return_tuple
     def forward(
@@ -187,7 +182,7 @@ class ScratchBertForPreTraining(ScratchBertPreTrainedModel):
         )
 
 
-class ScratchBertForMaskedLM(ScratchBertPreTrainedModel):
+class ScratchBertForMaskedLM(MaskedLMOutputEmbeddings, ScratchBertPreTrainedModel):
     """Predict the original token at masked positions (Devlin et al. 2019 §3.1, Task #1)."""
 
     _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
@@ -197,12 +192,6 @@ class ScratchBertForMaskedLM(ScratchBertPreTrainedModel):
         self.model = ScratchBertModel(config, add_pooling_layer=False)
         self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, config.hidden_act, config.layer_norm_eps)
         self.post_init()
-
-    def get_output_embeddings(self):
-        return self.mlm_head.decoder
-
-    def set_output_embeddings(self, value):
-        self.mlm_head.decoder = value
 
     @can_return_tuple
     def forward(

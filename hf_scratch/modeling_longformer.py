@@ -20,7 +20,6 @@ The banded kernel — residue classes for dilation, blocks of w/2 queries agains
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -54,6 +53,7 @@ from .layers import (
     EncoderEmbeddings,
     FeedForward,
     MaskedLMHead,
+    MaskedLMOutputEmbeddings,
     Pooler,
     ResidualNorm,
     ScratchPreTrainedModel,
@@ -318,7 +318,7 @@ class ScratchLongformerMultipleChoiceOutput(MultipleChoiceModelOutput):
     global_attentions: Optional[tuple[torch.Tensor, ...]] = None
 
 
-class ScratchLongformerForMaskedLM(ScratchLongformerPreTrainedModel):
+class ScratchLongformerForMaskedLM(MaskedLMOutputEmbeddings, ScratchLongformerPreTrainedModel):
     """Masked LM with RoBERTa's head: logits = W_e · LN(gelu(W h + b)) + b_vocab."""
 
     _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
@@ -328,12 +328,6 @@ class ScratchLongformerForMaskedLM(ScratchLongformerPreTrainedModel):
         self.model = ScratchLongformerModel(config, add_pooling_layer=False)
         self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, "gelu", config.layer_norm_eps)
         self.post_init()
-
-    def get_output_embeddings(self):
-        return self.mlm_head.decoder
-
-    def set_output_embeddings(self, value):
-        self.mlm_head.decoder = value
 
     @can_return_tuple
     def forward(

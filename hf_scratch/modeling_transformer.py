@@ -53,6 +53,7 @@ from .layers import (
     check_input_ids,
     check_one_input,
     embedding_rows,
+    run_layers,
     token_cross_entropy,
 )
 from .positional import SinusoidalPositionalEmbedding, sinusoidal_table
@@ -147,18 +148,10 @@ class ScratchTransformerEncoder(nn.Module):
 
         hidden_states = self.embeddings(input_ids, inputs_embeds)
         mask = AttentionMask(key_padding=padding_or_none(source_is_real))
-        all_hidden_states = () if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, weights = layer(hidden_states, mask, output_attentions)
-            if output_attentions:
-                all_attentions += (weights,)
-        if self.final_norm is not None:
-            hidden_states = self.final_norm(hidden_states)
-        if output_hidden_states:  # the embeddings, each layer's input, and the output (after the final LN if pre-LN)
-            all_hidden_states += (hidden_states,)
+        hidden_states, all_hidden_states, (all_attentions,) = run_layers(
+            self.layers, hidden_states, lambda layer, x: layer(x, mask, output_attentions),
+            output_hidden_states, output_attentions, self.final_norm,
+        )
         return BaseModelOutput(last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions)
 
 
@@ -280,27 +273,14 @@ class ScratchTransformerDecoder(nn.Module):
         cross_mask = AttentionMask(key_padding=padding_or_none(source_is_real))
 
         hidden_states = self.embeddings(input_ids, inputs_embeds, cache_positions[None, :], name="decoder_input_ids")
-        all_hidden_states = () if output_hidden_states else None
-        all_self_attentions = () if output_attentions else None
-        all_cross_attentions = () if output_attentions else None
-        for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, self_weights, cross_weights = layer(
-                hidden_states,
-                encoder_hidden_states,
-                self_mask,
-                cross_mask,
-                past_key_values=past_key_values,
+        hidden_states, all_hidden_states, (all_self_attentions, all_cross_attentions) = run_layers(
+            self.layers, hidden_states,
+            lambda layer, x: layer(
+                x, encoder_hidden_states, self_mask, cross_mask, past_key_values=past_key_values,
                 output_attentions=output_attentions,
-            )
-            if output_attentions:
-                all_self_attentions += (self_weights,)
-                all_cross_attentions += (cross_weights,)
-        if self.final_norm is not None:
-            hidden_states = self.final_norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states += (hidden_states,)
+            ),
+            output_hidden_states, output_attentions, self.final_norm, kinds=2,
+        )
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
             past_key_values=past_key_values,

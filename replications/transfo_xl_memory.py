@@ -35,7 +35,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from replications.common import ROOT, ClaimReport, fmt, loss_curves, mean_std, parse_args, run_training, shakespeare_folder  # noqa: E402
+from replications.common import (  # noqa: E402
+    ROOT, ClaimReport, fmt, mean_std, parse_args, plot_loss_curves, quick_threads, run_training, shakespeare_folder,
+)
 
 SEGMENT = 32  # tokens per segment (Transformer-XL) — the training and evaluation unit of every model here
 TRAIN_MEMORY = 32  # Transformer-XL's training memory: attention length 64 = the GPT's training block
@@ -189,12 +191,9 @@ def seconds_per_segment(model, rows: torch.Tensor, attention: int, repeats: int)
 
 def main(argv=None) -> Path:
     args = parse_args("Transformer-XL memory and relative positions (Dai et al. 2019, Tables 6 and 9)", argv)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads or 1)
-    try:
+    with quick_threads(args):  # restores the thread count on exit; one thread in the full setting too
+        torch.set_num_threads(args.threads or 1)
         return replicate(args)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def replicate(args) -> Path:
@@ -205,7 +204,7 @@ def replicate(args) -> Path:
     plan = setting(args)
     seeds = range(args.seeds)
     perplexity = {kind: {c: [] for c in plan["contexts"]} for kind in MODELS}  # kind → context → one per seed
-    histories, speed = {}, {a: [] for a in plan["attention"]}
+    first_runs, speed = {}, {a: [] for a in plan["attention"]}
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         train, validation = corpus(args, scratch)
@@ -215,7 +214,7 @@ def replicate(args) -> Path:
                 out = scratch / f"{kind}-{seed}"
                 result = run_training(run_clm, run_arguments(kind, train, validation, plan, tokenizer_dir), out, seed)
                 tokenizer_dir = tokenizer_dir or str(out)  # the first run's tokenizer serves every later run
-                histories.setdefault(kind, result["log_history"])
+                first_runs.setdefault(kind, result)
                 model = AutoModelForCausalLM.from_pretrained(out).eval()
                 rows = streams(token_stream(AutoTokenizer.from_pretrained(tokenizer_dir), validation), plan["batch"] // 2)
                 for context in plan["contexts"]:
@@ -225,10 +224,10 @@ def replicate(args) -> Path:
                     for attention in plan["attention"]:
                         memory_time, recompute_time = seconds_per_segment(model, rows, attention, plan["repeats"])
                         speed[attention].append((memory_time, recompute_time))
-    return report(args, plan, perplexity, histories, speed, time.perf_counter() - began)
+    return report(args, plan, perplexity, first_runs, speed, time.perf_counter() - began)
 
 
-def report(args, plan, perplexity, histories, speed, seconds) -> Path:
+def report(args, plan, perplexity, first_runs, speed, seconds) -> Path:
     contexts = plan["contexts"]
     page = ClaimReport(
         name="transfo_xl_memory",
@@ -299,11 +298,11 @@ def report(args, plan, perplexity, histories, speed, seconds) -> Path:
                       "clamps distances at the longest one trained on (the recipe of the paper's scripts: same_length "
                       "and clamp_len are evaluation settings). Steps went from 400 to 300 for time.")
 
-    plots(page, args, plan, perplexity, histories, speedups)
+    plots(page, args, plan, perplexity, first_runs, speedups)
     return page.write(args, seconds)
 
 
-def plots(page, args, plan, perplexity, histories, speedups) -> None:
+def plots(page, args, plan, perplexity, first_runs, speedups) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -327,15 +326,8 @@ def plots(page, args, plan, perplexity, histories, speedups) -> None:
              title="Evaluation speed-up of the memory (per segment)")
     page.save_figure(figure, "speedup", args.output_dir)
 
-    figure, axes = plt.subplots(1, len(MODELS), figsize=(12, 3.8), sharey=True)
-    for axis, (kind, label) in zip(axes, MODELS.items()):
-        train, valid = loss_curves(histories[kind])
-        axis.plot(*zip(*train), label="training loss")
-        axis.plot(*zip(*valid), marker="o", label="validation loss")
-        axis.set(title=f"{label} (seed 0)", xlabel="step", ylabel="loss")
-        axis.title.set_fontsize(8)
-        axis.legend(fontsize=7)
-    page.save_figure(figure, "curves", args.output_dir)
+    plot_loss_curves(page, {f"{label} (seed 0)": first_runs[kind] for kind, label in MODELS.items()}, "curves",
+                     args.output_dir)
 
 
 if __name__ == "__main__":

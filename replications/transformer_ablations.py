@@ -36,7 +36,8 @@ from transformers import TrainerCallback  # noqa: E402
 
 from replications.common import ClaimReport, fmt, mean_std, parse_args, run_training  # noqa: E402
 from replications.rnn_attention import (  # noqa: E402
-    plot_training_curves, read_pairs, bleu, setting_name, translate_saved_run, translation_files, translation_flags,
+    RNN_LEARNING_RATE, RNN_OVERRIDES, SCORED, bleu, plot_training_curves, read_pairs, setting_name,
+    translate_saved_run, translation_files, translation_flags,
 )
 from training.common import load_metric  # noqa: E402
 from training.run_translation import main as run_translation  # noqa: E402
@@ -77,7 +78,7 @@ def main(argv=None) -> Path:
 def claim(args) -> Path:
     started = time.perf_counter()
     files = translation_files(args.quick)
-    pairs = read_pairs(files[1])
+    pairs = read_pairs(files[1])[:SCORED]
     width, steps, rnn_timing_steps = (16, 8, 4) if args.quick else (128, 300, 30)
     metric = load_metric("sacrebleu")
 
@@ -105,8 +106,8 @@ def claim(args) -> Path:
 
         # the RNN gets the base Transformer's training time: a timing run gives its seconds per step
         cell, attention = BEST_RNN
-        rnn_flags = ["--model_type", "scratch-rnn", "--learning_rate", "3e-3", "--config_overrides",
-                     f"hidden_size={width},cell_type={cell},attention_type={attention}"]
+        rnn_flags = ["--model_type", "scratch-rnn", "--learning_rate", str(RNN_LEARNING_RATE), "--config_overrides",
+                     f"hidden_size={width},cell_type={cell},attention_type={attention},{RNN_OVERRIDES}"]
         timing = train("RNN timing run", rnn_flags, rnn_timing_steps, 0, tokenizer_dir)
         runs.remove(timing)
         budget = mean_std([run["step_seconds"] for run in runs if run["name"] == BASE])[0]

@@ -240,11 +240,8 @@ def _without_prefix(state: dict, prefix: str) -> dict:
 
 
 def _tied_targets(model) -> set[str]:
-    """State-dict keys that are tied to (the same tensor as) another key: they are never converted separately.
-    transformers 5's ``all_tied_weights_keys`` holds the ties the config puts in force; the class-level
-    ``_tied_weights_keys`` lists every possible tie, also when ``tie_word_embeddings=False``, where an untied output
-    weight must be converted with the rest."""
-    return set(model.all_tied_weights_keys)
+    """State-dict keys that are tied to (the same tensor as) another key: they are never converted separately."""
+    return set(getattr(model, "all_tied_weights_keys", None) or {}) | set(getattr(model, "_tied_weights_keys", None) or {})
 
 
 def _untied_state(model) -> dict[str, torch.Tensor]:
