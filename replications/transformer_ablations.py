@@ -12,8 +12,8 @@ heads are ``encoder_attention_heads`` / ``decoder_attention_heads`` in ``--confi
 translates the validation set greedily (sacreBLEU through ``evaluate``) and scores the references' plain
 cross-entropy (perplexity = its exponential, without smoothing, so the ε_ls rows compare like with like).
 
-Equal training time: every run times its optimizer steps (``StepTimer``: the seconds between the Trainer's
-``on_step_begin`` and ``on_step_end``). The RNN first runs a short timing run; its step count is then chosen so its
+Equal training time: every run times its optimizer steps (``StepTimer``: the CPU seconds between the Trainer's
+``on_step_begin`` and ``on_step_end``, on one thread). The RNN first runs a short timing run; its step count is then chosen so its
 steps take as long as the base Transformer's did on average, and the table gives the seconds each actually took.
 
     python replications/transformer_ablations.py            # full: ../shared/data/gettext-de-en, 3 seeds
@@ -36,7 +36,7 @@ from transformers import TrainerCallback  # noqa: E402
 
 from replications.common import ClaimReport, fmt, mean_std, parse_args, run_training  # noqa: E402
 from replications.rnn_attention import (  # noqa: E402
-    RNN_LEARNING_RATE, RNN_OVERRIDES, SCORED, bleu, plot_training_curves, read_pairs, setting_name,
+    RNN_LEARNING_RATE, RNN_OVERRIDES, SCORED, VOCABULARY, bleu, load_note, plot_training_curves, read_pairs, setting_name,
     translate_saved_run, translation_files, translation_flags,
 )
 from training.common import load_metric  # noqa: E402
@@ -49,20 +49,25 @@ TRANSFORMERS = {
     "1 head (ε_ls 0.1)": (1, 0.1),
 }
 BASE = next(iter(TRANSFORMERS))
-BEST_RNN = ("gru", "luong-general")  # the best setting of rnn_attention.py's full run (its table)
+# the RNN setting of rnn_attention.py compared at equal time: chosen from its trial runs before its full run finished
+# (the two full runs ran side by side); replications/results/rnn_attention.md says whether it is the best there
+BEST_RNN = ("gru", "luong-general")
+TRANSFORMER_LEARNING_RATE = 5e-3
 
 
 class StepTimer(TrainerCallback):
-    """Seconds spent in optimizer steps (forward, backward, update), evaluation and logging excluded."""
+    """CPU seconds this process spends in optimizer steps (forward, backward, update), evaluation and logging
+    excluded. CPU time rather than wall time: on a shared machine the wall time of a step depends on the other jobs,
+    the CPU time (one thread) on the model alone."""
 
     def __init__(self):
         self.seconds, self._start = 0.0, None
 
     def on_step_begin(self, args, state, control, **kwargs):
-        self._start = time.perf_counter()
+        self._start = time.process_time()
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.seconds += time.perf_counter() - self._start
+        self.seconds += time.process_time() - self._start
 
 
 def main(argv=None) -> Path:
@@ -76,7 +81,7 @@ def main(argv=None) -> Path:
 
 
 def claim(args) -> Path:
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     files = translation_files(args.quick)
     pairs = read_pairs(files[1])[:SCORED]
     width, steps, rnn_timing_steps = (16, 8, 4) if args.quick else (128, 300, 30)
@@ -100,7 +105,7 @@ def claim(args) -> Path:
                 overrides = (f"hidden_size={width},encoder_layers=2,decoder_layers=2,encoder_attention_heads={heads},"
                              f"decoder_attention_heads={heads},encoder_ffn_dim={2 * width},decoder_ffn_dim={2 * width}")
                 run = train(name, ["--model_type", "scratch-transformer", "--config_overrides", overrides,
-                                   "--learning_rate", "2e-3", "--warmup_steps", str(steps // 10),
+                                   "--learning_rate", str(TRANSFORMER_LEARNING_RATE), "--warmup_steps", str(steps // 10),
                                    "--label_smoothing_factor", str(smoothing)], steps, seed, tokenizer_dir)
                 tokenizer_dir = tokenizer_dir or run["output_dir"]
 
@@ -128,15 +133,16 @@ def claim(args) -> Path:
         claim="Label smoothing ε_ls = 0.1 raises perplexity but improves BLEU; a single attention head is worse than "
               "several at the same d_model; the Transformer beats the recurrent models at (a fraction of) their "
               "training cost.",
-        setting=f"German→English, {'training/data/de_en (embedded sample)' if args.quick else 'gettext-de-en (25,537 training pairs, 2,000 validation pairs)'}; "
-                f"`run_translation.py --model_type scratch-transformer`: d_model {width}, 2 + 2 layers, FFN "
-                f"{2 * width}, post-LN, {steps} steps of batch {16 if args.quick else 64} (Adam, lr 2e-3, "
-                f"{steps // 10} warmup steps then linear decay). RNN: {setting_name(cell, attention)}, hidden "
-                f"{width}, lr 3e-3, {rnn_steps} steps — chosen from a {rnn_timing_steps}-step timing run so that its "
-                "optimizer steps take as long as the base Transformer's (the 'train s' column: seconds spent in "
-                "optimizer steps, measured). BLEU: greedy, sacreBLEU, whole validation set; perplexity: exp of the "
-                "plain per-token cross-entropy of the references.",
-        header=["setting", "heads", "ε_ls", "steps", "train s", "BLEU", "val. perplexity"],
+        setting=f"German→English, {'training/data/de_en (embedded sample)' if args.quick else 'gettext-de-en (25,537 training pairs)'}"
+                f", shared WordPiece vocabulary ({VOCABULARY:,}); `run_translation.py --model_type scratch-transformer`: "
+                f"d_model {width}, 2 + 2 layers, FFN {2 * width}, post-LN, dropout 0.1, {steps} steps of batch "
+                f"{16 if args.quick else 32} (Adam, lr {TRANSFORMER_LEARNING_RATE:g}, {steps // 10} warmup steps, then "
+                f"linear decay). RNN: {setting_name(cell, attention)} as in rnn_attention.py (hidden {width}, lr "
+                f"{RNN_LEARNING_RATE:g}), {rnn_steps} steps: chosen from a {rnn_timing_steps}-step timing run so that "
+                "its optimizer steps take as long as the base Transformer's did ('train CPU s': CPU seconds spent in "
+                f"optimizer steps on one thread, measured). BLEU: greedy, sacreBLEU, the first {len(pairs)} validation pairs; perplexity: exp "
+                "of the references' plain per-token cross-entropy.",
+        header=["setting", "heads", "ε_ls", "steps", "train CPU s", "BLEU", "val. perplexity"],
     )
     for name in names:
         heads, smoothing = TRANSFORMERS.get(name, ("—", "—"))
@@ -159,7 +165,7 @@ def claim(args) -> Path:
     report.verdict("Transformer beats the best RNN at equal training time", better(BASE, rnn_name, scores),
                    f"BLEU {fmt(scores[BASE])} vs {fmt(scores[rnn_name])} "
                    f"({fmt([r['step_seconds'] for r in by_name[BASE]], 1)} s vs "
-                   f"{fmt([r['step_seconds'] for r in by_name[rnn_name]], 1)} s of optimizer steps)")
+                   f"{fmt([r['step_seconds'] for r in by_name[rnn_name]], 1)} CPU s of optimizer steps)")
     report.notes.append("'held' means: the mean difference in the claimed direction exceeds the larger of the two "
                         "seed standard deviations (rule fixed before the full run).")
     report.notes.append("The ε_ls 0.1 runs' validation loss in the training curves is the smoothed loss the Trainer "
@@ -168,6 +174,7 @@ def claim(args) -> Path:
     plot_scores(report, names, scores, perplexity, args.output_dir)
     plot_training_curves(report, {name: group[0]["log_history"] for name, group in by_name.items()},
                          "Transformer ablations", args.output_dir)
+    report.notes.append(load_note(cpu_started))
     return report.write(args, time.perf_counter() - started)
 
 

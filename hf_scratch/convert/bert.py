@@ -58,27 +58,27 @@ def encoder_rules(prefix: str) -> list[WeightRule]:
     ]
 
 
-def mlm_head_rules(config, transform: tuple[str, str], bias: str, decoder: str) -> tuple[list[WeightRule], list[str]]:
+def mlm_head_rules(
+    config, transform: tuple[str, str], bias: str, decoder: str
+) -> tuple[list[WeightRule], list[str], dict[str, str]]:
     """Our ``mlm_head`` ← the reference's masked-LM head: the transform (``transform`` = its dense layer and
-    LayerNorm), the output bias, stored once as ``bias`` (``{decoder}.bias`` is an alias of it, which old
-    checkpoints may still carry), and the decoder weight unless it is tied to the word embeddings. Returns the rules
-    and the reference keys to ignore."""
+    LayerNorm), the decoder weight unless it is tied to the word embeddings, and the output bias. The reference keeps
+    that bias twice, as ``bias`` and as ``{decoder}.bias``; transformers 5 ties the two only with
+    ``tie_word_embeddings``, so an untied decoder reads its own ``{decoder}.bias`` (``bias`` is then unused). The
+    bias is read from the one the reference uses, or from the other where a checkpoint holds only that one, and
+    written to both. Returns the rules, the reference keys to ignore (a tied ``{decoder}.weight``, which old
+    checkpoints may still carry) and the ``WeightMap.reference_aliases``."""
     dense, norm = transform
-    rules = [
-        *weight_and_bias("mlm_head.dense", dense),
-        *weight_and_bias("mlm_head.norm", norm),
-        rule("mlm_head.decoder.bias", bias),
-    ]
-    ignore = [f"{decoder}.bias"]
+    rules = [*weight_and_bias("mlm_head.dense", dense), *weight_and_bias("mlm_head.norm", norm)]
     if config.tie_word_embeddings:
-        ignore.append(f"{decoder}.weight")
-    else:
-        rules.append(rule("mlm_head.decoder.weight", f"{decoder}.weight"))
-    return rules, ignore
+        rules.append(rule("mlm_head.decoder.bias", bias))
+        return rules, [f"{decoder}.weight"], {f"{decoder}.bias": bias}
+    rules += [rule("mlm_head.decoder.weight", f"{decoder}.weight"), rule("mlm_head.decoder.bias", f"{decoder}.bias")]
+    return rules, [], {bias: f"{decoder}.bias"}
 
 
 def _weight_map(config) -> WeightMap:
-    mlm_head, mlm_ignore = mlm_head_rules(
+    mlm_head, mlm_ignore, mlm_aliases = mlm_head_rules(
         config, ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm"),
         bias="cls.predictions.bias", decoder="cls.predictions.decoder",
     )
@@ -91,7 +91,7 @@ def _weight_map(config) -> WeightMap:
         *weight_and_bias("qa_outputs", "qa_outputs"),
     ]
     ignore = ["bert.embeddings.position_ids", "bert.embeddings.token_type_ids", *mlm_ignore]
-    return WeightMap(rules, ignore_reference=ignore)
+    return WeightMap(rules, ignore_reference=ignore, reference_aliases=mlm_aliases)
 
 
 register_conversion(

@@ -17,7 +17,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import torch
 
@@ -69,6 +69,10 @@ class WeightMap:
     ignore_reference: Sequence[str] = ()
     # our keys that are rebuilt from the config (e.g. a non-persistent table) and so never come from the reference
     ignore_ours: Sequence[str] = ()
+    # {alias: reference key}: reference keys holding a second copy of another one (BERT's output bias, stored both as
+    # cls.predictions.bias and as the decoder's bias). Coming in, an alias stands in for its key when only the alias
+    # is present and is dropped otherwise; going out, it is written as a copy of its key.
+    reference_aliases: Mapping[str, str] = field(default_factory=dict)
 
     def _match(self, key: str, templates: Sequence[str]):
         for index, template in enumerate(templates):
@@ -80,6 +84,10 @@ class WeightMap:
     def to_ours(self, reference_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         ignored = [_template_regex(t) for t in self.ignore_reference]
         pending = {k: v for k, v in reference_state.items() if not any(p.match(k) for p in ignored)}
+        for alias, key in self.reference_aliases.items():
+            if alias in pending:
+                copy = pending.pop(alias)
+                pending.setdefault(key, copy)
         ours: dict[str, torch.Tensor] = {}
         for weight_rule in self.rules:
             first = _template_regex(weight_rule.reference[0])
@@ -123,6 +131,9 @@ class WeightMap:
                     reference[template.format(**names)] = (part.t() if weight_rule.transpose else part).contiguous()
         if pending:
             raise ValueError(f"These hf_scratch weights have no reference counterpart: {sorted(pending)[:10]}.")
+        for alias, key in self.reference_aliases.items():
+            if key in reference:
+                reference[alias] = reference[key]
         return reference
 
 
@@ -239,14 +250,28 @@ def _without_prefix(state: dict, prefix: str) -> dict:
     return {k[len(prefix) + 1 :] if k.startswith(prefix + ".") else k: v for k, v in state.items()}
 
 
-def _tied_targets(model) -> set[str]:
-    """State-dict keys that are tied to (the same tensor as) another key: they are never converted separately."""
-    return set(getattr(model, "all_tied_weights_keys", None) or {}) | set(getattr(model, "_tied_weights_keys", None) or {})
+def _tied_targets(model) -> dict[str, str]:
+    """{target: source} of the state-dict keys tied to (the same tensor as) another key in this model: targets are
+    never converted separately. These are the ties the instance's config switches on (what ``model.tie_weights()``
+    applies; transformers' ``all_tied_weights_keys`` once built), not the class's ``_tied_weights_keys``, which
+    lists ties that e.g. ``tie_word_embeddings=False`` turns off: an untied decoder is a weight of its own."""
+    return dict(model.get_expanded_tied_weights_keys(all_submodels=True))
 
 
 def _untied_state(model) -> dict[str, torch.Tensor]:
+    """The state dict without tied targets; each target must hold its source's values (else the config, changed
+    after the model was built, no longer describes the weights, and dropping the target would lose them)."""
+    state = model.state_dict()
     tied = _tied_targets(model)
-    return {k: v for k, v in model.state_dict().items() if k not in tied}
+    for target, source in tied.items():
+        if target in state and source in state and not torch.equal(state[target], state[source]):
+            raise ValueError(
+                f"{type(model).__name__} ties {target} to {source} (its config: tie_word_embeddings="
+                f"{getattr(model.config, 'tie_word_embeddings', None)}), but the two hold different values. Call "
+                "model.tie_weights() to tie them, or set the config to match the weights (e.g. "
+                "tie_word_embeddings=False) before converting."
+            )
+    return {k: v for k, v in state.items() if k not in tied}
 
 
 def _load_exactly(model, state: dict[str, torch.Tensor]) -> None:

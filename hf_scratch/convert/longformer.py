@@ -41,7 +41,7 @@ def _config_to_reference(config) -> dict:
 
 def _weight_map(config) -> WeightMap:
     layer, attention = "model.layers.{i}.attention", "longformer.encoder.layer.{i}.attention.self"
-    mlm_head, mlm_ignore = mlm_head_rules(
+    mlm_head, mlm_ignore, mlm_aliases = mlm_head_rules(
         config, ("lm_head.dense", "lm_head.layer_norm"), bias="lm_head.bias", decoder="lm_head.decoder"
     )
     rules = [
@@ -56,7 +56,9 @@ def _weight_map(config) -> WeightMap:
         *weight_and_bias("classifier", "classifier"),
         *weight_and_bias("qa_outputs", "qa_outputs"),
     ]
-    return WeightMap(rules, ignore_reference=["longformer.embeddings.position_ids", *mlm_ignore])
+    return WeightMap(
+        rules, ignore_reference=["longformer.embeddings.position_ids", *mlm_ignore], reference_aliases=mlm_aliases
+    )
 
 
 register_conversion(

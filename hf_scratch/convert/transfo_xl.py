@@ -16,7 +16,7 @@ from .engine import Conversion, WeightMap, copy_fields, register_conversion, rul
 _FIELDS = {
     "vocab_size": "vocab_size", "d_model": "hidden_size", "d_embed": "embedding_size", "n_head": "num_attention_heads",
     "d_head": "head_dim", "d_inner": "intermediate_size", "n_layer": "num_hidden_layers", "div_val": "div_val",
-    "pre_lnorm": "pre_lnorm", "mem_len": "mem_len", "clamp_len": "clamp_len", "same_length": "same_length",
+    "pre_lnorm": "pre_norm", "mem_len": "mem_len", "clamp_len": "clamp_len", "same_length": "same_length",
     "untie_r": "untie_r", "cutoffs": "cutoffs", "tie_projs": "tie_projs", "dropout": "hidden_dropout_prob",
     "dropatt": "attention_probs_dropout_prob", "layer_norm_epsilon": "layer_norm_eps", "init_std": "initializer_range",
     "proj_init_std": "proj_init_std", "eos_token_id": "eos_token_id", "pad_token_id": "pad_token_id",

@@ -43,6 +43,10 @@ def _config_to_ours(reference: dict) -> ScratchTransformerConfig:
     # Marian: one vocabulary unless stated otherwise; no separate flag means shared (its default).
     fields.setdefault("share_encoder_decoder_embeddings", True)
     fields.setdefault("tie_word_embeddings", True)
+    if fields["share_encoder_decoder_embeddings"] and not fields["tie_word_embeddings"]:
+        # transformers 5 ties Marian's embeddings (encoder's and decoder's to ``shared``) only with
+        # tie_word_embeddings: untied, each side reads an embedding matrix of its own (``shared`` goes unused).
+        fields.update(share_encoder_decoder_embeddings=False, decoder_vocab_size=fields["vocab_size"])
     return ScratchTransformerConfig(
         **fields, sinusoidal_layout="split", pre_norm=False, layer_norm_eps=_MARIAN_LAYER_NORM_EPS,
         **copy_fields(reference, ("id2label", "label2id")),
@@ -68,9 +72,14 @@ def _config_to_reference(config) -> dict:
 class _MarianWeightMap(WeightMap):
     """Marian stores its fixed sinusoidal tables as ``embed_positions.weight``; ours are rebuilt from the config.
     Coming in, the stored tables are checked against ours (a checkpoint with other positions would silently
-    translate worse); going out, ours are written in Marian's place."""
+    translate worse); going out, ours are written in Marian's place.
+
+    A Marian configured to share its embeddings but with ``tie_word_embeddings=False`` converts to per-side
+    embeddings (``_config_to_ours``): its ``shared`` matrix is then unused, except in checkpoints written before
+    transformers 5 (where both sides were the ``shared`` module), which may hold no per-side copy."""
 
     position_keys = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+    token_keys = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
 
     def __init__(self, rules, config, **kwargs):
         super().__init__(rules, **kwargs)
@@ -81,6 +90,10 @@ class _MarianWeightMap(WeightMap):
 
     def to_ours(self, reference_state):
         reference_state = dict(reference_state)
+        if not self.config.share_encoder_decoder_embeddings and "model.shared.weight" in reference_state:
+            shared = reference_state.pop("model.shared.weight")
+            for key in self.token_keys:
+                reference_state.setdefault(key, shared)
         for key in self.position_keys:
             stored = reference_state.pop(key, None)
             if stored is None:
