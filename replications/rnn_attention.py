@@ -159,11 +159,16 @@ def bucket_label(bounds: tuple[int, Optional[int]]) -> str:
 
 
 def main(argv=None) -> Path:
-    args = parse_args(__doc__.splitlines()[0], argv)
+    return on_one_thread(claim, parse_args(__doc__.splitlines()[0], argv))
+
+
+def on_one_thread(claim_function, args) -> Path:
+    """Run ``claim_function(args)`` with torch on ``--threads`` threads (default one: these tiny models run fastest
+    on one thread, and the machine is shared), then give torch its thread count back."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads or 1)  # these tiny models run fastest on one thread (and share the machine)
+    torch.set_num_threads(args.threads or 1)
     try:
-        return claim(args)
+        return claim_function(args)
     finally:
         torch.set_num_threads(threads)
 
@@ -172,7 +177,7 @@ def claim(args) -> Path:
     started, cpu_started = time.perf_counter(), time.process_time()
     files = translation_files(args.quick)
     pairs = read_pairs(files[1])[:SCORED]
-    hidden, steps = (16, 8) if args.quick else (128, 250)
+    hidden, steps = (16, 8) if args.quick else (128, 200)
     metric = load_metric("sacrebleu")
 
     # runs: every setting × seed; the first run trains the tokenizer, the others reuse it (same vocabulary for all)
@@ -225,7 +230,7 @@ def claim(args) -> Path:
     for cell in CELLS:
         plain = ratio[(cell, "none")]
         report.verdict(f"{cell.upper()} without attention: BLEU falls on long sentences",
-                       mean_std(plain)[0] < 1.0,
+                       sum(mean_std(plain)) < 1.0,
                        f"BLEU {long} tok / BLEU {short} tok = {fmt(plain)} (n={counts[LONG]} vs {counts[SHORT]})")
         for attention in ("bahdanau", "luong-general"):
             attended = ratio[(cell, attention)]
@@ -236,9 +241,19 @@ def claim(args) -> Path:
                 f"long/short BLEU ratio {fmt(attended)} vs {fmt(plain)} without; BLEU on {long} tok "
                 f"{fmt([l for _, l in ends[(cell, attention)]], 1)} vs {fmt([l for _, l in ends[(cell, 'none')]], 1)}")
     report.notes.append(
-        "'held' for the attention rows means: the mean long/short BLEU ratio with attention exceeds the one "
-        "without by more than the larger of the two seed standard deviations (rule fixed before the full run).")
-    report.notes.append(f"'long' = sources of {long} tokens, 'short' = {short} tokens, each scored as one corpus.")
+        "'held' means: without attention, the long/short BLEU ratio's mean + std stays under 1; with attention, its "
+        "mean exceeds the one without by more than the larger of the two seed standard deviations (rules fixed "
+        "before the full run).")
+    report.notes.append(
+        f"'long' = sources of {long} tokens, 'short' = {short} tokens, each scored as one corpus. Sentences under 6 "
+        "tokens are left out of 'short': they have few or no 4-grams, so BLEU scores them low whatever the model.")
+    report.notes.append(
+        "Changed after trial runs, before the full run: lr 1e-2 (not 3e-3) and embeddings drawn with std 0.1 (not "
+        "the config's 0.02), no dropout — the first trials stayed on the unigram plateau (validation loss ≈ 5.7, "
+        "BLEU 0) for 300 steps; 'short' starts at 6 tokens (a trial scored 2.6 BLEU on 1–5-token sentences for a "
+        "model at 5.3 BLEU overall). Steps are few because the whole script must fit a shared 2-core machine; the "
+        "models are far from converged (Bahdanau et al. trained for days), so the numbers are the early-training "
+        "picture.")
 
     # pictures: BLEU against length (mean ± std band), training curves of seed 0
     plot_bleu_by_length(report, bucket_bleu, counts, args.output_dir)

@@ -86,8 +86,7 @@ class WeightMap:
         pending = {k: v for k, v in reference_state.items() if not any(p.match(k) for p in ignored)}
         for alias, key in self.reference_aliases.items():
             if alias in pending:
-                copy = pending.pop(alias)
-                pending.setdefault(key, copy)
+                pending.setdefault(key, pending.pop(alias))
         ours: dict[str, torch.Tensor] = {}
         for weight_rule in self.rules:
             first = _template_regex(weight_rule.reference[0])
