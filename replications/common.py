@@ -311,3 +311,21 @@ def quick_threads(args: argparse.Namespace):
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def majority_rate(labels: Sequence) -> float:
+    """Accuracy of always answering the most frequent label: the chance level of a classification set."""
+    labels = list(labels)
+    return max(labels.count(label) for label in set(labels)) / len(labels)
+
+
+def at_chance_note(accuracy: dict, chance: Callable[[object], float]) -> Optional[str]:
+    """A note naming the settings (keys of ``accuracy``: one value per seed) whose accuracy is not clearly above
+    their ``chance(key)`` level (``clearly_above`` against the constant), or None when every setting learned."""
+    flat = [key for key, values in accuracy.items() if not clearly_above(values, [chance(key)] * len(values))]
+    if not flat:
+        return None
+    names = "; ".join(" / ".join(str(part) for part in (key if isinstance(key, tuple) else (key,))) for key in flat)
+    return (f"Not clearly above chance (majority class), i.e. fine-tuning learned nothing measurable: {names}. A verdict "
+            "whose two sides are both at chance has **no** because the claim was not shown at this scale, not because "
+            "the opposite was shown.")

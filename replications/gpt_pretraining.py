@@ -35,8 +35,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from replications.common import (
-    ROOT, ClaimReport, clearly_above, fmt, parse_args, play_speeches, plot_grouped_bars, plot_loss_curves, quick_threads,
-    run_training, write_jsonl, write_pretraining_corpus,
+    ROOT, ClaimReport, at_chance_note, clearly_above, fmt, majority_rate, parse_args, play_speeches, plot_grouped_bars,
+    plot_loss_curves, quick_threads, run_training, write_jsonl, write_pretraining_corpus,
 )
 
 FULL = dict(pretrain_steps=200, finetune_steps=80, pretrain_eval_samples=128, corpus_chars=1_600_000, smaller=100)
@@ -56,11 +56,11 @@ def main(argv=None) -> Path:
     setting = QUICK if args.quick else FULL
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as work, quick_threads(args):
-        corpus, task, data_text = task_data(Path(work), args.quick, setting)
+        corpus, task, data_text, chance = task_data(Path(work), args.quick, setting)
         runs = [run_seed(seed, setting, corpus, task, Path(work)) for seed in range(args.seeds)]
     pretraining = [run[0] for run in runs]
     accuracy = {key: [run[1][key] for run in runs] for key in runs[0][1]}
-    return report(args, setting, data_text, accuracy, pretraining, time.perf_counter() - start)
+    return report(args, setting, data_text, chance, accuracy, pretraining, time.perf_counter() - start)
 
 
 def run_seed(seed: int, setting: dict, corpus: list[str], task: list[str], work: Path) -> tuple[dict, dict]:
@@ -93,7 +93,7 @@ def run_seed(seed: int, setting: dict, corpus: list[str], task: list[str], work:
     return pretraining, accuracy
 
 
-def task_data(work: Path, quick: bool, setting: dict) -> tuple[list[str], list[str], str]:
+def task_data(work: Path, quick: bool, setting: dict) -> tuple[list[str], list[str], str, float]:
     """The data flags of pre-training and of the task, and a sentence saying what they are. --quick: the embedded
     play excerpts (``training/data/documents``) and plays task; else text and speeches from ../shared/data."""
     if quick:
@@ -106,15 +106,16 @@ def task_data(work: Path, quick: bool, setting: dict) -> tuple[list[str], list[s
     task = ["--train_file", str(write_jsonl(work / "plays_train.jsonl", splits[0])),
             "--validation_file", str(write_jsonl(work / "plays_validation.jsonl", splits[1]))]
     rows = (f"{len(splits[0])} (larger) or its first {setting['smaller']} (smaller) training rows, {len(splits[1])} "
-            "validation rows")
+            f"validation rows (majority class {majority_rate([row['label'] for row in splits[1]]):.3f})")
     text = (f"Quick setting: the embedded data ({rows}), a few steps — the numbers mean nothing." if quick else
             f"Pre-training text: ../shared/data/shakespeare in alphabetical order up to {setting['corpus_chars'] / 1e6:.1f} M "
             "characters, without Hamlet, Macbeth, Romeo and Juliet (the task plays); Julius Caesar and Twelfth Night for "
             f"validation. Task: {rows}.")
-    return ["--train_file", str(train), "--validation_file", str(validation)], task, text
+    chance = majority_rate([row["label"] for row in splits[1]])
+    return ["--train_file", str(train), "--validation_file", str(validation)], task, text, chance
 
 
-def report(args, setting: dict, data_text: str, accuracy: dict, pretraining: list[dict], seconds: float) -> Path:
+def report(args, setting: dict, data_text: str, chance: float, accuracy: dict, pretraining: list[dict], seconds: float) -> Path:
     report = ClaimReport(
         name="gpt_pretraining",
         title="Radford et al. 2018, Table 5: pre-training and the auxiliary LM objective (GPT-1)",
@@ -146,7 +147,7 @@ def report(args, setting: dict, data_text: str, accuracy: dict, pretraining: lis
                    f"gain larger {fmt(gain['larger'], 3)} vs smaller {fmt(gain['smaller'], 3)}")
     report.notes += [
         "held = the gap of the means exceeds two standard errors of the difference over the seeds (Welch); accuracy is "
-        "on the validation split after the last fine-tuning step (no checkpoint selection); chance is 0.5.",
+        f"on the validation split after the last fine-tuning step (no checkpoint selection); chance (majority class) is {chance:.3f}.",
         "λ = 0 runs use `ScratchGPTForMultipleChoice` and λ = 0.5 runs `ScratchGPTDoubleHeadsModel` (`--lm_labels`): the "
         "same decoder and multiple-choice head, the loss differing only by λ·L1. `run_classification.py` has no "
         "`--lm_labels` for GPT (its collator never passes `lm_labels`, which `ScratchGPTForSequenceClassification` "
@@ -156,11 +157,12 @@ def report(args, setting: dict, data_text: str, accuracy: dict, pretraining: lis
         "follows a line, 2000 / 200 training rows): every run stayed at chance (0.225–0.265), so it could not show "
         "either effect; *plays* as a two-way choice replaced it, and steps were cut to fit the time budget.",
     ]
+    report.notes += [note for note in [at_chance_note(accuracy, lambda key: chance)] if note]
     plot_loss_curves(report, {"GPT pre-training, run_clm (seed 0)": pretraining[0]}, "curves", args.output_dir)
     plot_grouped_bars(report, {f"{start}, λ = {weight}": {size: accuracy[start, weight, size] for size in SETS}
                                for start, weight in RUNS}, "accuracy", args.output_dir,
                       "GPT-1 fine-tuned on plays: validation accuracy (mean ± std over seeds)", "accuracy",
-                      reference={size: 0.5 for size in SETS})
+                      reference={size: chance for size in SETS})
     return report.write(args, seconds)
 
 

@@ -15,6 +15,7 @@ translation helpers defined here.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -75,7 +76,7 @@ def translation_files(quick: bool) -> tuple[Path, Path]:
 
 def translation_flags(files: tuple[Path, Path], steps: int, quick: bool, tokenizer: Optional[Path]) -> list[str]:
     """run_translation.py flags every run of both claims shares: data, batch, schedule, a validation loss every
-    third of training on 200 validation pairs (loss only: BLEU is computed afterwards from the saved model),
+    third of training on 100 validation pairs (loss only: BLEU is computed afterwards from the saved model),
     length-grouped batches.
     ``tokenizer``: the folder of a previous run whose tokenizer to reuse (None: train one, as the script does)."""
     evaluate_every = max(1, steps // 3)
@@ -86,7 +87,7 @@ def translation_flags(files: tuple[Path, Path], steps: int, quick: bool, tokeniz
         "--tokenizer_vocab_size", str(VOCABULARY),
         "--per_device_eval_batch_size", "128", "--train_sampling_strategy", "group_by_length",
         "--eval_strategy", "steps", "--eval_steps", str(evaluate_every), "--logging_steps", str(evaluate_every),
-        "--prediction_loss_only", "true", "--max_eval_samples", "50" if quick else "200",
+        "--prediction_loss_only", "true", "--max_eval_samples", "50" if quick else "100",
     ]
     if tokenizer is not None:
         flags += ["--tokenizer_name", str(tokenizer)]
@@ -180,7 +181,8 @@ def claim(args) -> Path:
     hidden, steps = (16, 8) if args.quick else (128, 200)
     metric = load_metric("sacrebleu")
 
-    # runs: every setting × seed; the first run trains the tokenizer, the others reuse it (same vocabulary for all)
+    # runs: every setting × seed; the first run trains the tokenizer, the others reuse it (same vocabulary for all).
+    # The table is written after every seed, so a run stopped early leaves the seeds it finished (and says so).
     results: dict[tuple[str, str], list[dict]] = {setting: [] for setting in SETTINGS}
     with tempfile.TemporaryDirectory(prefix="rnn_attention_") as scratch:
         tokenizer_dir: Optional[Path] = None
@@ -189,12 +191,25 @@ def claim(args) -> Path:
                 output_dir = Path(scratch) / f"{cell}-{attention}-seed{seed}"
                 overrides = f"hidden_size={hidden},cell_type={cell},attention_type={attention},{RNN_OVERRIDES}"
                 run = run_training(run_translation, [
-                    "--model_type", "scratch-rnn", "--config_overrides", overrides, "--learning_rate", str(RNN_LEARNING_RATE),
+                    "--model_type", "scratch-rnn", "--config_overrides", overrides,
+                    "--learning_rate", str(RNN_LEARNING_RATE),
                     *translation_flags(files, steps, args.quick, tokenizer_dir)], output_dir, seed)
                 tokenizer_dir = tokenizer_dir or output_dir
                 run["translations"] = translate_saved_run(output_dir, pairs)
                 results[(cell, attention)].append(run)
+            table = write_report(seeds_done(args, seed + 1), results, metric, hidden, steps, len(pairs),
+                                 started, cpu_started)
+    return table
 
+
+def seeds_done(args, done: int):
+    """``args`` as the report should state them after ``done`` of ``args.seeds`` seeds."""
+    return argparse.Namespace(**{**vars(args), "seeds": done, "seeds_planned": args.seeds})
+
+
+def write_report(args, results: dict, metric, hidden: int, steps: int, scored: int, started: float,
+                 cpu_started: float) -> Path:
+    """Numbers, table, verdicts and pictures of the seeds in ``results``."""
     # numbers: BLEU per length bucket, and the long/short ratio each seed gives
     counts = {bounds: sum(in_range(n, bounds) for n in results[SETTINGS[0]][0]["translations"]["source_lengths"])
               for bounds in BUCKETS + (SHORT, LONG)}
@@ -216,7 +231,7 @@ def claim(args) -> Path:
                 f"`run_translation.py --model_type scratch-rnn`, one layer, hidden size {hidden}, shared "
                 f"WordPiece vocabulary ({VOCABULARY:,}), embeddings initialised with std 0.1, no dropout, {steps} "
                 f"steps of batch {16 if args.quick else 32} (Adam, lr {RNN_LEARNING_RATE:g}, linear decay, length-grouped batches); "
-                f"BLEU = sacreBLEU on greedy translations of the first {len(pairs)} validation pairs, grouped by "
+                f"BLEU = sacreBLEU on greedy translations of the first {scored} validation pairs, grouped by "
                 "source length in tokens (the column header gives the sentence count).",
         header=["setting"] + [f"BLEU {bucket_label(b)} tok (n={counts[b]})" for b in BUCKETS]
                + ["BLEU all", "BLEU long/short", "val. loss"],
@@ -259,6 +274,9 @@ def claim(args) -> Path:
     plot_bleu_by_length(report, bucket_bleu, counts, args.output_dir)
     plot_training_curves(report, {setting_name(*s): runs[0]["log_history"] for s, runs in results.items()},
                          "RNN seq2seq", args.output_dir)
+    if args.seeds < args.seeds_planned:
+        report.notes.append(f"Partial: {args.seeds} of the {args.seeds_planned} seeds had finished when this table "
+                            "was written.")
     report.notes.append(load_note(cpu_started))
     return report.write(args, time.perf_counter() - started)
 
