@@ -32,8 +32,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from replications.common import (
-    ROOT, ClaimReport, clearly_above, fmt, mean_std, parse_args, play_speeches, plot_grouped_bars, plot_loss_curves,
-    quick_threads, run_training, write_jsonl, write_pretraining_corpus,
+    ROOT, ClaimReport, at_chance_note, clearly_above, fmt, majority_rate, mean_std, parse_args, play_speeches,
+    plot_grouped_bars, plot_loss_curves, quick_threads, run_training, write_jsonl, write_pretraining_corpus,
 )
 
 # steps and data sizes; both variants of pre-training and every fine-tuning share their settings
@@ -45,9 +45,9 @@ PRETRAIN = ["--max_seq_length", "64", "--per_device_train_batch_size", "32", "--
 FINETUNE = ["--learning_rate", "1e-3", "--weight_decay", "0.01", "--per_device_train_batch_size", "32",
             "--per_device_eval_batch_size", "64", "--eval_strategy", "no"]
 VARIANTS = ("random init", "MLM + NSP", "MLM only")
-TASKS = {  # name: (extra flags of run_classification, chance accuracy)
-    "plays": (["--max_seq_length", "64"], 0.5),
-    "same play": (["--max_seq_length", "64", "--text_pair_column", "text_pair"], 0.5),
+TASKS = {  # name: extra flags of run_classification
+    "plays": ["--max_seq_length", "64"],
+    "same play": ["--max_seq_length", "64", "--text_pair_column", "text_pair"],
 }
 
 
@@ -56,11 +56,11 @@ def main(argv=None) -> Path:
     setting = QUICK if args.quick else FULL
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as work, quick_threads(args):
-        corpus, tasks, data_text = task_data(Path(work), args.quick, setting)
+        corpus, tasks, data_text, chance = task_data(Path(work), args.quick, setting)
         runs = [run_seed(seed, setting, corpus, tasks, Path(work)) for seed in range(args.seeds)]
     pretraining = {variant: [run[0][variant] for run in runs] for variant in VARIANTS[1:]}
     accuracy = {key: [run[1][key] for run in runs] for key in runs[0][1]}
-    return report(args, setting, data_text, accuracy, pretraining, time.perf_counter() - start)
+    return report(args, setting, data_text, chance, accuracy, pretraining, time.perf_counter() - start)
 
 
 def run_seed(seed: int, setting: dict, corpus: list[str], tasks: dict[str, list[str]], work: Path) -> tuple[dict, dict]:
@@ -84,7 +84,7 @@ def run_seed(seed: int, setting: dict, corpus: list[str], tasks: dict[str, list[
         "MLM only": ["--model_name_or_path", str(mlm_dir)],
     }
     accuracy = {}
-    for task, (flags, _) in TASKS.items():
+    for task, flags in TASKS.items():
         for variant, model in starts.items():
             result = run_training(run_classification.main, [
                 *model, *FINETUNE, *flags, *tasks[task], "--max_steps", str(setting["finetune_steps"]),
@@ -94,9 +94,10 @@ def run_seed(seed: int, setting: dict, corpus: list[str], tasks: dict[str, list[
     return pretraining, accuracy
 
 
-def task_data(work: Path, quick: bool, setting: dict) -> tuple[list[str], dict[str, list[str]], str]:
-    """The data flags of pre-training and of each task, and a sentence saying what they are. --quick: the embedded
-    play excerpts (``training/data/documents``) and plays task; else text and speeches from ../shared/data."""
+def task_data(work: Path, quick: bool, setting: dict) -> tuple[list[str], dict[str, list[str]], str, dict[str, float]]:
+    """The data flags of pre-training and of each task, a sentence saying what they are, and each task's chance
+    level (its validation majority class). --quick: the embedded play excerpts (``training/data/documents``) and
+    plays task; else text and speeches from ../shared/data."""
     if quick:
         documents = ROOT / "training" / "data" / "documents"
         train, validation = documents / "train.txt", documents / "validation.txt"
@@ -113,7 +114,8 @@ def task_data(work: Path, quick: bool, setting: dict) -> tuple[list[str], dict[s
             if quick else "Pre-training text: ../shared/data/shakespeare in alphabetical order up to "
             f"{setting['corpus_chars'] / 1e6:.1f} M characters, without Hamlet, Macbeth, Romeo and Juliet (the task plays); "
             f"Julius Caesar and Twelfth Night for validation. Tasks from the task plays, train / validation rows: {counts}.")
-    return ["--train_file", str(train), "--validation_file", str(validation)], flags, text
+    chance = {task: majority_rate([row["label"] for row in rows[1]]) for task, rows in files.items()}
+    return ["--train_file", str(train), "--validation_file", str(validation)], flags, text, chance
 
 
 def same_play_pairs(rows: list[dict], n: int, rng: random.Random) -> list[dict]:
@@ -129,7 +131,7 @@ def same_play_pairs(rows: list[dict], n: int, rng: random.Random) -> list[dict]:
     return pairs
 
 
-def report(args, setting: dict, data_text: str, accuracy: dict, pretraining: dict, seconds: float) -> Path:
+def report(args, setting: dict, data_text: str, chance: dict, accuracy: dict, pretraining: dict, seconds: float) -> Path:
     report = ClaimReport(
         name="bert_pretraining",
         title="Devlin et al. 2019, §5.1 / Table 5: pre-training pays, and NSP helps sentence pairs (BERT)",
@@ -157,7 +159,8 @@ def report(args, setting: dict, data_text: str, accuracy: dict, pretraining: dic
                    evidence(accuracy, "same play", "MLM + NSP", "MLM only"))
     report.notes += [
         "held = the gap of the means exceeds two standard errors of the difference over the seeds (Welch); "
-        "accuracy is on the validation split after the last fine-tuning step (no checkpoint selection).",
+        "accuracy is on the validation split after the last fine-tuning step (no checkpoint selection); chance (majority "
+        "class of the validation split): " + ", ".join(f"{task} {level:.3f}" for task, level in chance.items()) + ".",
         "`run_pretraining.py` cannot switch NSP off (a flag such as `--next_sentence_prediction false`, keeping its "
         "sentence-pair data and dropping `next_sentence_label`, would be the exact Table 5 ablation); MLM only is "
         "therefore `run_mlm.py`, whose contiguous blocks differ from the pair data and whose pooler is left untrained.",
@@ -168,11 +171,12 @@ def report(args, setting: dict, data_text: str, accuracy: dict, pretraining: dic
         "`run_multiple_choice.py`), where every start stayed at chance (0.25–0.30, training loss ln 4), so it could "
         "not tell NSP from MLM only and was replaced by *same play*; steps were then cut to fit the time budget.",
     ]
+    report.notes += [note for note in [at_chance_note(accuracy, lambda key: chance[key[1]])] if note]
     plot_loss_curves(report, {f"BERT pre-training, {variant} (seed 0)": runs[0] for variant, runs in pretraining.items()},
                      "curves", args.output_dir)
     plot_grouped_bars(report, {variant: {task: accuracy[variant, task] for task in TASKS} for variant in VARIANTS}, "accuracy",
                       args.output_dir, "BERT fine-tuning: validation accuracy (mean ± std over seeds)", "accuracy",
-                      reference={task: chance for task, (_, chance) in TASKS.items()})
+                      reference=chance)
     return report.write(args, seconds)
 
 

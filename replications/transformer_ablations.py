@@ -13,8 +13,9 @@ translates the validation set greedily (sacreBLEU through ``evaluate``) and scor
 cross-entropy (perplexity = its exponential, without smoothing, so the ε_ls rows compare like with like).
 
 Equal training time: every run times its optimizer steps (``StepTimer``: the CPU seconds between the Trainer's
-``on_step_begin`` and ``on_step_end``, on one thread). The RNN first runs a short timing run; its step count is then chosen so its
-steps take as long as the base Transformer's did on average, and the table gives the seconds each actually took.
+``on_step_begin`` and ``on_step_end``, on one thread). The RNN first runs a short timing run; its step count is then
+chosen so its steps take as long as the base Transformer's did on average, and the table gives the seconds each
+actually took.
 
     python replications/transformer_ablations.py            # full: ../shared/data/gettext-de-en, 3 seeds
     python replications/transformer_ablations.py --quick    # CI smoke test: training/data/de_en, 1 seed
@@ -128,15 +129,16 @@ def claim(args) -> Path:
         claim="Label smoothing ε_ls = 0.1 raises perplexity but improves BLEU; a single attention head is worse than "
               "several at the same d_model; the Transformer beats the recurrent models at (a fraction of) their "
               "training cost.",
-        setting=f"German→English, {'training/data/de_en (embedded sample)' if args.quick else 'gettext-de-en (25,537 training pairs)'}"
-                f", shared WordPiece vocabulary ({VOCABULARY:,}); `run_translation.py --model_type scratch-transformer`: "
-                f"d_model {width}, 2 + 2 layers, FFN {2 * width}, post-LN, dropout 0.1, {steps} steps of batch "
-                f"{16 if args.quick else 32} (Adam, lr {TRANSFORMER_LEARNING_RATE:g}, β2 0.98, {steps // 10} warmup steps, then "
-                f"linear decay). RNN: {setting_name(cell, attention)} as in rnn_attention.py (hidden {width}, lr "
-                f"{RNN_LEARNING_RATE:g}), {rnn_steps} steps: chosen from a {rnn_timing_steps}-step timing run so that "
-                "its optimizer steps take as long as the base Transformer's did ('train CPU s': CPU seconds spent in "
-                f"optimizer steps on one thread, measured). BLEU: greedy, sacreBLEU, the first {len(pairs)} validation pairs; perplexity: exp "
-                "of the references' plain per-token cross-entropy.",
+        setting=f"German→English, {'training/data/de_en (embedded sample)' if args.quick else 'gettext-de-en'}, "
+                f"shared WordPiece vocabulary ({VOCABULARY:,}); `run_translation.py --model_type "
+                f"scratch-transformer`: d_model {width}, 2 + 2 layers, FFN {2 * width}, post-LN, dropout 0.1, {steps} "
+                f"steps of batch {16 if args.quick else 32} (Adam, lr {TRANSFORMER_LEARNING_RATE:g}, β2 0.98, "
+                f"{steps // 10} warmup steps, then linear decay). RNN: {setting_name(cell, attention)} as in "
+                f"rnn_attention.py (hidden {width}, lr {RNN_LEARNING_RATE:g}), {rnn_steps} steps: chosen from a "
+                f"{rnn_timing_steps}-step timing run so that its optimizer steps take as long as the base "
+                "Transformer's did ('train CPU s': CPU seconds spent in optimizer steps on one thread, measured). "
+                f"BLEU: greedy, sacreBLEU, the first {len(pairs)} validation pairs; perplexity: exp of the "
+                "references' plain per-token cross-entropy.",
         header=["setting", "heads", "ε_ls", "steps", "train CPU s", "BLEU", "val. perplexity"],
     )
     for name in names:

@@ -5,11 +5,10 @@ gradient checkpointing, num_items_in_batch, save → load through the Auto class
 
 import json
 
-import families
 import pytest
 import torch
 import transformers
-from families import assert_converts_back, max_diff_on_real
+from families import FAMILIES, assert_converts_back, max_diff_on_real
 from families import gpt_batch as right_padded_batch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -27,10 +26,11 @@ from hf_scratch import (
 )
 from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_transformers
 
-GPT = families.FAMILIES["gpt"]
+GPT = FAMILIES["gpt"]
 VOCAB = GPT.tiny["vocab_size"]
 REFERENCE_TINY = dict(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48, pad_token_id=0)
-FAMILIES = {"gpt2": ("GPT2", transformers.GPT2Config), "openai-gpt": ("OpenAIGPT", transformers.OpenAIGPTConfig)}
+# the reference model types: {model_type: (transformers class prefix, config class)}
+REFERENCES = {"gpt2": ("GPT2", transformers.GPT2Config), "openai-gpt": ("OpenAIGPT", transformers.OpenAIGPTConfig)}
 
 
 def tiny_config(placement="pre", **overrides) -> ScratchGPTConfig:
@@ -38,7 +38,7 @@ def tiny_config(placement="pre", **overrides) -> ScratchGPTConfig:
 
 
 def reference_model(family: str, head: str, **overrides):
-    prefix, config_class = FAMILIES[family]
+    prefix, config_class = REFERENCES[family]
     config = config_class(**{**REFERENCE_TINY, "bos_token_id": 1, "eos_token_id": 2, **overrides})
     torch.manual_seed(0)
     return getattr(transformers, prefix + head)(config).eval()
@@ -55,7 +55,7 @@ def left_pad(rows: list[list[int]], pad: int = 0):
 
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", REFERENCES)
 def test_lm_and_base_parity_padded_batch_and_round_trip(family, attn_implementation):
     input_ids, attention_mask = right_padded_batch()
     labels = input_ids.masked_fill(attention_mask == 0, -100)
@@ -79,7 +79,7 @@ def test_lm_and_base_parity_padded_batch_and_round_trip(family, attn_implementat
         assert back.config.model_type == family
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", REFERENCES)
 def test_double_heads_parity_lm_and_multiple_choice_logits(family):
     reference = reference_model(family, "DoubleHeadsModel")
     ours = from_transformers(reference).eval()
@@ -108,7 +108,7 @@ def test_double_heads_parity_lm_and_multiple_choice_logits(family):
     assert all(torch.equal(back.state_dict()[k], v) for k, v in reference.state_dict().items())
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", REFERENCES)
 def test_sequence_classification_parity_reads_last_real_token(family):
     reference = reference_model(family, "ForSequenceClassification", num_labels=3)
     ours = from_transformers(reference).eval()
@@ -126,7 +126,7 @@ def test_sequence_classification_parity_reads_last_real_token(family):
     assert all(torch.equal(back.state_dict()[k], v) for k, v in reference.state_dict().items())
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", REFERENCES)
 def test_left_padded_parity_positions_from_attention_mask(family):
     """Left padding: our positions come from the mask; the reference gets the same positions explicitly."""
     reference = reference_model(family, "LMHeadModel")
@@ -139,7 +139,7 @@ def test_left_padded_parity_positions_from_attention_mask(family):
     assert max_diff_on_real(expected, actual, attention_mask) <= 1e-4
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", REFERENCES)
 def test_greedy_generate_matches_transformers(family):
     reference = reference_model(family, "LMHeadModel")
     ours = from_transformers(reference).eval()
@@ -155,7 +155,7 @@ def test_greedy_generate_matches_transformers(family):
 # ---- real checkpoint directories -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", REFERENCES)
 def test_load_reference_checkpoint_directory(family, tmp_path):
     reference = reference_model(family, "LMHeadModel")
     reference.save_pretrained(tmp_path / "saved")
@@ -436,6 +436,17 @@ def test_tanh_gelu_runs_as_one_fused_kernel_with_the_same_values(name):
     assert torch.allclose(ours, reference, atol=1e-6) and torch.allclose(grad, reference_grad, atol=1e-5)
 
 
+def test_gpt_feed_forward_uses_the_fused_tanh_gelu():
+    """hidden_act="gelu_new" (GPT-2's checkpoints) reaches the feed-forward as torch's fused kernel through
+    ``layers.get_activation`` alone, in every block."""
+    from transformers.activations import ACT2FN
+
+    model = ScratchGPTModel(tiny_config(hidden_act="gelu_new"))
+    fused = type(ACT2FN["gelu_pytorch_tanh"])
+    assert fused is not type(ACT2FN["gelu_new"])
+    assert all(type(layer.feed_forward.activation) is fused for layer in model.layers)
+
+
 # ---- the auxiliary LM of the classifier and the multiple-choice head -----------------------------------------
 
 
@@ -470,7 +481,7 @@ def test_classifier_auxiliary_lm_goes_through_the_tied_lm_head(tmp_path):
         assert torch.equal(reloaded.eval()(input_ids=input_ids, attention_mask=attention_mask, lm_labels=lm_labels).loss, loss)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", REFERENCES)
 def test_multiple_choice_scores_each_choice_at_its_last_real_token(family):
     """ScratchGPTForMultipleChoice with the double-heads reference's weights gives its mc_logits read at each
     choice's last real token, and the standard loss: cross-entropy of the softmax over the choices."""
