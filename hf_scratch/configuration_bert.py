@@ -1,4 +1,4 @@
-"""Configuration of BERT (Devlin et al. 2018, "BERT: Pre-training of Deep Bidirectional Transformers for Language
+"""Configuration of BERT (Devlin et al. 2019, "BERT: Pre-training of Deep Bidirectional Transformers for Language
 Understanding", §3). Defaults are BERT-base: 12 layers, hidden 768, 12 heads, FFN 3072, GELU, 512 positions, two
 segments."""
 

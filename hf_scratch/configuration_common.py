@@ -142,7 +142,7 @@ class ScratchConfig(PreTrainedConfig):
 
 
 class BertShapedConfig(ScratchConfig):
-    """An encoder shaped like BERT (Devlin et al. 2018, §3 "Model Architecture"), under transformers' ``BertConfig``
+    """An encoder shaped like BERT (Devlin et al. 2019, §3 "Model Architecture"), under transformers' ``BertConfig``
     names and with BERT-base's defaults: 12 layers, hidden 768, 12 heads, FFN 3072, GELU, 512 learned positions, two
     segments, dropout 0.1. BERT and Longformer (RoBERTa's shape with sparse attention) declare only what differs."""
 

@@ -1,4 +1,4 @@
-"""BERT pre-training data (Devlin et al. 2018 §3.1 and Appendix A.1-A.2): next-sentence pairs from document-level text
+"""BERT pre-training data (Devlin et al. 2019 §3.1 and Appendix A.1-A.2): next-sentence pairs from document-level text
 and masked-LM masking.
 
 1. ``make_nsp_examples`` walks each document's sentences and builds ``[CLS] A [SEP] B [SEP]`` pairs with segment

@@ -1,4 +1,4 @@
-"""BERT pre-training — masked LM + next-sentence prediction (Devlin et al. 2018 §3.1) — with the 🤗 Trainer.
+"""BERT pre-training — masked LM + next-sentence prediction (Devlin et al. 2019 §3.1) — with the 🤗 Trainer.
 
     python training/run_pretraining.py --model_type scratch-bert --model_size tiny --max_steps 200 --output_dir out/pt
     python training/run_pretraining.py --model_type scratch-bert --train_file corpus.txt
