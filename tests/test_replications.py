@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPLICATIONS = Path(__file__).resolve().parent.parent / "replications"
-SCRIPTS = sorted(path for path in REPLICATIONS.glob("*.py") if path.stem != "common")
+SCRIPTS = sorted(path for path in REPLICATIONS.glob("*.py") if path.stem not in ("common", "collect"))
 
 
 def load(path: Path):
