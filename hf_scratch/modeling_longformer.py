@@ -47,7 +47,7 @@ from .attention import (
     split_heads,
     values_pass,
 )
-from .banded_attention import ATTENTION_KERNELS, BandedPattern, GlobalTokens, keep_attention_kernels
+from .banded_attention import BandedPattern, GlobalTokens, keep_attention_kernels
 from .configuration_longformer import ScratchLongformerConfig
 from .layers import (
     EncoderEmbeddings,

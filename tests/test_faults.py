@@ -2,7 +2,7 @@
 mid-evaluation — and rerun with the same command after each kill ends with the uninterrupted run's weights, bit for
 bit (a tiny GPT, and Transformer-XL whose memory the checkpoints carry; under DDP with one of two gloo ranks
 killed); after every kill each ``checkpoint-N`` is complete (checkpoints are staged and renamed into place,
-``training.common.AtomicCheckpoints``); an incomplete checkpoint is skipped, never loaded; a save that fails midway
+``training.checkpoints.AtomicCheckpoints``); an incomplete checkpoint is skipped, never loaded; a save that fails midway
 keeps the previous checkpoint (``save_total_limit`` rotates only after a complete save); an unwritable or full
 output folder fails with a clear error before training.
 
@@ -270,7 +270,7 @@ def test_incomplete_checkpoint_is_skipped_never_loaded(damage, four_steps, tmp_p
         truncate(checkpoint / damage.split()[1])
     assert checkpoint_problem(checkpoint) is not None and checkpoint_problem(output_dir / "checkpoint-2") is None
     steps = RecordSteps()
-    with caplog.at_level(logging.WARNING, logger="training.common"):
+    with caplog.at_level(logging.WARNING, logger="training.checkpoints"):
         run_clm.main([*command, str(output_dir)], callbacks=[steps])
     assert f"Skipping {checkpoint}: it is incomplete" in caplog.text
     assert f"resuming training from {output_dir / 'checkpoint-2'}" in caplog.text
@@ -348,7 +348,7 @@ def test_a_run_killed_before_its_first_checkpoint_starts_over(tmp_path, caplog):
     (output_dir / f"{STAGING_PREFIX}1" / "checkpoint-1").mkdir(parents=True)
     (output_dir / "runs").mkdir()
     steps = RecordSteps()
-    with caplog.at_level(logging.WARNING, logger="training.common"):
+    with caplog.at_level(logging.WARNING, logger="training.checkpoints"):
         run_clm.main([*GPT, "--max_steps", "1", "--output_dir", str(output_dir)], callbacks=[steps])
     assert steps.steps == [1] and "interrupted before it completed" in caplog.text
     assert not (output_dir / f"{STAGING_PREFIX}1").exists()

@@ -240,7 +240,7 @@ def test_rerunning_a_killed_command_resumes_from_its_last_checkpoint(model_type,
     if model_type == "scratch-transfo-xl":
         assert list(checkpoint.glob("transfo_xl_mems_*.pt"))
     steps = _recording_steps()
-    with caplog.at_level(logging.WARNING, logger="training.common"):
+    with caplog.at_level(logging.WARNING, logger="training.checkpoints"):
         resumed = run_clm.main(command, callbacks=[steps])
     assert f"resuming training from {checkpoint}" in caplog.text
     assert steps.steps == [3, 4]  # the global step continues from the checkpoint
@@ -257,7 +257,7 @@ def test_explicit_resume_from_checkpoint_is_used(tmp_path, caplog):
             "--save_strategy", "steps", "--save_steps", "1", "--tokenizer_type", "char"]
     run_clm.main(args)
     steps = _recording_steps()
-    with caplog.at_level(logging.WARNING, logger="training.common"):
+    with caplog.at_level(logging.WARNING, logger="training.checkpoints"):
         run_clm.main([*args, "--max_steps", "3", "--resume_from_checkpoint", str(tmp_path / "checkpoint-1")], callbacks=[steps])
     assert steps.steps == [2, 3] and f"Resuming training from {tmp_path / 'checkpoint-1'}" in caplog.text
 
@@ -274,7 +274,7 @@ def test_non_empty_output_dir_without_checkpoints_is_refused_unless_overwritten(
     with pytest.raises(ValueError, match="give one of the two"):
         run_clm.main([*args, "--overwrite_output_dir", "--resume_from_checkpoint", str(output_dir / "checkpoint-7")])
     steps = _recording_steps()
-    with caplog.at_level(logging.WARNING, logger="training.common"):
+    with caplog.at_level(logging.WARNING, logger="training.checkpoints"):
         run_clm.main([*args, "--overwrite_output_dir"], callbacks=[steps])
     assert steps.steps == [1, 2] and "--overwrite_output_dir" in caplog.text
     assert not (output_dir / "checkpoint-7").exists() and (output_dir / "notes.txt").is_file()
