@@ -9,7 +9,7 @@ set (greedy), the sentences are grouped by source length in tokens, and each gro
 ``evaluate`` (the repository's local metric). ``transformer_ablations.py`` (Vaswani et al. 2017) reuses the
 translation helpers defined here.
 
-    python replications/rnn_attention.py            # full: ../shared/data/gettext-de-en, 3 seeds (~12 min, 2 cores)
+    python replications/rnn_attention.py            # full: gettext-de-en, 3 seeds (7 CPU-min on one thread)
     python replications/rnn_attention.py --quick    # CI smoke test: training/data/de_en, 1 seed, tiny models
 """
 
