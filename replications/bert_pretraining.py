@@ -33,7 +33,7 @@ if __package__ in (None, ""):
 
 from replications.common import (
     ROOT, ClaimReport, at_chance_note, clearly_above, fmt, majority_rate, mean_std, parse_args, play_speeches,
-    plot_grouped_bars, plot_loss_curves, quick_threads, run_training, write_jsonl, write_pretraining_corpus,
+    plot_grouped_bars, plot_loss_curves, torch_threads, run_training, write_jsonl, write_pretraining_corpus,
 )
 
 # steps and data sizes; both variants of pre-training and every fine-tuning share their settings
@@ -55,7 +55,7 @@ def main(argv=None) -> Path:
     args = parse_args("BERT (Devlin et al. 2019, Table 5): pre-trained vs random init, with vs without NSP.", argv)
     setting = QUICK if args.quick else FULL
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as work, quick_threads(args):
+    with tempfile.TemporaryDirectory() as work, torch_threads(args):
         corpus, tasks, data_text, chance = task_data(Path(work), args.quick, setting)
         runs = [run_seed(seed, setting, corpus, tasks, Path(work)) for seed in range(args.seeds)]
     pretraining = {variant: [run[0][variant] for run in runs] for variant in VARIANTS[1:]}

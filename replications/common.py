@@ -42,7 +42,7 @@ def parse_args(description: str, argv: Optional[Sequence[str]] = None,
     parser.add_argument("--quick", action="store_true", help="tiny settings and one seed (seconds): the CI smoke test")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per setting (default: 3, or 1 with --quick)")
     parser.add_argument("--output_dir", default=None, help="where the table and pictures go (default: replications/results)")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: 1; see torch_threads)")
     if extra is not None:
         extra(parser)
     args = parser.parse_args(argv)
@@ -54,10 +54,8 @@ def parse_args(description: str, argv: Optional[Sequence[str]] = None,
         args.output_dir = str(RESULTS / "quick" if args.quick else RESULTS)
     args.command = "python " + " ".join(shlex.quote(part) for part in [_script_path()] + list(
         sys.argv[1:] if argv is None else argv))
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be at least 1, got {args.threads}.")
     Path(args.output_dir).mkdir(parents=True, exist_ok=True)
     return args
 
@@ -103,10 +101,13 @@ def loss_curves(log_history: list[dict]) -> tuple[list[tuple[int, float]], list[
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for a single value)."""
+    """Mean and sample standard deviation (0 for a single value); (NaN, NaN) when a seed gave no number (an empty
+    bucket, a ratio to a near-zero score)."""
     values = [float(v) for v in values]
     if not values:
         raise ValueError("mean_std needs at least one value.")
+    if not all(math.isfinite(v) for v in values):
+        return math.nan, math.nan
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
@@ -298,15 +299,14 @@ def plot_grouped_bars(report: ClaimReport, values: dict[str, dict[str, Sequence[
 
 
 @contextlib.contextmanager
-def quick_threads(args: argparse.Namespace):
-    """One torch thread for --quick unless --threads says otherwise (tiny models on a shared 2-core machine are
+def torch_threads(args: argparse.Namespace):
+    """Run the claim on ``--threads`` torch threads, one by default (tiny models on a shared 2-core machine are
     dominated by thread synchronisation: measured 110 s on two threads vs 24 s on one under load); restores the
     previous count on exit, so a test process is left as it was."""
     import torch
 
     threads = torch.get_num_threads()
-    if args.quick and args.threads is None:
-        torch.set_num_threads(1)
+    torch.set_num_threads(args.threads or 1)
     try:
         yield
     finally:

@@ -36,7 +36,7 @@ if __package__ in (None, ""):
 
 from replications.common import (
     ROOT, ClaimReport, at_chance_note, clearly_above, fmt, majority_rate, parse_args, play_speeches, plot_grouped_bars,
-    plot_loss_curves, quick_threads, run_training, write_jsonl, write_pretraining_corpus,
+    plot_loss_curves, torch_threads, run_training, write_jsonl, write_pretraining_corpus,
 )
 
 FULL = dict(pretrain_steps=200, finetune_steps=80, pretrain_eval_samples=128, corpus_chars=1_600_000, smaller=100)
@@ -55,7 +55,7 @@ def main(argv=None) -> Path:
     args = parse_args("GPT-1 (Radford et al. 2018, Table 5): pre-training and the auxiliary LM objective.", argv)
     setting = QUICK if args.quick else FULL
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as work, quick_threads(args):
+    with tempfile.TemporaryDirectory() as work, torch_threads(args):
         corpus, task, data_text, chance = task_data(Path(work), args.quick, setting)
         runs = [run_seed(seed, setting, corpus, task, Path(work)) for seed in range(args.seeds)]
     pretraining = [run[0] for run in runs]

@@ -44,7 +44,7 @@ from transformers import TrainerCallback
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from replications.common import (  # noqa: E402
-    ROOT, ClaimReport, fmt, mean_std, parse_args, plot_loss_curves, quick_threads, run_training, shakespeare_folder,
+    ROOT, ClaimReport, fmt, mean_std, parse_args, plot_loss_curves, torch_threads, run_training, shakespeare_folder,
 )
 
 LABEL_PLAYS = ("hamlet", "macbeth", "romeo_and_juliet")
@@ -235,8 +235,7 @@ def computed_field(window, dilation, layers) -> int:
 
 def main(argv=None) -> Path:
     args = parse_args("Longformer window, dilation and global attention (Beltagy et al. 2020)", argv)
-    with quick_threads(args):  # restores the thread count on exit; one thread in the full setting too
-        torch.set_num_threads(args.threads or 1)
+    with torch_threads(args):  # one thread unless --threads says otherwise; restored on exit
         return replicate(args)
 
 

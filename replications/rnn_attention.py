@@ -16,7 +16,6 @@ translation helpers defined here.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSe
 
 import hf_scratch  # noqa: E402,F401  (registers the scratch-* Auto classes the saved runs load with)
 from replications.common import (  # noqa: E402
-    ROOT, SHARED_DATA, ClaimReport, fmt, loss_curves, mean_std, parse_args, run_training,
+    ROOT, SHARED_DATA, ClaimReport, fmt, loss_curves, mean_std, parse_args, run_training, torch_threads,
 )
 from training.common import load_metric  # noqa: E402
 from training.run_translation import main as run_translation  # noqa: E402
@@ -161,18 +160,9 @@ def bucket_label(bounds: tuple[int, Optional[int]]) -> str:
 
 
 def main(argv=None) -> Path:
-    return on_one_thread(claim, parse_args(__doc__.splitlines()[0], argv))
-
-
-def on_one_thread(claim_function, args) -> Path:
-    """Run ``claim_function(args)`` with torch on ``--threads`` threads (default one: these tiny models run fastest
-    on one thread, and the machine is shared), then give torch its thread count back."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads or 1)
-    try:
-        return claim_function(args)
-    finally:
-        torch.set_num_threads(threads)
+    args = parse_args(__doc__.splitlines()[0], argv)
+    with torch_threads(args):
+        return claim(args)
 
 
 def claim(args) -> Path:
@@ -208,16 +198,6 @@ def seeds_done(args, done: int):
     return argparse.Namespace(**{**vars(args), "seeds": done, "seeds_planned": args.seeds})
 
 
-def mean_std_nan(values) -> tuple[float, float]:
-    """``mean_std``, or (NaN, NaN) when a seed gave no number (an empty bucket, a ratio to a near-zero BLEU)."""
-    return mean_std(values) if all(math.isfinite(v) for v in values) else (math.nan, math.nan)
-
-
-def fmt_nan(values, digits: int = 2) -> str:
-    """``fmt``, or ``n/a`` when a seed gave no number."""
-    return fmt(values, digits) if all(math.isfinite(v) for v in values) else "n/a"
-
-
 def write_report(args, results: dict, metric, hidden: int, steps: int, scored: int, started: float,
                  cpu_started: float) -> Path:
     """Numbers, table, verdicts and pictures of the seeds in ``results``."""
@@ -248,24 +228,24 @@ def write_report(args, results: dict, metric, hidden: int, steps: int, scored: i
                + ["BLEU all", "BLEU long/short", "val. loss"],
     )
     for setting in SETTINGS:
-        report.add_row(setting_name(*setting), *(fmt_nan(bucket_bleu[setting][b], 1) for b in BUCKETS),
-                       fmt_nan(overall[setting], 1), fmt_nan(ratio[setting], 2),
-                       fmt_nan([run["translations"]["nll"] for run in results[setting]], 3))
+        report.add_row(setting_name(*setting), *(fmt(bucket_bleu[setting][b], 1) for b in BUCKETS),
+                       fmt(overall[setting], 1), fmt(ratio[setting], 2),
+                       fmt([run["translations"]["nll"] for run in results[setting]], 3))
 
     short, long = bucket_label(SHORT), bucket_label(LONG)
     for cell in CELLS:
         plain = ratio[(cell, "none")]
         report.verdict(f"{cell.upper()} without attention: BLEU falls on long sentences",
-                       sum(mean_std_nan(plain)) < 1.0,
-                       f"BLEU {long} tok / BLEU {short} tok = {fmt_nan(plain)} (n={counts[LONG]} vs {counts[SHORT]})")
+                       sum(mean_std(plain)) < 1.0,
+                       f"BLEU {long} tok / BLEU {short} tok = {fmt(plain)} (n={counts[LONG]} vs {counts[SHORT]})")
         for attention in ("bahdanau", "luong-general"):
             attended = ratio[(cell, attention)]
-            (mean_a, std_a), (mean_p, std_p) = mean_std_nan(attended), mean_std_nan(plain)
+            (mean_a, std_a), (mean_p, std_p) = mean_std(attended), mean_std(plain)
             report.verdict(
                 f"{cell.upper()} with {ATTENTIONS[attention]} attention holds up better than without",
                 mean_a - mean_p > max(std_a, std_p),
-                f"long/short BLEU ratio {fmt_nan(attended)} vs {fmt_nan(plain)} without; BLEU on {long} tok "
-                f"{fmt_nan([l for _, l in ends[(cell, attention)]], 1)} vs {fmt_nan([l for _, l in ends[(cell, 'none')]], 1)}")
+                f"long/short BLEU ratio {fmt(attended)} vs {fmt(plain)} without; BLEU on {long} tok "
+                f"{fmt([l for _, l in ends[(cell, attention)]], 1)} vs {fmt([l for _, l in ends[(cell, 'none')]], 1)}")
     report.notes.append(
         "'held' means: without attention, the long/short BLEU ratio's mean + std stays under 1; with attention, its "
         "mean exceeds the one without by more than the larger of the two seed standard deviations (rules fixed "
@@ -308,7 +288,7 @@ def plot_bleu_by_length(report: ClaimReport, bucket_bleu: dict, counts: dict, ou
     positions = range(len(BUCKETS))
     colors = {"none": "tab:red", "bahdanau": "tab:blue", "luong-general": "tab:green"}
     for (cell, attention), per_bucket in bucket_bleu.items():
-        stats = [mean_std_nan(per_bucket[b]) for b in BUCKETS]
+        stats = [mean_std(per_bucket[b]) for b in BUCKETS]
         means, stds = [m for m, _ in stats], [s for _, s in stats]
         style = "-" if cell == "gru" else "--"
         axis.plot(positions, means, style, marker="o", color=colors[attention], label=setting_name(cell, attention))

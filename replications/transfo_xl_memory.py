@@ -36,7 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from replications.common import (  # noqa: E402
-    ROOT, ClaimReport, fmt, mean_std, parse_args, plot_loss_curves, quick_threads, run_training, shakespeare_folder,
+    ROOT, ClaimReport, fmt, mean_std, parse_args, plot_loss_curves, torch_threads, run_training, shakespeare_folder,
 )
 
 SEGMENT = 32  # tokens per segment (Transformer-XL) — the training and evaluation unit of every model here
@@ -192,8 +192,7 @@ def seconds_per_segment(model, rows: torch.Tensor, attention: int, repeats: int)
 
 def main(argv=None) -> Path:
     args = parse_args("Transformer-XL memory and relative positions (Dai et al. 2019, Tables 6 and 9)", argv)
-    with quick_threads(args):  # restores the thread count on exit; one thread in the full setting too
-        torch.set_num_threads(args.threads or 1)
+    with torch_threads(args):  # one thread unless --threads says otherwise; restored on exit
         return replicate(args)
 
 

@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from transformers import TrainerCallback  # noqa: E402
 
-from replications.common import ClaimReport, fmt, mean_std, parse_args, run_training  # noqa: E402
+from replications.common import ClaimReport, fmt, mean_std, parse_args, run_training, torch_threads  # noqa: E402
 from replications.rnn_attention import (  # noqa: E402
-    RNN_LEARNING_RATE, RNN_OVERRIDES, SCORED, VOCABULARY, bleu, load_note, on_one_thread, plot_training_curves,
+    RNN_LEARNING_RATE, RNN_OVERRIDES, SCORED, VOCABULARY, bleu, load_note, plot_training_curves,
     read_pairs, setting_name, translate_saved_run, translation_files, translation_flags,
 )
 from training.common import load_metric  # noqa: E402
@@ -71,7 +71,9 @@ class StepTimer(TrainerCallback):
 
 
 def main(argv=None) -> Path:
-    return on_one_thread(claim, parse_args(__doc__.splitlines()[0], argv))
+    args = parse_args(__doc__.splitlines()[0], argv)
+    with torch_threads(args):
+        return claim(args)
 
 
 def claim(args) -> Path:
