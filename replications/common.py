@@ -43,6 +43,9 @@ def parse_args(description: str, argv: Optional[Sequence[str]] = None,
     parser.add_argument("--seeds", type=int, default=None, help="seeds per setting (default: 3, or 1 with --quick)")
     parser.add_argument("--output_dir", default=None, help="where the table and pictures go (default: replications/results)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: 1; see torch_threads)")
+    parser.add_argument("--processes", type=int, default=None,
+                        help="runs trained side by side in separate processes (default: 2, or 1 with --quick; see "
+                             "in_processes)")
     if extra is not None:
         extra(parser)
     args = parser.parse_args(argv)
@@ -56,6 +59,10 @@ def parse_args(description: str, argv: Optional[Sequence[str]] = None,
         sys.argv[1:] if argv is None else argv))
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be at least 1, got {args.threads}.")
+    if args.processes is None:
+        args.processes = 1 if args.quick else 2
+    if args.processes < 1:
+        raise ValueError(f"--processes must be at least 1, got {args.processes}.")
     Path(args.output_dir).mkdir(parents=True, exist_ok=True)
     return args
 
@@ -329,3 +336,25 @@ def at_chance_note(accuracy: dict, chance: Callable[[object], float]) -> Optiona
     return (f"Not clearly above chance (majority class), i.e. fine-tuning learned nothing measurable: {names}. A verdict "
             "whose two sides are both at chance has **no** because the claim was not shown at this scale, not because "
             "the opposite was shown.")
+
+
+def in_processes(function: Callable, jobs: Sequence[tuple], processes: int, threads: Optional[int] = None) -> list:
+    """``[function(*job) for job in jobs]``, computed by ``processes`` worker processes side by side (one torch thread
+    each unless ``threads`` says otherwise) — two single-thread runs use a 2-core machine better than one run on two
+    threads. ``function`` must be importable at module level (the workers are spawned, not forked: a forked child of
+    a process that already ran OpenMP kernels can hang). With ``processes == 1`` the jobs run here, one by one."""
+    if processes == 1 or len(jobs) <= 1:
+        return [function(*job) for job in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(processes, len(jobs)), mp_context=context,
+                             initializer=_worker_threads, initargs=(threads or 1,)) as pool:
+        return list(pool.map(function, *zip(*jobs)))
+
+
+def _worker_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
