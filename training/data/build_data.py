@@ -40,17 +40,28 @@ PLACES = {
     "Fife", "Inverness", "Forres", "Dunsinane", "Birnam", "Colmekill", "Verona", "Mantua", "Padua", "Cyprus",
 }
 SPEAKER = re.compile(r"^([A-Z][A-Za-z ]{0,20}\.)$")
+ACT_OR_SCENE = re.compile(r"^(act|scene)\b", re.IGNORECASE)  # 'ACT I.', 'SCENE I.' (2 Henry VI), 'Act I.' (Timon)
 
 
 def speeches(text: str) -> list[tuple[str, str]]:
-    """(speaker heading without the dot, speech as one line) for every block 'Heading.\\nline\\nline…'."""
+    """(speaker heading without the dot, speech as one line) for every block 'Heading.\\nline\\nline…'.
+
+    The editions write speaker headings in one of two styles: abbreviated in mixed case ('Ham.' in Hamlet, 'Romeo.')
+    or in capitals ('MACBETH.', 'FIRST WITCH.'). A text's style is that of most of its heading-shaped lines; a
+    heading in the other style is no speaker (the direction 'Song.' in Macbeth). Act and scene headings, stage
+    directions ('[Exeunt.]') and the cast list (a capitals heading followed by more: 'LADY MACBETH.\\nLADY MACDUFF.')
+    are skipped.
+    """
+    blocks = [[line.strip() for line in block.splitlines() if line.strip()] for block in re.split(r"\n\s*\n", text)]
+    blocks = [lines for lines in blocks if len(lines) >= 2 and SPEAKER.match(lines[0]) and not ACT_OR_SCENE.match(lines[0])]
+    in_capitals = 2 * sum(lines[0].isupper() for lines in blocks) > len(blocks)
     result = []
-    for block in re.split(r"\n\s*\n", text):
-        lines = [line.strip() for line in block.strip().splitlines() if line.strip()]
-        if len(lines) >= 2 and SPEAKER.match(lines[0]) and not lines[0].isupper():
-            speech = " ".join(lines[1:])
-            if not speech.startswith("[") and len(speech) >= 20:
-                result.append((lines[0][:-1], speech))
+    for heading, *speech_lines in blocks:
+        if heading.isupper() != in_capitals or any(SPEAKER.match(line) and line.isupper() for line in speech_lines):
+            continue
+        speech = " ".join(speech_lines)
+        if not speech.startswith("[") and len(speech) >= 20:
+            result.append((heading[:-1], speech))
     return result
 
 
