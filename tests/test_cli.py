@@ -96,6 +96,7 @@ def test_every_script_prints_its_usage():
     assert "--block_size" in help_of["run_clm.py"] and "--block_size" in help_of["run_mlm.py"]
     assert "--max_source_length" in help_of["run_translation.py"] and "--max_target_length" in help_of["run_translation.py"]
     assert "--block_size" not in help_of["run_qa.py"]  # only where it means something
+    assert "--next_sentence_prediction" in help_of["run_pretraining.py"]  # Devlin et al. 2019 Table 5, "No NSP"
 
 
 # ---- one JSON file of arguments -------------------------------------------------------------------------------

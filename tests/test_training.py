@@ -347,6 +347,77 @@ def test_accelerate_configs_parse(name, distributed_type):
         assert config.deepspeed_config["zero_stage"] == 2
 
 
+# ---- pre-training without next-sentence prediction -------------------------------------------------------------
+
+
+def test_pretraining_without_nsp_trains_the_masked_lm_alone(tmp_path):
+    """--next_sentence_prediction false (Devlin et al. 2019 Table 5, "No NSP"): the model is a masked LM without an
+    NSP head, no training or evaluation batch carries ``next_sentence_label``, no output holds next-sentence logits,
+    and the evaluation reports masked-token accuracy only. The flag parses in both spellings, default on."""
+    from transformers import TrainerCallback
+
+    from training.arguments import parse_arguments
+
+    parse = lambda *flags: parse_arguments("run_pretraining", (run_pretraining.PretrainingArguments,), [*flags, "--model_type", "scratch-bert", "--output_dir", str(tmp_path / "parsed")])[2]
+    assert parse().next_sentence_prediction is True
+    assert parse("--next_sentence_prediction", "false").next_sentence_prediction is False
+    assert parse("--no_next_sentence_prediction").next_sentence_prediction is False
+    seen = {"inputs": set(), "outputs": set()}
+
+    class WatchForward(TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            def record(module, inputs, kwargs, output):  # returns None: the output is left as it is
+                seen["inputs"].update(kwargs)
+                seen["outputs"].update(output.keys())
+
+            model.register_forward_hook(record, with_kwargs=True)
+
+    results = run_pretraining.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "out"), *TINY,
+                                    "--next_sentence_prediction", "false"], callbacks=[WatchForward()])
+    assert "labels" in seen["inputs"] and "next_sentence_label" not in seen["inputs"], seen
+    assert "logits" in seen["outputs"] and "seq_relationship_logits" not in seen["outputs"], seen
+    assert {name for name in results["eval"] if name.endswith("accuracy")} == {"eval_mlm_accuracy"}
+    assert math.isfinite(results["eval"]["eval_loss"])
+    config = json.loads((Path(results["output_dir"]) / "config.json").read_text())
+    assert config["architectures"] == ["ScratchBertForMaskedLM"]
+
+
+# ---- Longformer without global attention -----------------------------------------------------------------------
+
+
+def test_longformer_classification_without_global_attention(tmp_path):
+    """--global_attention none: the script's batches carry an all-zero global_attention_mask, which the model obeys
+    (its head's default gives the first token global attention, Beltagy et al. 2020 §3.1). The run stops at its
+    first batch: the training loop itself is the one every script test runs."""
+    from transformers import TrainerCallback
+
+    class FirstBatch(TrainerCallback, Exception):
+        def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
+            self.model, self.batch = model.eval(), next(iter(train_dataloader))
+            raise self
+
+    with pytest.raises(FirstBatch) as stopped:
+        run_classification.main(["--model_type", "scratch-longformer", "--global_attention", "none", "--output_dir",
+                                 str(tmp_path), *TINY], callbacks=[FirstBatch()])
+    model, batch = stopped.value.model, stopped.value.batch
+    assert batch["global_attention_mask"].shape == batch["input_ids"].shape and not batch["global_attention_mask"].any()
+    with torch.no_grad():
+        without = model(**batch, output_attentions=True)
+        default = model(**{k: v for k, v in batch.items() if k != "global_attention_mask"}, output_attentions=True)
+    assert default.global_attentions[0].shape[-1] == 1 and without.global_attentions is None  # one global token, none
+    assert not torch.allclose(without.logits, default.logits)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model_type", "scratch-longformer", "--global_attention", "all"], "'all' is unknown"),
+    (["--model_type", "scratch-bert", "--global_attention", "none"], "Longformer setting"),
+    (["--model_type", "scratch-gpt", "--global_attention", "cls"], "Longformer setting"),
+])
+def test_global_attention_is_checked(args, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        run_classification.main([*args, "--output_dir", str(tmp_path), *TINY[2:]])
+
+
 # ---- a reference checkpoint converted on the fly ------------------------------------------------------------
 
 

@@ -8,8 +8,10 @@ run_classification.py.
 Rows hold a text (and optionally a second text) and a label (string or integer). BERT/Longformer read
 ``[CLS] a [SEP] (b [SEP])``; GPT uses GPT-1's input transformations (``hf_scratch.gpt_input_transforms``):
 ``[<s>; a; ⟨e⟩]`` or ``[<s>; a; $; b; ⟨e⟩]`` with the head on the extract token (``--symmetric_pair`` feeds both
-orders of a pair and sums them, GPT-1's similarity setting). Without data arguments it learns which play
-(Hamlet, Macbeth, Romeo and Juliet) a speech comes from (``training/data/plays``). Reports accuracy and macro-F1.
+orders of a pair and sums them, GPT-1's similarity setting). Longformer's classification head gives the first
+token global attention (Beltagy et al. 2020 §3.1); ``--global_attention none`` leaves every token to its sliding
+window. Without data arguments it learns which play (Hamlet, Macbeth, Romeo and Juliet) a speech comes from
+(``training/data/plays``). Reports accuracy and macro-F1.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from training.common import (
 from training.model_card import CardInfo
 
 SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer")
+GLOBAL_ATTENTION = ("cls", "none")  # Longformer: global attention on the classification token, or on no token
 
 
 @dataclass
@@ -41,6 +44,13 @@ class ClassificationArguments:
     text_pair_column: Optional[str] = field(default=None, metadata={"help": "Column holding the second text of a pair."})
     label_column: str = field(default="label", metadata={"help": "Column holding the label (string or integer)."})
     symmetric_pair: bool = field(default=False, metadata={"help": "GPT: feed both orders of a pair and sum (similarity)."})
+    global_attention: Optional[str] = field(
+        default=None,
+        metadata={"help": "Longformer only: 'cls' (the default: the classification token attends, and is attended by, "
+                          "every token) or 'none' (sliding-window attention only) during this run's training and "
+                          "evaluation. The saved head still puts global attention on its first token when called "
+                          "without global_attention_mask."},
+    )
 
 
 class GPTClassificationCollator:
@@ -62,9 +72,35 @@ class GPTClassificationCollator:
         return batch
 
 
+def without_global_attention(collate):
+    """A collator giving every batch ``global_attention_mask`` = 0, so that no token of the Longformer gets global
+    attention (its classification head otherwise puts it on the first token)."""
+    import torch
+
+    def collate_without_global_attention(features: list[dict]) -> dict:
+        batch = collate(features)
+        batch["global_attention_mask"] = torch.zeros_like(batch["input_ids"])
+        return batch
+
+    return collate_without_global_attention
+
+
+def check_global_attention(global_attention: Optional[str], model_type: str) -> None:
+    if global_attention is None:
+        return
+    if global_attention not in GLOBAL_ATTENTION:
+        raise ValueError(f"--global_attention {global_attention!r} is unknown: use 'cls' (the classification token, the "
+                         "default) or 'none' (no global token).")
+    if model_type != "scratch-longformer":
+        raise ValueError(f"--global_attention is a Longformer setting; model type {model_type!r} has no global attention: "
+                         "drop the flag or train --model_type scratch-longformer.")
+
+
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, cls_args, training_args = parse_arguments("run_classification", (ClassificationArguments,), args)
-    is_gpt = check_model_type(model_args, SUPPORTED) == "scratch-gpt"
+    model_type = check_model_type(model_args, SUPPORTED)
+    check_global_attention(cls_args.global_attention, model_type)
+    is_gpt = model_type == "scratch-gpt"
     raw = load_raw_datasets(model_args, data_args, "plays", limit=False)
     text_columns = [cls_args.text_column] + ([cls_args.text_pair_column] if cls_args.text_pair_column else [])
     require_columns(raw, text_columns + [cls_args.label_column], "classification")
@@ -90,6 +126,8 @@ def main(args=None, callbacks=None) -> dict:
             batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"], **map_options(data_args, "tokenizing"),
         )
         collator = DataCollatorWithPadding(tokenizer)
+        if cls_args.global_attention == "none":
+            collator = without_global_attention(collator)
     metric = load_metric("accuracy_f1")
 
     def compute_metrics(eval_prediction):

@@ -8,6 +8,11 @@ in csv/json data each row of ``--text_column`` is a document. Sentence pairs com
 ``hf_scratch.pretraining.make_nsp_examples`` (half IsNext, half a random sentence from another document) and are
 masked by ``DataCollatorForBertPreTraining``. Without data arguments it trains on the embedded play excerpts in
 ``training/data/documents``. Reports masked-token and next-sentence accuracy (eval_loss is MLM + NSP).
+
+``--next_sentence_prediction false`` is Devlin et al. 2019 §5.1 / Table 5's "No NSP" ablation: the same sentence
+pairs (half of them with a random B, the input format kept, as Liu et al. 2019 §4.2 read the original ablation), the
+same masking, but no NSP task: the model is a masked LM alone (``AutoModelForMaskedLM``, no NSP head, no pooler),
+``next_sentence_label`` is dropped, eval_loss is the MLM loss and only masked-token accuracy is reported.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ if __package__ in (None, ""):
 
 import datasets
 import numpy as np
-from transformers import AutoModelForPreTraining, Trainer
+from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, DataCollatorForLanguageModeling, Trainer
 
 from hf_scratch.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
 from training.arguments import check_model_type, parse_arguments
@@ -38,6 +43,11 @@ class PretrainingArguments:
     text_column: str = field(default="text", metadata={"help": "Column holding the documents."})
     mlm_probability: float = field(default=0.15, metadata={"help": "Fraction of tokens to mask."})
     short_seq_prob: float = field(default=0.1, metadata={"help": "Probability of a shorter target length (as in BERT)."})
+    next_sentence_prediction: bool = field(
+        default=True,
+        metadata={"help": "Train the next-sentence task beside masked LM; false: masked LM only on the same sentence "
+                          "pairs (Devlin et al. 2019 Table 5, 'No NSP')."},
+    )
 
 
 def documents_of(dataset, text_column: str, from_txt: bool) -> list[str]:
@@ -46,18 +56,20 @@ def documents_of(dataset, text_column: str, from_txt: bool) -> list[str]:
 
 
 def predicted_ids(logits, labels):
-    """Keep only the argmax of both heads (the full MLM logits would fill memory during evaluation)."""
-    return logits[0].argmax(-1), logits[1].argmax(-1)
+    """Keep only the argmax of each head, MLM (and NSP when trained): the full MLM logits would fill memory."""
+    return tuple(head.argmax(-1) for head in logits) if isinstance(logits, tuple) else logits.argmax(-1)
 
 
 def pretraining_accuracy(eval_prediction) -> dict:
-    """Masked-token accuracy over the masked positions and next-sentence accuracy."""
-    (mlm_predictions, nsp_predictions), (mlm_labels, nsp_labels) = eval_prediction.predictions, eval_prediction.label_ids
+    """Masked-token accuracy over the masked positions, and next-sentence accuracy when NSP is trained."""
+    predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
+    with_nsp = isinstance(predictions, tuple)
+    mlm_predictions, mlm_labels = (predictions[0], labels[0]) if with_nsp else (predictions, labels)
     masked = mlm_labels != -100
-    return {
-        "mlm_accuracy": float(np.mean(mlm_predictions[masked] == mlm_labels[masked])) if masked.any() else 0.0,
-        "nsp_accuracy": float(np.mean(nsp_predictions == nsp_labels)),
-    }
+    metrics = {"mlm_accuracy": float(np.mean(mlm_predictions[masked] == mlm_labels[masked])) if masked.any() else 0.0}
+    if with_nsp:
+        metrics["nsp_accuracy"] = float(np.mean(predictions[1] == labels[1]))
+    return metrics
 
 
 def main(args=None, callbacks=None) -> dict:
@@ -68,7 +80,8 @@ def main(args=None, callbacks=None) -> dict:
     from_txt = raw["train"].info.builder_name == "text" if raw["train"].info else False
     documents = {split: documents_of(raw[split], pt_args.text_column, from_txt) for split in raw}
     tokenizer = get_tokenizer(model_args, lambda: documents["train"])
-    model = create_model(model_args, AutoModelForPreTraining, tokenizer)
+    nsp = pt_args.next_sentence_prediction
+    model = create_model(model_args, AutoModelForPreTraining if nsp else AutoModelForMaskedLM, tokenizer)
     data = datasets.DatasetDict({
         split: datasets.Dataset.from_list(
             make_nsp_examples(docs, tokenizer, data_args.max_seq_length, seed=training_args.seed, short_seq_prob=pt_args.short_seq_prob)
@@ -76,23 +89,26 @@ def main(args=None, callbacks=None) -> dict:
         for split, docs in documents.items()
     })
     data = limit_samples(data, data_args)
-    training_args.label_names = ["labels", "next_sentence_label"]
+    if not nsp:
+        data = data.remove_columns("next_sentence_label")
+    training_args.label_names = ["labels", "next_sentence_label"] if nsp else ["labels"]
+    collator = DataCollatorForBertPreTraining if nsp else DataCollatorForLanguageModeling
     trainer = Trainer(
         model=model,
         args=training_args,
         train_dataset=data["train"],
         eval_dataset=data["validation"],
         processing_class=tokenizer,
-        data_collator=DataCollatorForBertPreTraining(tokenizer, mlm_probability=pt_args.mlm_probability),
+        data_collator=collator(tokenizer, mlm_probability=pt_args.mlm_probability),
         compute_metrics=pretraining_accuracy,
         preprocess_logits_for_metrics=predicted_ids,
         callbacks=callbacks,
     )
     card = CardInfo(
-        task="pre-training (masked LM + next-sentence prediction)",
+        task="pre-training (masked LM + next-sentence prediction)" if nsp else "pre-training (masked LM on sentence pairs, no NSP)",
         pipeline_tag="fill-mask",
         dataset=describe_data(data_args, "documents"),
-        metric_names=["mlm_accuracy", "nsp_accuracy"],
+        metric_names=["mlm_accuracy", "nsp_accuracy"] if nsp else ["mlm_accuracy"],
         usage=f'```python\nfrom transformers import AutoModelForMaskedLM, pipeline\nmlm = AutoModelForMaskedLM.from_pretrained("...", trust_remote_code=True)\n'
               f'print(pipeline("fill-mask", model=mlm, tokenizer=tokenizer)("to be or not to {tokenizer.mask_token}"))\n```',
     )
