@@ -479,6 +479,13 @@ def test_bad_arguments_raise_clear_errors(args, message, tmp_path):
         run_mlm.main([*args, "--output_dir", str(tmp_path), *[a for a in TINY if a not in ("--model_size", "tiny")]])
 
 
+def test_qa_refuses_a_question_that_leaves_no_room_for_overlapping_windows(tmp_path):
+    # the embedded speakers task's longest question is 46 tokens with TINY's vocabulary: 48 tokens leave no context
+    with pytest.raises(ValueError, match=r"longest question is \d+ tokens.*Raise --max_seq_length to at least"):
+        run_qa.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path), *TINY,
+                     "--max_seq_length", "48", "--doc_stride", "8"])
+
+
 def test_unreadable_or_wrong_data_raises_clear_errors(tmp_path):
     output = str(tmp_path / "out")
     broken = tmp_path / "broken.jsonl"

@@ -47,6 +47,21 @@ def windows(tokenizer, batch, max_length: int, stride: int):
     )
 
 
+def check_questions_fit(tokenizer, raw, max_length: int, stride: int) -> None:
+    """Each window holds the whole question, the special tokens and more context tokens than ``--doc_stride``
+    (else the fast tokenizer cannot make overlapping windows and fails inside its Rust code): a ValueError naming
+    the longest question before anything is tokenized for training."""
+    questions = [q.lstrip() for split in raw.values() for q in split["question"]]
+    longest = max((len(ids) for ids in tokenizer(questions, add_special_tokens=False)["input_ids"]), default=0)
+    room = max_length - longest - tokenizer.num_special_tokens_to_add(pair=True)
+    if room <= stride:
+        raise ValueError(
+            f"The longest question is {longest} tokens, which leaves {room} context tokens per window of "
+            f"--max_seq_length {max_length}: not more than --doc_stride {stride}. Raise --max_seq_length to at least "
+            f"{max_length + stride + 1 - room} or lower --doc_stride below {max(room, 1)}."
+        )
+
+
 def train_features(tokenizer, max_length: int, stride: int):
     """Start/end token positions of the answer in each window; [CLS] (0) when the window does not contain it."""
 
@@ -124,6 +139,7 @@ def main(args=None, callbacks=None) -> dict:
         raise ValueError("run_qa needs a fast tokenizer (offset mappings locate the answer).")
     model = create_model(model_args, AutoModelForQuestionAnswering, tokenizer)
     length, stride = data_args.max_seq_length, qa_args.doc_stride
+    check_questions_fit(tokenizer, raw, length, stride)
     with training_args.main_process_first(desc="tokenizing"):
         train = raw["train"].map(train_features(tokenizer, length, stride), batched=True, remove_columns=raw["train"].column_names,
                                  **map_options(data_args, "training windows"))
