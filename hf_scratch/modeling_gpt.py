@@ -242,6 +242,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):
         super().__init__(config)
         self.model = ScratchGPTModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.loss_type = "ForCausalLM"  # Trainer counts num_items_in_batch over the shifted labels
         self.post_init()
 
     @can_return_tuple

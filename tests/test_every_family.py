@@ -229,6 +229,21 @@ def test_loss_honours_num_items_in_batch(name):
     assert torch.allclose(summed, mean / 2, atol=1e-6)
 
 
+
+@pytest.mark.parametrize("name", NAMES)
+def test_trainer_reports_the_loss_the_model_computes(name, tmp_path):
+    """The Trainer divides the summed loss by the label count it makes itself (``num_items_in_batch``): for a causal
+    LM it must count from the second position on, which it does only when ``loss_type`` names a shifting loss — or
+    every evaluation (and gradient-accumulated training) loss is (n − 1)/n of the true one."""
+    model = tiny(name, **without_dropout(name)).eval()
+    batch = {key: value for key, value in BATCHES[name]().items() if isinstance(value, torch.Tensor)}
+    rows = [{key: value[i] for key, value in batch.items()} for i in range(len(batch["labels"]))]
+    arguments = transformers.TrainingArguments(str(tmp_path), per_device_eval_batch_size=len(rows), report_to="none",
+                                               use_cpu=True, disable_tqdm=True)
+    reported = transformers.Trainer(model=model, args=arguments).evaluate(rows)["eval_loss"]
+    with torch.no_grad():
+        assert reported == pytest.approx(float(model(**batch).loss), rel=1e-5)
+
 # --------------------------------------------------------------------------------------------------------------
 # Save → load through the Auto classes
 # --------------------------------------------------------------------------------------------------------------
