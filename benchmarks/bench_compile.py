@@ -14,17 +14,27 @@ autocast:
 
     python benchmarks/bench_compile.py --transformers --repeats 5
     python benchmarks/bench_compile.py --transformers --device cuda --dtype bfloat16 --repeats 20
+
+``--base``: the same table for BERT-base instead (12 layers, hidden 768, 12 heads, FFN 3072, vocabulary 30,522;
+batch ``--base-batch`` (2) × 128 tokens, so that a step takes seconds on one thread), written to
+``compile_vs_transformers_bert_base_<device>.md``. On the CPU every case also times the floor under the step, as
+bench_training_step.py does: our step's linear-layer matrix products replayed alone plus AdamW's update alone
+(Inductor on the CPU leaves those GEMMs to the same library kernels).
+
+    python benchmarks/bench_compile.py --transformers --base --repeats 3
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import os
 import sys
 import time
 
 import torch
-from common import bar_plot, compare, in_repo_path, ratio_row, setup_threads, train_step_fn, write_table
+from common import (bar_plot, compare, in_repo_path, matrix_products_fn, optimizer_step_fn, ratio_row, setup_threads,
+                    train_step_fn, write_table)
 
 in_repo_path()
 
@@ -87,14 +97,20 @@ def synchronized(step, device: str):
 
 def against_transformers(args, threads: int, argv) -> None:
     """Ours vs transformers, each eager and compiled, one run (issue 15's table)."""
-    from bench_training_step import SMALL, build_pair
+    from bench_training_step import BERT_BASE, SMALL, build_pair
 
     dtype = getattr(torch, args.dtype)
+    cpu_float32 = args.device == "cpu" and args.dtype == "float32"
+    if args.base:
+        cases = [("bert base", "bert", BERT_BASE, args.base_batch)]
+    else:
+        cases = [(family, family, SMALL, BATCH) for family in args.only if family in ("bert", "gpt", "transformer")]
     rows = []
-    for family in [f for f in args.only if f in ("bert", "gpt", "transformer")]:
+    for label, family, size, batch in cases:
+        load_before = os.getloadavg()[0]
         torch.manual_seed(0)
-        ours, reference, inputs = build_pair(family, SMALL)
-        inputs = {k: v.to(args.device) for k, v in inputs.items()}
+        ours, reference, inputs = build_pair(family, size)
+        inputs = {k: v[:batch].to(args.device) for k, v in inputs.items()}  # the first `batch` rows of its batch
         models = {
             "ours eager": ours.to(args.device),
             "ours compiled": copy.deepcopy(ours).to(args.device),
@@ -102,22 +118,31 @@ def against_transformers(args, threads: int, argv) -> None:
             "transformers compiled": copy.deepcopy(reference).to(args.device),
         }
         torch._dynamo.reset()
-        steps, compile_s = {}, {}
+        steps, compile_s, first_loss = {}, {}, {}
         for name, model in models.items():
             wrapped = Autocast(model, args.device, dtype)
             if "compiled" in name:
                 wrapped = torch.compile(wrapped)
             steps[name] = synchronized(train_step_fn(wrapped, inputs), args.device)
             start = time.perf_counter()
-            first_loss = steps[name]()  # the compiled ones compile here (forward + backward + optimizer step)
+            first_loss[name] = steps[name]()  # the compiled ones compile here (forward + backward + optimizer step)
             compile_s[name] = time.perf_counter() - start
-            print(f"{family} {name}: first step {compile_s[name]:.1f} s, loss {first_loss:.4f}", flush=True)
-        times = compare(steps, warmup=2, repeats=args.repeats)
+            print(f"{label} {name}: first step {compile_s[name]:.1f} s, loss {first_loss[name]:.4f}", flush=True)
+        # Same weights, same batch: the four first losses agree, or the timings would compare different computations.
+        if max(first_loss.values()) - min(first_loss.values()) > (1e-3 if cpu_float32 else 5e-2):
+            raise RuntimeError(f"{label}: the first-step losses disagree ({first_loss}): not benchmarking")
+        timed = dict(steps)
+        if cpu_float32:  # the floor under our step (bench_training_step.py's ceiling), timed in the same round-robin
+            ours_eager = models["ours eager"]
+            timed["products"] = matrix_products_fn(lambda: ours_eager(**inputs).loss.backward())
+            timed["update"] = optimizer_step_fn(ours_eager)
+        times = compare(timed, warmup=2, repeats=args.repeats)
         ms = {name: timing.median * 1e3 for name, timing in times.items()}
         vs_ref_eager = ms["transformers eager"] / ms["ours compiled"]
         vs_ref_compiled = ms["transformers compiled"] / ms["ours compiled"]
-        rows.append({
-            "case": family,
+        row = {
+            "case": label,
+            "batch": f"{batch} × {LENGTH}",
             "ours eager (ms)": round(ms["ours eager"], 2),
             "ours compiled (ms)": round(ms["ours compiled"], 2),
             "transformers eager (ms)": round(ms["transformers eager"], 2),
@@ -127,23 +152,46 @@ def against_transformers(args, threads: int, argv) -> None:
                 f"{vs_ref_eager:.2f} ({'met' if vs_ref_eager >= 1.25 else 'NOT met'})",
             "vs transformers compiled (goal ≥ 1.0)":
                 f"{vs_ref_compiled:.2f} ({'met' if vs_ref_compiled >= 1.0 else 'NOT met'})",
-            "compile s (ours / transformers)": f"{compile_s['ours compiled']:.0f} / {compile_s['transformers compiled']:.0f}",
-            "noise": f"{max(t.spread for t in times.values()):.0%}",
-        })
+        }
+        if cpu_float32:
+            row["ceiling vs transformers eager"] = round(ms["transformers eager"] / (ms["products"] + ms["update"]), 2)
+        row["compile s (ours / transformers)"] = (
+            f"{compile_s['ours compiled']:.0f} / {compile_s['transformers compiled']:.0f}")
+        row["noise"] = f"{max(times[name].spread for name in steps):.0%}"
+        row["load"] = f"{load_before:.1f} → {os.getloadavg()[0]:.1f}"
+        rows.append(row)
         print(rows[-1], flush=True)
+        del models, steps, timed, ours, reference
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU, {threads} thread(s)"
     command = " ".join(["python benchmarks/bench_compile.py", *(argv if argv is not None else sys.argv[1:])])
+    size = "BERT-base: " if args.base else ""
+    size += "hidden {hidden}, {layers} layers, {heads} heads, FFN {ffn}, vocabulary {vocab}".format(
+        **(BERT_BASE if args.base else SMALL))
     notes = [
         f"machine: {where}; {args.dtype}"
         + (" autocast" if args.dtype != "float32" else ""),
-        f"training step (forward + backward + AdamW), batch {BATCH} × {LENGTH}, hidden {HIDDEN}, {LAYERS} layers, "
-        f"{HEADS} heads, FFN {FFN}, vocabulary {VOCAB}, dropout 0; torch.compile defaults (Inductor) on the model; "
-        f"medians of {args.repeats} repeats, timed round-robin after 2 warm-up steps each",
+        f"training step (forward + backward + AdamW), {size}, dropout 0, SDPA on both sides"
+        + ("" if args.base else f" (the encoder-decoder {SMALL['layers']} + {SMALL['layers']} layers)")
+        + f"; torch.compile defaults (Inductor) on the model; medians of {args.repeats} repeats, timed round-robin "
+        "after 2 warm-up steps each",
+        "compared with BertForMaskedLM" + ("" if args.base else ", GPT2LMHeadModel, MarianMTModel")
+        + " at the same configuration and weights; the four first-step losses are checked equal before timing",
         "ratios: other time ÷ our compiled time (> 1: ours compiled is faster); compile s = the first step",
-        "noise = (max − min) ÷ median over the repeats, the largest of the four columns",
+        "noise = (max − min) ÷ median over the repeats, the largest of the four columns; load = the machine's "
+        f"1-minute load average ({os.cpu_count()} cores, shared) at the case's start → end",
     ]
-    suffix = "cuda" if args.device.startswith("cuda") else "cpu"
-    write_table(f"compile_vs_transformers_{suffix}", f"Compiled training step: ours vs transformers\n\n`{command}`", rows, notes)
+    if cpu_float32:
+        notes.append(
+            "ceiling = transformers eager ÷ (our step's linear-layer matrix products, forward + backward, replayed "
+            "alone + AdamW's update alone), timed in the same round-robin: the ratio ours compiled would reach if "
+            "everything but those GEMMs and the update took no time; Inductor on the CPU leaves the GEMMs to the "
+            "same library kernels, so a ceiling below 1.25 means the goal is out of reach of any fusion")
+    if not torch.cuda.is_available():
+        notes.append("no GPU on this machine: the bf16 GPU table of issue 15 (`--device cuda --dtype bfloat16`, "
+                     "compile_vs_transformers_cuda.md) is not measured here")
+    suffix = ("bert_base_" if args.base else "") + ("cuda" if args.device.startswith("cuda") else "cpu")
+    title = "Compiled training step" + (", BERT-base" if args.base else "") + ": ours vs transformers"
+    write_table(f"compile_vs_transformers_{suffix}", f"{title}\n\n`{command}`", rows, notes)
 
 
 def main(argv=None):
@@ -151,9 +199,15 @@ def main(argv=None):
     parser.add_argument("--only", nargs="*", choices=sorted(MODELS), default=[n for n in MODELS])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--transformers", action="store_true", help="ours vs transformers, eager and compiled")
+    parser.add_argument("--base", action="store_true", help="with --transformers: BERT-base, not the small configs")
+    parser.add_argument("--base-batch", type=int, default=2, help="BERT-base batch size (× 128 tokens)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = parser.parse_args(argv)
+    if args.base and not args.transformers:
+        parser.error("--base is a case of the --transformers table: pass --transformers too")
+    if not 1 <= args.base_batch <= 8:
+        parser.error(f"--base-batch {args.base_batch}: takes the first rows of an 8-row batch, so 1 to 8")
     threads = setup_threads()
     if args.transformers:
         against_transformers(args, threads, argv)

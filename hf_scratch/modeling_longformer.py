@@ -134,7 +134,10 @@ class ScratchLongformerSelfAttention(nn.Module):
         if implementation == "sdpa" and not output_attentions and torch.is_grad_enabled():
             # Keep only Q, K, V (views of one projection) and the attention kernel's output for the backward pass
             # and rebuild the 3× key windows there: the windows would be the largest tensors kept, and rebuilding
-            # them is cheap; the attention itself is not run again.
+            # them is cheap; the attention itself is not run again. Under torch.compile the partitioner would keep
+            # the windows without it (measured, Inductor's min-cut), and torch logs "context_fn is passed ... make
+            # sure the checkpointed region does not contain in-place ops" for any selective checkpoint it compiles:
+            # ``attend`` runs none (tests/test_compile.py checks it), so the warning is harmless here.
             output, local_weights = checkpoint(
                 self.pattern.attend, query, key, value, key_is_real, allowed, globals_, implementation, dropout, False,
                 use_reentrant=False, context_fn=functools.partial(create_selective_checkpoint_contexts, keep_attention_kernels),

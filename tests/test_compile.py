@@ -163,6 +163,37 @@ def test_new_sequence_length_compiles_at_most_once_more(name):
     assert counter.frame_count <= first + 1
 
 
+def test_longformer_checkpointed_attention_runs_no_in_place_op(monkeypatch):
+    """Compiling Longformer's training step logs torch's "Detected that context_fn is passed to
+    torch.utils.checkpoint under torch.compile. Please make sure the checkpointed region does not contain in-place
+    ops": torch says it for every selective checkpoint it compiles, whatever the region holds. What it asks is
+    checked here: the checkpointed local attention (``BandedPattern.attend``, run in the forward pass and again in
+    the backward pass) dispatches no op that mutates a tensor. (Compiled ≡ eager loss, logits and gradients through
+    that checkpoint: ``test_training_step_is_one_graph_for_any_batch_content[longformer-sdpa]``.)"""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from hf_scratch.banded_attention import BandedPattern
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops.append(func)
+            return func(*args, **(kwargs or {}))
+
+    ops, calls, attend = [], [], BandedPattern.attend
+
+    def recorded_attend(*args, **kwargs):
+        calls.append(torch.is_grad_enabled())
+        with Record():
+            return attend(*args, **kwargs)
+
+    monkeypatch.setattr(BandedPattern, "attend", recorded_attend)
+    cls = next(c for n, c in HEADS if n == "longformer" and c.__name__ == FAMILIES["longformer"].head)
+    model = build("longformer", cls).train()
+    step(model, model, inputs_for("longformer", cls, labels=True))
+    assert len(calls) == 2 * model.config.num_hidden_layers  # each layer's forward, then its recomputation
+    assert ops and not [op for op in ops if op._schema.is_mutable]
+
+
 def test_transfo_xl_memory_compiles_once_it_is_full():
     """Segments with the recurrent memory: the first segment (no memory) and the following ones (a full memory of
     mem_len) are two graphs; every later segment reuses the second. Outputs and memories as in eager mode."""
