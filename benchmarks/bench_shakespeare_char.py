@@ -15,6 +15,7 @@ checkpoint and our saved model with one evaluator: mean cross-entropy (nats/char
 blocks of Hamlet that our Trainer evaluates on.
 
     python benchmarks/bench_shakespeare_char.py --nanogpt_dir ../nanoGPT [--max_steps 2000] [--arms nanogpt,ours]
+    NANOGPT_DIR=../nanoGPT python benchmarks/run_all.py      # the same, among every benchmark
 """
 
 from __future__ import annotations
@@ -298,7 +299,9 @@ def main(argv=None):
     if argv[:1] == ["--run_clm_timing_steps"]:
         return run_clm_timing_steps(argv[1], argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nanogpt_dir", default=None, help="a checkout of https://github.com/karpathy/nanoGPT")
+    parser.add_argument("--nanogpt_dir", default=os.environ.get("NANOGPT_DIR"),
+                        help="a checkout of https://github.com/karpathy/nanoGPT (default: $NANOGPT_DIR, which "
+                             "run_all.py passes on)")
     parser.add_argument("--max_steps", type=int, default=2000, help="optimisation steps, both sides")
     parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, in running order, of {ARMS}")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per arm")

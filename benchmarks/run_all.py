@@ -4,6 +4,9 @@ wrote (``benchmarks/results/*.md``) and their plots into ``benchmarks/results/RE
     python benchmarks/run_all.py                     # everything (long: minutes per benchmark on 2 cores)
     python benchmarks/run_all.py --only training_step flops
     python benchmarks/run_all.py --collect-only      # rebuild README.md from the tables already there
+
+bench_shakespeare_char.py times karpathy/nanoGPT's own train.py beside ours: set ``NANOGPT_DIR`` to a checkout
+(``git clone https://github.com/karpathy/nanoGPT``), or it stops with that message.
 """
 
 from __future__ import annotations
