@@ -25,6 +25,11 @@ setting changed after seeing results is listed on its page.
 
 Rebuild this page with `python replications/collect.py` after running a script.
 
+Rerunning a command gives the same table up to the seeds' spread, not digit for digit: the scripts that train their
+own WordPiece vocabulary get a slightly different one in each process, because the `tokenizers` trainer breaks ties
+in hash-map order (huggingface/tokenizers#1794, open; `PYTHONHASHSEED` does not fix it). The vocabulary is saved with
+every run, so a trained model always reloads with its own.
+
 | # | paper | claim | script | held |
 |---|---|---|---|---|
 """
