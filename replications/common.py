@@ -228,9 +228,8 @@ def write_pretraining_corpus(folder: str | Path, max_chars: int, validation_work
 def play_speeches(quick: bool, n_validation: int = 280, seed: int = 0) -> tuple[list[dict], list[dict]]:
     """Training and validation rows ``{"text", "label"}`` of the *plays* task (which play a speech comes from):
     the embedded ``training/data/plays`` for --quick, else every speech of at least 60 characters of the task plays
-    in ``shakespeare_folder()`` (the embedded recipe of ``training/data/build_data.py`` without its 400 / 100 cap).
-    That recipe's speech parser finds the speaker headings of Hamlet and Romeo and Juliet only (Macbeth's are in
-    capitals: one stray Macbeth row in the embedded data), so the task is which of those two plays."""
+    in ``shakespeare_folder()`` (the embedded recipe of ``training/data/build_data.py`` without its 400 / 100 cap):
+    which of Hamlet, Macbeth, Romeo and Juliet."""
     import json
     import random
 
@@ -245,7 +244,7 @@ def play_speeches(quick: bool, n_validation: int = 280, seed: int = 0) -> tuple[
                 for _, speech in speeches((shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8")) if len(speech) >= 60]
         random.Random(seed).shuffle(rows)
         splits = [rows[n_validation:], rows[:n_validation]]
-    train, validation = ([row for row in rows if row["label"] != "macbeth"] for rows in splits)
+    train, validation = splits
     return train, validation
 
 
