@@ -382,13 +382,12 @@ def test_pretraining_without_nsp_trains_the_masked_lm_alone(tmp_path):
     assert config["architectures"] == ["ScratchBertForMaskedLM"]
 
 
-# ---- Longformer without global attention -----------------------------------------------------------------------
+# ---- classification switches: Longformer without global attention, GPT's auxiliary LM loss --------------------
 
 
-def test_longformer_classification_without_global_attention(tmp_path):
-    """--global_attention none: the script's batches carry an all-zero global_attention_mask, which the model obeys
-    (its head's default gives the first token global attention, Beltagy et al. 2020 §3.1). The run stops at its
-    first batch: the training loop itself is the one every script test runs."""
+def first_batch(script, args: list[str]):
+    """(model, first training batch) of a script's run, stopped before its first step: the training loop itself is
+    the one every script test runs."""
     from transformers import TrainerCallback
 
     class FirstBatch(TrainerCallback, Exception):
@@ -397,9 +396,15 @@ def test_longformer_classification_without_global_attention(tmp_path):
             raise self
 
     with pytest.raises(FirstBatch) as stopped:
-        run_classification.main(["--model_type", "scratch-longformer", "--global_attention", "none", "--output_dir",
-                                 str(tmp_path), *TINY], callbacks=[FirstBatch()])
-    model, batch = stopped.value.model, stopped.value.batch
+        script.main(args, callbacks=[FirstBatch()])
+    return stopped.value.model, stopped.value.batch
+
+
+def test_longformer_classification_without_global_attention(tmp_path):
+    """--global_attention none: the script's batches carry an all-zero global_attention_mask, which the model obeys
+    (its head's default gives the first token global attention, Beltagy et al. 2020 §3.1)."""
+    model, batch = first_batch(run_classification, ["--model_type", "scratch-longformer", "--global_attention", "none",
+                                                    "--output_dir", str(tmp_path), *TINY])
     assert batch["global_attention_mask"].shape == batch["input_ids"].shape and not batch["global_attention_mask"].any()
     with torch.no_grad():
         without = model(**batch, output_attentions=True)
@@ -416,6 +421,27 @@ def test_longformer_classification_without_global_attention(tmp_path):
 def test_global_attention_is_checked(args, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         run_classification.main([*args, "--output_dir", str(tmp_path), *TINY[2:]])
+
+
+def test_gpt_classification_with_the_auxiliary_lm_loss(tmp_path):
+    """--lm_labels: every batch carries the framed tokens as lm_labels (padding -100), and the loss the Trainer
+    optimises is L3 = L2 + λ·L1 (GPT-1 eq. 5)."""
+    model, batch = first_batch(run_classification, ["--model_type", "scratch-gpt", "--lm_labels", "--output_dir",
+                                                    str(tmp_path), *TINY])
+    lm_labels = batch.pop("lm_labels")
+    assert torch.equal(lm_labels, batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100))
+    with torch.no_grad():
+        task_loss = model(**batch).loss
+        combined = model(**batch, lm_labels=lm_labels).loss
+        lm_logits = model.lm_head(model.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state)
+    lm_loss = torch.nn.functional.cross_entropy(lm_logits[:, :-1].flatten(0, 1), lm_labels[:, 1:].flatten(), ignore_index=-100)
+    assert model.config.lm_loss_weight > 0
+    assert torch.allclose(combined, task_loss + model.config.lm_loss_weight * lm_loss, atol=1e-5)
+
+
+def test_lm_labels_is_a_gpt_switch(tmp_path):
+    with pytest.raises(ValueError, match="--lm_labels is GPT-1's auxiliary"):
+        run_classification.main(["--model_type", "scratch-bert", "--lm_labels", "--output_dir", str(tmp_path), *TINY[2:]])
 
 
 # ---- a reference checkpoint converted on the fly ------------------------------------------------------------

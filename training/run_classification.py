@@ -8,10 +8,10 @@ run_classification.py.
 Rows hold a text (and optionally a second text) and a label (string or integer). BERT/Longformer read
 ``[CLS] a [SEP] (b [SEP])``; GPT uses GPT-1's input transformations (``hf_scratch.gpt_input_transforms``):
 ``[<s>; a; ⟨e⟩]`` or ``[<s>; a; $; b; ⟨e⟩]`` with the head on the extract token (``--symmetric_pair`` feeds both
-orders of a pair and sums them, GPT-1's similarity setting). Longformer's classification head gives the first
-token global attention (Beltagy et al. 2020 §3.1); ``--global_attention none`` leaves every token to its sliding
-window. Without data arguments it learns which play (Hamlet, Macbeth, Romeo and Juliet) a speech comes from
-(``training/data/plays``). Reports accuracy and macro-F1.
+orders of a pair and sums them, GPT-1's similarity setting; ``--lm_labels`` adds GPT-1's auxiliary LM loss).
+Longformer's classification head gives the first token global attention (Beltagy et al. 2020 §3.1);
+``--global_attention none`` leaves every token to its sliding window. Without data arguments it learns which play
+(Hamlet, Macbeth, Romeo and Juliet) a speech comes from (``training/data/plays``). Reports accuracy and macro-F1.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ class ClassificationArguments:
     text_pair_column: Optional[str] = field(default=None, metadata={"help": "Column holding the second text of a pair."})
     label_column: str = field(default="label", metadata={"help": "Column holding the label (string or integer)."})
     symmetric_pair: bool = field(default=False, metadata={"help": "GPT: feed both orders of a pair and sum (similarity)."})
+    lm_labels: bool = field(default=False, metadata={"help": "GPT: add the auxiliary language-modelling loss of GPT-1 "
+                                                             "§3.2 (weight: the config's lm_loss_weight, λ)."})
     global_attention: Optional[str] = field(
         default=None,
         metadata={"help": "Longformer only: 'cls' (the default: the classification token attends, and is attended by, "
@@ -56,8 +58,10 @@ class ClassificationArguments:
 class GPTClassificationCollator:
     """Frames each example with GPT-1's input transformation at batch time (right-padded) and adds the labels."""
 
-    def __init__(self, task_inputs, text_column: str, text_pair_column: Optional[str], symmetric: bool):
+    def __init__(self, task_inputs, text_column: str, text_pair_column: Optional[str], symmetric: bool,
+                 lm_labels: bool = False):
         self.task_inputs, self.text_column, self.text_pair_column, self.symmetric = task_inputs, text_column, text_pair_column, symmetric
+        self.lm_labels = lm_labels
 
     def __call__(self, features: list[dict]) -> dict:
         import torch
@@ -69,6 +73,10 @@ class GPTClassificationCollator:
             second = [f[self.text_pair_column] for f in features]
             batch = (self.task_inputs.similarity if self.symmetric else self.task_inputs.entailment)(first, second)
         batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
+        if self.lm_labels:  # L3 = L2 + λ·L1 (GPT-1 eq. 5): the framed tokens are also language-modelled
+            from hf_scratch.gpt_input_transforms import language_modeling_labels
+
+            batch["lm_labels"] = language_modeling_labels(batch)
         return batch
 
 
@@ -101,6 +109,9 @@ def main(args=None, callbacks=None) -> dict:
     model_type = check_model_type(model_args, SUPPORTED)
     check_global_attention(cls_args.global_attention, model_type)
     is_gpt = model_type == "scratch-gpt"
+    if cls_args.lm_labels and not is_gpt:
+        raise ValueError(f"--lm_labels is GPT-1's auxiliary language-modelling loss; model type {model_type!r} has no LM "
+                         "head in its classifier: drop the flag or train --model_type scratch-gpt.")
     raw = load_raw_datasets(model_args, data_args, "plays", limit=False)
     text_columns = [cls_args.text_column] + ([cls_args.text_pair_column] if cls_args.text_pair_column else [])
     require_columns(raw, text_columns + [cls_args.label_column], "classification")
@@ -118,7 +129,8 @@ def main(args=None, callbacks=None) -> dict:
         model.resize_token_embeddings(len(tokenizer))
         training_args.remove_unused_columns = False
         data = raw.select_columns(text_columns + ["labels"])
-        collator = GPTClassificationCollator(task_inputs, cls_args.text_column, cls_args.text_pair_column, cls_args.symmetric_pair)
+        collator = GPTClassificationCollator(task_inputs, cls_args.text_column, cls_args.text_pair_column,
+                                             cls_args.symmetric_pair, cls_args.lm_labels)
     else:
         model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)
         data = raw.map(
