@@ -30,7 +30,6 @@ import json
 import math
 import os
 import random
-import resource
 import sys
 import tempfile
 import time
@@ -39,10 +38,10 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from replications.common import (
-    ROOT, ClaimReport, at_chance_note, clearly_above, fmt, in_processes, majority_rate, mean_std, parse_args,
-    play_speeches, plot_grouped_bars, plot_loss_curves, run_training, shakespeare_folder, torch_threads, write_jsonl,
-    write_pretraining_corpus,
+from replications.common import (  # noqa: E402
+    ROOT, at_chance_note, ClaimReport, clearly_above, fmt, in_processes, machine_note, majority_rate, mean_std,
+    parse_args, play_speeches, plot_grouped_bars, plot_loss_curves, run_training, shakespeare_folder, torch_threads,
+    write_jsonl, write_pretraining_corpus,
 )
 
 # steps and data sizes; both pre-trainings and every fine-tuning share their settings
@@ -72,13 +71,10 @@ def main(argv=None) -> Path:
         jobs = [(variant, seed, setting, data, work) for variant in VARIANTS[1:] for seed in range(args.seeds)]
         jobs += [("random init", seed, setting, data, work) for seed in range(args.seeds)]
         results = {(job[0], job[1]): result for job, result in zip(jobs, in_processes(run_start, jobs, args.processes))}
-    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-    cpu = sum(u.ru_utime + u.ru_stime for u in usage)
     seeds = range(args.seeds)
     pretraining = {variant: [results[variant, seed]["pretraining"] for seed in seeds] for variant in VARIANTS[1:]}
     accuracy = {(variant, task): [results[variant, seed]["accuracy"][task] for seed in seeds] for variant in VARIANTS for task in TASKS}
-    machine = (f"CPU time {cpu / 60:.1f} min (this process and its workers); 1-minute load average {load:.1f} at the start, "
-               f"{os.getloadavg()[0]:.1f} at the end on this {os.cpu_count()}-core machine shared with other jobs")
+    machine = machine_note(load)
     return report(args, setting, data, accuracy, pretraining, time.perf_counter() - start, machine)
 
 

@@ -357,3 +357,19 @@ def _worker_threads(threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its finished child processes (``in_processes``' workers)."""
+    import resource
+
+    return sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for field in ("ru_utime", "ru_stime"))
+
+
+def machine_note(load_at_start: float) -> str:
+    """The script's CPU time and the machine's load beside its wall time: on a shared machine the wall time depends
+    on the other jobs, the CPU time much less. ``load_at_start``: ``os.getloadavg()[0]`` when the script began."""
+    return (f"CPU time {cpu_seconds() / 60:.1f} min (this process and its workers); 1-minute load average "
+            f"{load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end on this {os.cpu_count()}-core machine "
+            "shared with other jobs")

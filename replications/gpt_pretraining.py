@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -38,9 +37,9 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from replications.common import (
-    ROOT, ClaimReport, at_chance_note, clearly_above, fmt, in_processes, majority_rate, mean_std, parse_args,
-    play_speeches, plot_grouped_bars, plot_loss_curves, run_training, torch_threads, write_jsonl,
+from replications.common import (  # noqa: E402
+    ROOT, at_chance_note, ClaimReport, clearly_above, fmt, in_processes, machine_note, majority_rate, mean_std,
+    parse_args, play_speeches, plot_grouped_bars, plot_loss_curves, run_training, torch_threads, write_jsonl,
     write_pretraining_corpus,
 )
 
@@ -73,13 +72,10 @@ def main(argv=None) -> Path:
         results = {}
         for jobs in (first, second):
             results.update({job[:4]: result for job, result in zip(jobs, in_processes(run_job, jobs, args.processes))})
-    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-    cpu = sum(u.ru_utime + u.ru_stime for u in usage)
     pretraining = [results["pre-training", 0.0, "", seed] for seed in seeds]
     accuracy = {(start_, weight, size): [results[start_, weight, size, seed] for seed in seeds]
                 for start_, weight in RUNS for size in SETS}
-    machine = (f"CPU time {cpu / 60:.1f} min (this process and its workers); 1-minute load average {load:.1f} at the start, "
-               f"{os.getloadavg()[0]:.1f} at the end on this {os.cpu_count()}-core machine shared with other jobs")
+    machine = machine_note(load)
     return report(args, setting, data, accuracy, pretraining, time.perf_counter() - start, machine)
 
 

@@ -24,13 +24,15 @@ Measured here:
     python replications/longformer_window.py --quick     # CI smoke test: embedded excerpts, a few steps, one seed
     python replications/longformer_window.py             # reported: ../shared/data/shakespeare, 3 seeds
 
-Runs single-threaded unless ``--threads`` says otherwise.
+Runs single-threaded unless ``--threads`` says otherwise; the full setting trains two runs side by side
+(``--processes``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import re
 import sys
@@ -43,7 +45,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from replications.common import (  # noqa: E402
-    ROOT, ClaimReport, fmt, mean_std, parse_args, plot_loss_curves, torch_threads, run_training, shakespeare_folder,
+    ROOT, ClaimReport, fmt, in_processes, machine_note, mean_std, parse_args, plot_loss_curves, run_training,
+    shakespeare_folder, torch_threads,
 )
 
 LABEL_PLAYS = ("hamlet", "macbeth", "romeo_and_juliet")
@@ -142,6 +145,13 @@ def run_arguments(window, dilation, global_cls: bool, train: Path, validation: P
             "--eval_steps", str(plan["eval_every"])]
 
 
+def train_classifier(arguments: list[str], output_dir: Path, seed: int) -> dict:
+    """One fine-tuning run of run_classification.py (module level: ``in_processes`` runs it in a worker)."""
+    from training.run_classification import main as run_classification
+
+    return run_training(run_classification, arguments, output_dir, seed)
+
+
 def evidence_start(output_dir: Path, validation: Path) -> float:
     """Mean token position (counting <s>) where the labelled play's text begins, with the run's tokenizer."""
     from transformers import AutoTokenizer
@@ -227,26 +237,24 @@ def main(argv=None) -> Path:
 
 
 def replicate(args) -> Path:
-    from training.run_classification import main as run_classification
-
-    began = time.perf_counter()
+    began, load = time.perf_counter(), os.getloadavg()[0]
     plan = setting(args)
     accuracy = {label: [] for label, *_ in SETTINGS}
-    first_runs, start = {}, None
+    first_runs = {}
     with tempfile.TemporaryDirectory() as scratch:
         train, validation = write_task(args, plan, Path(scratch))
-        for seed in range(args.seeds):
-            for index, (label, window, dilation, global_cls) in enumerate(SETTINGS):
-                out = Path(scratch) / f"setting{index}-seed{seed}"
-                result = run_training(run_classification, run_arguments(window, dilation, global_cls, train, validation, plan),
-                                      out, seed)
-                accuracy[label].append(result["eval"]["eval_accuracy"])
-                first_runs.setdefault(label, result)
-                start = start or evidence_start(out, validation)
+        jobs = [(run_arguments(window, dilation, global_cls, train, validation, plan),
+                 Path(scratch) / f"setting{index}-seed{seed}", seed)
+                for seed in range(args.seeds) for index, (_, window, dilation, global_cls) in enumerate(SETTINGS)]
+        results = in_processes(train_classifier, jobs, args.processes, args.threads)
+        for (label, *_), result in zip(SETTINGS * args.seeds, results):
+            accuracy[label].append(result["eval"]["eval_accuracy"])
+            first_runs.setdefault(label, result)
+        start = evidence_start(jobs[0][1], validation)
     memory = {name: [activation_bytes(tiny_model(*shape), n, global_cls) for n in lengths]
               for name, shape, global_cls, lengths in memory_settings(plan)}
     fields = [(w, d, l, computed_field(w, d, l), *receptive_field(w, d, l, plan["rf_length"])) for w, d, l in RECEPTIVE_FIELDS]
-    return report(args, plan, accuracy, first_runs, start, memory, fields, time.perf_counter() - began)
+    return report(args, plan, accuracy, first_runs, start, memory, fields, time.perf_counter() - began, machine_note(load))
 
 
 def memory_settings(plan):
@@ -255,7 +263,7 @@ def memory_settings(plan):
         (f"full (w = n = {n})", (n, 1), False, (n,)) for n in plan["full_lengths"]]
 
 
-def report(args, plan, accuracy, first_runs, start, memory, fields, seconds) -> Path:
+def report(args, plan, accuracy, first_runs, start, memory, fields, seconds, machine: str) -> Path:
     page = ClaimReport(
         name="longformer_window",
         title="Beltagy et al. 2020, §4 and §6: on long documents, accuracy follows what the classification token can "
@@ -310,6 +318,7 @@ def report(args, plan, accuracy, first_runs, start, memory, fields, seconds) -> 
     page.notes.append("Settings (filler length, lr) were chosen before the runs. A one-seed trial with 300 steps gave "
                       "83.7 % for w=16 + global <s> and 64.3 % for w=256 without; for time the full setting then became "
                       "240 steps and window 128 instead of 256 (not tuned on accuracy).")
+    page.notes.append(machine + ".")
     plots(page, args, plan, accuracy, reach, first_runs, memory, fields)
     return page.write(args, seconds)
 

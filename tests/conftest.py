@@ -6,6 +6,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# tiny models on a shared 2-core machine are dominated by thread synchronisation (a Longformer Trainer test: 25 s on
+# two threads under load, 4 s on one): one thread here and in the processes the tests start (accelerate, faults)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from pathlib import Path  # noqa: E402
 
@@ -27,11 +30,10 @@ def _seed():
     yield
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def one_thread():
-    """Tiny models on a shared 2-core machine are dominated by thread synchronisation: run each test of a module on
-    one thread (``pytestmark = pytest.mark.usefixtures("one_thread")``), set again for every test since a test
-    (the Trainer, accelerate) may change it."""
+    """Every test runs on one torch thread (see OMP_NUM_THREADS above), set again for each test since a test (the
+    Trainer, accelerate) may change it."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -15,8 +15,6 @@ from torch import nn
 
 import hf_scratch
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 def transformer(**overrides):
     return hf_scratch.ScratchTransformerConfig(**{**dict(

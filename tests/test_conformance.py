@@ -39,9 +39,6 @@ LAYERS = 2
 CHOICES = 2
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 def family_sizes() -> dict:
     """Two layers; each family's richer variant: GPT-2's pre-LN with a final LayerNorm, the pre-LN encoder-decoder,
     Transformer-XL's adaptive clusters of different widths (div_val 2), Longformer with a global first token, the

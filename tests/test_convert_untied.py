@@ -15,7 +15,6 @@ from safetensors.torch import load_file, save_file
 
 from hf_scratch.convert import _conversion_for_reference, from_transformers, load_reference_checkpoint, to_transformers
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 GPT_TINY = dict(vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=48, pad_token_id=0, bos_token_id=1,
                 eos_token_id=2)

@@ -25,8 +25,6 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 
 import hf_scratch
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 # --------------------------------------------------------------------------------------------------------------
 # Each family's padded batch, with the labels of its main head
@@ -227,7 +225,6 @@ def test_loss_honours_num_items_in_batch(name):
         mean = model(**batch).loss
         summed = model(**batch, num_items_in_batch=2 * count).loss
     assert torch.allclose(summed, mean / 2, atol=1e-6)
-
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -30,9 +30,6 @@ tiny_config = FAMILIES["rnn"].tiny_config
 ATTENTION_TYPES = ["none", "bahdanau", "luong-dot", "luong-general", "luong-concat"]
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 @pytest.mark.parametrize("cell_type", ["lstm", "gru", "rnn"])
 def test_bf16_autocast_trains_on_cpu(cell_type):
     """torch's fused CPU recurrence has no bfloat16 kernel here (it raises under autocast): ours runs it in fp32."""

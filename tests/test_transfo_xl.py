@@ -15,7 +15,6 @@ import hf_scratch
 from hf_scratch import ScratchTransfoXLLMHeadModel
 from hf_scratch.convert import load_reference_checkpoint, to_transformers
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 REFERENCE_FIXTURES = ("adaptive_div2", "adaptive_div1_preln")
 

@@ -16,9 +16,6 @@ from hf_scratch.tokenization import train_tokenizer
 from hf_scratch.training_transfo_xl import MEMORY_FILE, StreamSampler, TransfoXLTrainer, segment_dataset
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 @pytest.fixture(scope="module")
 def shakespeare_ids(fixtures_dir) -> tuple[list[int], list[int], int]:
     """Character-level ids of the Shakespeare excerpt: all documents but the end of the last for training."""

@@ -33,9 +33,6 @@ MARIAN_TINY = dict(
 tiny_config = FAMILIES["transformer"].tiny_config
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 def marian_reference(head="MarianMTModel", **overrides):
     """A tiny random MarianMTModel whose LayerNorms and output bias are not at their (trivial) initial values."""
     torch.manual_seed(0)
