@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -33,7 +32,8 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSe
 import hf_scratch  # noqa: E402,F401  (registers the scratch-* Auto classes the saved runs load with)
 from hf_scratch.tokenization import train_tokenizer  # noqa: E402
 from replications.common import (  # noqa: E402
-    ROOT, SHARED_DATA, ClaimReport, fmt, in_processes, loss_curves, mean_std, parse_args, run_training, torch_threads,
+    ROOT, SHARED_DATA, ClaimReport, cpu_seconds, fmt, in_processes, loss_curves, mean_std, parse_args, run_training,
+    torch_threads,
 )
 from training.common import load_metric  # noqa: E402
 from training.run_translation import main as run_translation  # noqa: E402
@@ -133,12 +133,6 @@ def train_and_translate(flags: list[str], output_dir: str, seed: int, pairs: Opt
     run["step_seconds"] = timer.seconds
     run["translations"] = None if pairs is None else translate_saved_run(output_dir, pairs)
     return run
-
-
-def cpu_seconds() -> float:
-    """User + system CPU seconds of this process and of its finished child processes (``in_processes``' workers)."""
-    return sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-               for field in ("ru_utime", "ru_stime"))
 
 
 def load_note(cpu_started: float, load_started: float, processes: int) -> str:
