@@ -95,6 +95,14 @@ def run_training(main: Callable[..., dict], arguments: Iterable[str], output_dir
     return results
 
 
+def run_training_script(script: str, arguments: Iterable[str], output_dir: str | Path, seed: int) -> dict:
+    """``run_training`` with the ``main`` of ``training/<script>.py``, named rather than passed, so that
+    ``in_processes``' workers can run it."""
+    import importlib
+
+    return run_training(importlib.import_module(f"training.{script}").main, arguments, output_dir, seed)
+
+
 def loss_curves(log_history: list[dict]) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
     """(step, training loss) and (step, validation loss) points of a Trainer's ``log_history``."""
     train = [(row["step"], row["loss"]) for row in log_history if "loss" in row and "step" in row]

@@ -45,7 +45,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from replications.common import (  # noqa: E402
-    ROOT, ClaimReport, fmt, in_processes, machine_note, mean_std, parse_args, plot_loss_curves, run_training,
+    ROOT, ClaimReport, fmt, in_processes, machine_note, mean_std, parse_args, plot_loss_curves, run_training_script,
     shakespeare_folder, torch_threads,
 )
 
@@ -145,13 +145,6 @@ def run_arguments(window, dilation, global_cls: bool, train: Path, validation: P
             "--eval_steps", str(plan["eval_every"])]
 
 
-def train_classifier(arguments: list[str], output_dir: Path, seed: int) -> dict:
-    """One fine-tuning run of run_classification.py (module level: ``in_processes`` runs it in a worker)."""
-    from training.run_classification import main as run_classification
-
-    return run_training(run_classification, arguments, output_dir, seed)
-
-
 def evidence_start(output_dir: Path, validation: Path) -> float:
     """Mean token position (counting <s>) where the labelled play's text begins, with the run's tokenizer."""
     from transformers import AutoTokenizer
@@ -243,14 +236,14 @@ def replicate(args) -> Path:
     first_runs = {}
     with tempfile.TemporaryDirectory() as scratch:
         train, validation = write_task(args, plan, Path(scratch))
-        jobs = [(run_arguments(window, dilation, global_cls, train, validation, plan),
+        jobs = [("run_classification", run_arguments(window, dilation, global_cls, train, validation, plan),
                  Path(scratch) / f"setting{index}-seed{seed}", seed)
                 for seed in range(args.seeds) for index, (_, window, dilation, global_cls) in enumerate(SETTINGS)]
-        results = in_processes(train_classifier, jobs, args.processes, args.threads)
+        results = in_processes(run_training_script, jobs, args.processes, args.threads)
         for (label, *_), result in zip(SETTINGS * args.seeds, results):
             accuracy[label].append(result["eval"]["eval_accuracy"])
             first_runs.setdefault(label, result)
-        start = evidence_start(jobs[0][1], validation)
+        start = evidence_start(jobs[0][2], validation)
     memory = {name: [activation_bytes(tiny_model(*shape), n, global_cls) for n in lengths]
               for name, shape, global_cls, lengths in memory_settings(plan)}
     fields = [(w, d, l, computed_field(w, d, l), *receptive_field(w, d, l, plan["rf_length"])) for w, d, l in RECEPTIVE_FIELDS]

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from replications.common import (  # noqa: E402
     ROOT, ClaimReport, fmt, in_processes, machine_note, mean_std, parse_args, plot_loss_curves, torch_threads,
-    run_training, shakespeare_folder,
+    run_training_script, shakespeare_folder,
 )
 
 SEGMENT = 32  # tokens per segment (Transformer-XL) — the training and evaluation unit of every model here
@@ -199,7 +199,6 @@ def main(argv=None) -> Path:
 
 
 def replicate(args) -> Path:
-    from training.run_clm import main as run_clm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     began, load = time.perf_counter(), os.getloadavg()[0]
@@ -214,10 +213,11 @@ def replicate(args) -> Path:
         # others train side by side; evaluation and timing run here afterwards, alone
         runs = [(kind, seed) for seed in seeds for kind in MODELS]
         first = scratch / "xl_memory-0"
-        results = {runs[0]: run_training(run_clm, run_arguments("xl_memory", train, validation, plan, None), first, 0)}
-        jobs = [(run_arguments(kind, train, validation, plan, str(first)), scratch / f"{kind}-{seed}", seed)
+        tokenizer_run = run_arguments("xl_memory", train, validation, plan, None)
+        results = {runs[0]: run_training_script("run_clm", tokenizer_run, first, 0)}
+        jobs = [("run_clm", run_arguments(kind, train, validation, plan, str(first)), scratch / f"{kind}-{seed}", seed)
                 for kind, seed in runs[1:]]
-        results.update(zip(runs[1:], in_processes(train_language_model, jobs, args.processes, args.threads)))
+        results.update(zip(runs[1:], in_processes(run_training_script, jobs, args.processes, args.threads)))
         tokenizer_dir = str(first)
         for seed in seeds:
             for kind in MODELS:
@@ -233,13 +233,6 @@ def replicate(args) -> Path:
                         memory_time, recompute_time = seconds_per_segment(model, rows, attention, plan["repeats"])
                         speed[attention].append((memory_time, recompute_time))
     return report(args, plan, perplexity, first_runs, speed, time.perf_counter() - began, machine_note(load))
-
-
-def train_language_model(arguments: list[str], output_dir: Path, seed: int) -> dict:
-    """One run_clm.py training run (module level: ``in_processes`` runs it in a worker)."""
-    from training.run_clm import main as run_clm
-
-    return run_training(run_clm, arguments, output_dir, seed)
 
 
 def report(args, plan, perplexity, first_runs, speed, seconds, machine: str) -> Path:
