@@ -1,22 +1,19 @@
-"""Building blocks shared by the families: the PreTrainedModel base they subclass, input checks, the position-wise
+"""Building blocks shared by the families: input checks, the position-wise
 feed-forward network, the residual + LayerNorm wrapper (post-LN and pre-LN), the input representation and pooler of
 the BERT-style encoders, and the task heads, multiple-choice helpers and losses several families use."""
 
 from __future__ import annotations
 
 import functools
-import os
 from typing import Optional
 
 import torch
-from safetensors import SafetensorError
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
-from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 
-from .attention import check_attn_implementation, values_pass
+from .attention import values_pass
 from .positional import LearnedPositionalEmbedding
 
 
@@ -32,61 +29,6 @@ def get_activation(name: str) -> nn.Module:
     if name not in ACT2FN:
         raise ValueError(f"Unknown activation {name!r} (hidden_act): choose one of {sorted(ACT2FN.keys())}.")
     return ACT2FN[SAME_FUNCTION_FUSED.get(name, name)]
-
-
-class ScratchPreTrainedModel(PreTrainedModel):
-    """What every family's ``PreTrainedModel`` shares: the base model sits under ``model``, gradient checkpointing
-    and both attention kernels (``"eager"``, ``"sdpa"``) are supported — and, for the families that set
-    ``_supports_attention_backend``, the kernels of transformers' ``AttentionInterface``
-    (``attention.registered_kernels``) — and any other ``attn_implementation`` is refused with a ValueError when
-    the model is built. Each family adds ``config_class``, ``_no_split_modules`` and its weight initialisation."""
-
-    base_model_prefix = "model"
-    main_input_name = "input_ids"
-    supports_gradient_checkpointing = True
-    _supports_sdpa = True
-
-    def __init__(self, config, *inputs, **kwargs):
-        super().__init__(config, *inputs, **kwargs)
-        check_attn_implementation(config._attn_implementation, registry=self._supports_attention_backend)
-
-    def create_masks_for_generate(self, config, inputs_embeds, attention_mask, past_key_values, **kwargs):
-        """What ``generate`` passes as the attention mask when it decodes with a compilable cache
-        (``cache_implementation="static"``). transformers would build its own 4-D mask here; our models build
-        their relation from the 0/1 padding mask (``attention.check_cache_mask``), so they get that mask, widened
-        with zeros to all the cache's slots (slots not yet written are no real tokens, and the causal mask hides
-        them anyway): every decoding step then has the same shapes, and a compiled forward is not recompiled as
-        the sequence grows."""
-        if attention_mask is None or attention_mask.dim() != 2 or past_key_values is None:
-            return attention_mask
-        key_length, _ = past_key_values.get_mask_sizes(inputs_embeds.shape[1], 0)
-        missing = key_length - attention_mask.shape[1]
-        if missing <= 0:
-            return attention_mask
-        return torch.cat([attention_mask, attention_mask.new_zeros(attention_mask.shape[0], missing)], dim=1)
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        """transformers' ``from_pretrained``; a checkpoint whose weights cannot be read — a safetensors file that
-        safetensors refuses (truncated, corrupted) or a shard its index names that is not there — is a ValueError
-        saying what happened and how to fix it, instead of safetensors' bare error."""
-        try:
-            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
-        except SafetensorError as error:
-            raise ValueError(
-                f"The weights of {pretrained_model_name_or_path} are not a complete safetensors file (safetensors: "
-                f"{error}): the checkpoint was truncated or corrupted, e.g. by an interrupted save or download. Save "
-                "the model again (save_pretrained) or download it again."
-            ) from error
-        except FileNotFoundError as error:
-            missing = error.filename or str(error).rsplit(": ", 1)[-1]
-            if not str(missing).endswith(".safetensors"):
-                raise
-            raise ValueError(
-                f"The checkpoint {pretrained_model_name_or_path} lacks the safetensors shard "
-                f"{os.path.basename(str(missing))} that its index names (an interrupted save or download): save the "
-                "model again (save_pretrained) or download it again."
-            ) from error
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -353,15 +295,24 @@ def token_cross_entropy(
     return total / num_items_in_batch
 
 
-def next_token_cross_entropy(
-    logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: Optional[int] = None
-) -> torch.Tensor:
-    """``token_cross_entropy`` where the logits at position i predict the label at i + 1 (causal LM; labels are the
-    inputs, shifted inside). The labels are shifted left and end in -100, so the logits are used as they are —
-    slicing them would copy the largest tensor of the step, and the zero-filled gradient of a slice costs as much.
-    Works for any leading shape (batch[, choices], length)."""
-    shifted = F.pad(labels[..., 1:], (0, 1), value=-100).to(logits.device)
-    return token_cross_entropy(logits, shifted, num_items_in_batch)
+def causal_lm_loss(
+    logits: torch.Tensor,
+    labels: Optional[torch.Tensor],
+    num_items_in_batch: Optional[int] = None,
+    shift_labels: Optional[torch.Tensor] = None,
+) -> Optional[torch.Tensor]:
+    """The language-modelling loss L1 (Radford et al. 2018 eq. 1) as a mean negative log-likelihood: the logits at
+    position i predict the label at i + 1, -100 labels are ignored. ``labels`` are the inputs, shifted inside;
+    ``shift_labels`` are labels already shifted (transformers passes them under context parallelism) and are used
+    as they are. None when neither is given. Works for any leading shape (batch[, choices], length).
+
+    The labels are shifted left and end in -100, so the logits are used as they are — slicing them would copy the
+    largest tensor of the step, and the zero-filled gradient of a slice costs as much."""
+    if shift_labels is None:
+        if labels is None:
+            return None
+        shift_labels = F.pad(labels[..., 1:], (0, 1), value=-100)
+    return token_cross_entropy(logits, shift_labels.to(logits.device), num_items_in_batch)
 
 
 def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:

@@ -26,7 +26,7 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from transformers.utils import ModelOutput, can_return_tuple
+from transformers.utils import ModelOutput
 
 from .attention import AttentionMask, MultiHeadAttention, check_attention_mask, padding_or_none
 from .configuration_bert import ScratchBertConfig
@@ -37,7 +37,6 @@ from .layers import (
     MaskedLMOutputEmbeddings,
     Pooler,
     ResidualNorm,
-    ScratchPreTrainedModel,
     check_one_input,
     choice_dimensions,
     classifier_dropout,
@@ -47,6 +46,7 @@ from .layers import (
     span_loss,
     token_cross_entropy,
 )
+from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
 
 class ScratchBertLayer(GradientCheckpointingLayer):
@@ -88,7 +88,7 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
         self.pooler = Pooler(config.hidden_size) if add_pooling_layer else None
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -98,13 +98,9 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
         inputs_embeds: Optional[torch.Tensor] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
     ) -> BaseModelOutputWithPooling:
         batch, length = check_one_input(input_ids, inputs_embeds).shape[:2]
         key_is_real = check_attention_mask(attention_mask, batch, length)
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
 
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         mask = AttentionMask(key_padding=padding_or_none(key_is_real))
@@ -147,7 +143,7 @@ class ScratchBertForPreTraining(MaskedLMOutputEmbeddings, ScratchBertPreTrainedM
         self.nsp_head = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids=None,
@@ -159,18 +155,18 @@ class ScratchBertForPreTraining(MaskedLMOutputEmbeddings, ScratchBertPreTrainedM
         next_sentence_label=None,
         output_attentions=None,
         output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
+        num_items_in_batch=None,
     ) -> ScratchBertForPreTrainingOutput:
         outputs = self.model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         prediction_logits = self.mlm_head(outputs.last_hidden_state)
         seq_relationship_logits = self.nsp_head(outputs.pooler_output)
         loss = None
         if labels is not None and next_sentence_label is not None:
-            mlm_loss = token_cross_entropy(prediction_logits, labels, kwargs.get("num_items_in_batch"))
+            mlm_loss = token_cross_entropy(prediction_logits, labels, num_items_in_batch)
             nsp_loss = token_cross_entropy(seq_relationship_logits, next_sentence_label)
             loss = mlm_loss + nsp_loss
         return ScratchBertForPreTrainingOutput(
@@ -193,7 +189,7 @@ class ScratchBertForMaskedLM(MaskedLMOutputEmbeddings, ScratchBertPreTrainedMode
         self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, config.hidden_act, config.layer_norm_eps)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids=None,
@@ -204,15 +200,15 @@ class ScratchBertForMaskedLM(MaskedLMOutputEmbeddings, ScratchBertPreTrainedMode
         labels=None,
         output_attentions=None,
         output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
+        num_items_in_batch=None,
     ) -> MaskedLMOutput:
         outputs = self.model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         logits = self.mlm_head(outputs.last_hidden_state)
-        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
 
@@ -225,7 +221,7 @@ class ScratchBertForNextSentencePrediction(ScratchBertPreTrainedModel):
         self.nsp_head = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids=None,
@@ -236,11 +232,10 @@ class ScratchBertForNextSentencePrediction(ScratchBertPreTrainedModel):
         labels=None,
         output_attentions=None,
         output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
     ) -> NextSentencePredictorOutput:
         outputs = self.model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         logits = self.nsp_head(outputs.pooler_output)
@@ -262,7 +257,7 @@ class ScratchBertForSequenceClassification(ScratchBertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids=None,
@@ -273,11 +268,10 @@ class ScratchBertForSequenceClassification(ScratchBertPreTrainedModel):
         labels=None,
         output_attentions=None,
         output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
     ) -> SequenceClassifierOutput:
         outputs = self.model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))
@@ -296,7 +290,7 @@ class ScratchBertForTokenClassification(ScratchBertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids=None,
@@ -307,15 +301,15 @@ class ScratchBertForTokenClassification(ScratchBertPreTrainedModel):
         labels=None,
         output_attentions=None,
         output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
+        num_items_in_batch=None,
     ) -> TokenClassifierOutput:
         outputs = self.model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
 
@@ -328,7 +322,7 @@ class ScratchBertForQuestionAnswering(ScratchBertPreTrainedModel):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids=None,
@@ -340,11 +334,10 @@ class ScratchBertForQuestionAnswering(ScratchBertPreTrainedModel):
         end_positions=None,
         output_attentions=None,
         output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
     ) -> QuestionAnsweringModelOutput:
         outputs = self.model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
@@ -371,7 +364,7 @@ class ScratchBertForMultipleChoice(ScratchBertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids=None,
@@ -382,13 +375,13 @@ class ScratchBertForMultipleChoice(ScratchBertPreTrainedModel):
         labels=None,
         output_attentions=None,
         output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
     ) -> MultipleChoiceModelOutput:
         _, num_choices, _ = choice_dimensions(input_ids, inputs_embeds)
         outputs = self.model(
-            *(flatten_choices(x) for x in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)),
-            output_attentions, output_hidden_states, return_dict=True,
+            input_ids=flatten_choices(input_ids), attention_mask=flatten_choices(attention_mask),
+            token_type_ids=flatten_choices(token_type_ids), position_ids=flatten_choices(position_ids),
+            inputs_embeds=flatten_choices(inputs_embeds), output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
         loss = token_cross_entropy(logits, labels) if labels is not None else None

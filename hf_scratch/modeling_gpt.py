@@ -26,7 +26,7 @@ from typing import Optional
 
 import torch
 from torch import nn
-from transformers import DynamicCache, GenerationMixin
+from transformers import DynamicCache
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -35,24 +35,30 @@ from transformers.modeling_outputs import (
     MultipleChoiceModelOutput,
     SequenceClassifierOutputWithPast,
 )
-from transformers.utils import ModelOutput, can_return_tuple
+from transformers.utils import ModelOutput
 
 from .attention import AttentionMask, MultiHeadAttention, cache_layout, check_cache_mask, padding_or_none, values_pass
 from .configuration_gpt import ScratchGPTConfig
 from .layers import (
     FeedForward,
     ResidualNorm,
-    ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
     choice_dimensions,
     embedding_rows,
     flatten_choices,
     get_activation,
-    next_token_cross_entropy,
+    causal_lm_loss,
     run_layers,
     sequence_classification_loss,
     token_cross_entropy,
+)
+from .modeling_common import (
+    ScratchGenerationMixin,
+    ScratchPreTrainedModel,
+    cache_output,
+    normalise_inputs,
+    returned_cache,
 )
 from .positional import LearnedPositionalEmbedding
 
@@ -165,7 +171,7 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -177,8 +183,6 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         use_cache: Optional[bool] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
     ) -> BaseModelOutputWithPast:
         reference = check_one_input(input_ids, inputs_embeds)
         if input_ids is not None:
@@ -186,11 +190,6 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         elif inputs_embeds.dim() != 3:
             raise ValueError(f"inputs_embeds must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}.")
         batch, length = reference.shape[:2]
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
-        use_cache = self.config.use_cache if use_cache is None else use_cache
-        if self.training and self.is_activation_checkpointing:
-            use_cache = False
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=self.config)
         elif not use_cache:
@@ -216,7 +215,7 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         )
         return BaseModelOutputWithPast(
             last_hidden_state=hidden_states,
-            past_key_values=past_key_values,
+            **cache_output(past_key_values),
             hidden_states=all_hidden_states,
             attentions=all_attentions,
         )
@@ -227,13 +226,10 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
 # --------------------------------------------------------------------------------------------------------------
 
 
-def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
-    """L1 as a mean negative log-likelihood: the logits at position i predict the label at i + 1 (labels are the
-    inputs, shifted inside), -100 labels are ignored. Works for any leading shape (batch[, choices], length)."""
-    return next_token_cross_entropy(logits, labels, num_items_in_batch)
 
 
-class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):
+
+class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
     """P(u) = softmax(h_n W_eᵀ) (GPT-1 eq. 2), the output projection tied to the token embeddings."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embeddings.word.weight"}
@@ -245,7 +241,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):
         self.loss_type = "ForCausalLM"  # Trainer counts num_items_in_batch over the shifted labels
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -258,23 +254,27 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, GenerationMixin):
         use_cache: Optional[bool] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
         logits_to_keep: int = 0,
-        **kwargs,
+        num_items_in_batch: Optional[int] = None,
+        shift_labels: Optional[torch.Tensor] = None,
     ) -> CausalLMOutputWithPast:
+        """``labels`` are the inputs (shifted inside); ``shift_labels``, already shifted (what transformers passes
+        under context parallelism), take their place when given. ``logits_to_keep``: logits for the last n
+        positions only (0: all); ``generate`` asks for 1."""
         outputs = self.model(
-            input_ids, past_key_values, attention_mask, token_type_ids, position_ids, inputs_embeds, use_cache,
-            output_attentions, output_hidden_states, return_dict=True,
+            input_ids=input_ids, past_key_values=past_key_values, attention_mask=attention_mask,
+            token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds, use_cache=use_cache,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         hidden_states = outputs.last_hidden_state
         if logits_to_keep:  # generation needs only the last position's distribution
             hidden_states = hidden_states[:, -logits_to_keep:]
         logits = self.lm_head(hidden_states)  # always through the module: hooks, adapters, quantized layers see it
-        loss = causal_lm_loss(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        loss = causal_lm_loss(logits, labels, num_items_in_batch, shift_labels)
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **cache_output(returned_cache(outputs)),
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
@@ -318,10 +318,11 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
     auxiliary language-modelling loss λ·L1 through ``lm_head``, the LM head of pre-training tied to the token
     embeddings (eq. 5). The tie means checkpoints saved before this head existed load unchanged.
 
-    ``lm_labels`` is a keyword argument outside the signature on purpose: the Trainer takes its label names from the
-    parameters whose name contains "label" (``transformers.utils.find_labels``) and reports an evaluation loss and
-    metrics only for batches that hold all of them, so a second label parameter silently switched evaluation off in
-    generic scripts. With the Trainer, keep an ``lm_labels`` column with ``remove_unused_columns=False``.
+    ``lm_labels`` is hidden from ``inspect.signature`` on purpose (``normalise_inputs(unlisted=…)``): the Trainer
+    takes its label names from the parameters whose name contains "label" (``transformers.utils.find_labels``) and
+    reports an evaluation loss and metrics only for batches that hold all of them, so a second label parameter
+    silently switched evaluation off in generic scripts. With the Trainer, keep an ``lm_labels`` column with
+    ``remove_unused_columns=False``.
     """
 
     _tied_weights_keys = {"lm_head.weight": "model.embeddings.word.weight"}
@@ -334,7 +335,7 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs(unlisted=("lm_labels",))
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -345,10 +346,8 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         labels: Optional[torch.Tensor] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
+        lm_labels: Optional[torch.Tensor] = None,
     ) -> SequenceClassifierOutputWithPast:
-        lm_labels = kwargs.get("lm_labels")
         given = check_one_input(input_ids, inputs_embeds)
         several_orderings = given.dim() == (3 if input_ids is not None else 4)
         leading = given.shape[: 2 if several_orderings else 1]
@@ -357,8 +356,9 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
             flat(x) for x in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
         )
         outputs = self.model(
-            input_ids, None, attention_mask, token_type_ids, position_ids, inputs_embeds, False,
-            output_attentions, output_hidden_states, return_dict=True,
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+            position_ids=position_ids, inputs_embeds=inputs_embeds, use_cache=False,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         hidden_states = outputs.last_hidden_state
         batch, length = hidden_states.shape[:2]
@@ -373,8 +373,7 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         task_loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
         lm_loss = None
         if lm_labels is not None:
-            lm_logits = self.lm_head(hidden_states)
-            lm_loss = causal_lm_loss(lm_logits, flat(lm_labels))
+            lm_loss = causal_lm_loss(self.lm_head(hidden_states), flat(lm_labels))
         return SequenceClassifierOutputWithPast(
             loss=auxiliary_objective(task_loss, lm_loss, self.config.lm_loss_weight),
             logits=logits,
@@ -428,7 +427,7 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
         self.multiple_choice_head = ScratchGPTMultipleChoiceHead(config)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -441,8 +440,6 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
         mc_labels: Optional[torch.Tensor] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
     ) -> ScratchGPTDoubleHeadsModelOutput:
         batch, num_choices, length = choice_dimensions(input_ids, inputs_embeds)
         device = check_one_input(input_ids, inputs_embeds).device
@@ -459,16 +456,17 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
                 raise ValueError(message)
 
         outputs = self.model(
-            flatten_choices(input_ids), None, flatten_choices(attention_mask), flatten_choices(token_type_ids),
-            flatten_choices(position_ids), flatten_choices(inputs_embeds), False, output_attentions,
-            output_hidden_states, return_dict=True,
+            input_ids=flatten_choices(input_ids), attention_mask=flatten_choices(attention_mask),
+            token_type_ids=flatten_choices(token_type_ids), position_ids=flatten_choices(position_ids),
+            inputs_embeds=flatten_choices(inputs_embeds), use_cache=False, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, return_dict=True,
         )
         hidden_states = outputs.last_hidden_state.view(batch, num_choices, length, -1)
         lm_logits = self.lm_head(hidden_states)
         mc_logits = self.multiple_choice_head(hidden_states, mc_token_ids)
 
         mc_loss = token_cross_entropy(mc_logits, mc_labels) if mc_labels is not None else None
-        lm_loss = causal_lm_loss(lm_logits, labels) if labels is not None else None
+        lm_loss = causal_lm_loss(lm_logits, labels)
         return ScratchGPTDoubleHeadsModelOutput(
             loss=auxiliary_objective(mc_loss, lm_loss, self.config.lm_loss_weight),
             lm_loss=lm_loss,
@@ -499,7 +497,7 @@ class ScratchGPTForMultipleChoice(ScratchGPTPreTrainedModel):
         self.multiple_choice_head = ScratchGPTMultipleChoiceHead(config)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -510,8 +508,7 @@ class ScratchGPTForMultipleChoice(ScratchGPTPreTrainedModel):
         labels: Optional[torch.Tensor] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
+        num_items_in_batch: Optional[int] = None,
     ) -> MultipleChoiceModelOutput:
         batch, num_choices, length = choice_dimensions(input_ids, inputs_embeds)
         if labels is not None and tuple(labels.shape) != (batch,):
@@ -522,15 +519,16 @@ class ScratchGPTForMultipleChoice(ScratchGPTPreTrainedModel):
             )
         flat_ids, flat_mask = flatten_choices(input_ids), flatten_choices(attention_mask)
         outputs = self.model(
-            flat_ids, None, flat_mask, flatten_choices(token_type_ids), flatten_choices(position_ids),
-            flatten_choices(inputs_embeds), False, output_attentions, output_hidden_states, return_dict=True,
+            input_ids=flat_ids, attention_mask=flat_mask, token_type_ids=flatten_choices(token_type_ids),
+            position_ids=flatten_choices(position_ids), inputs_embeds=flatten_choices(inputs_embeds), use_cache=False,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         hidden_states = outputs.last_hidden_state.view(batch, num_choices, length, -1)
         extract = last_real_token_index(
             flat_mask, flat_ids, self.config.pad_token_id, length, batch * num_choices, hidden_states.device
         ).view(batch, num_choices)
         logits = self.multiple_choice_head(hidden_states, extract)
-        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
         return MultipleChoiceModelOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )

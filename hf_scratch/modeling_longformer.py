@@ -36,7 +36,6 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from transformers.utils import can_return_tuple
 
 from .attention import (
     check_attention_mask,
@@ -56,7 +55,6 @@ from .layers import (
     MaskedLMOutputEmbeddings,
     Pooler,
     ResidualNorm,
-    ScratchPreTrainedModel,
     check_one_input,
     choice_dimensions,
     feed_forward_recomputing_activation,
@@ -66,6 +64,7 @@ from .layers import (
     span_loss,
     token_cross_entropy,
 )
+from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
 # ---- 1. input representation ---------------------------------------------------------------------------------
 
@@ -228,7 +227,7 @@ class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
         self.pooler = Pooler(config.hidden_size) if add_pooling_layer else None  # (used by multiple choice)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -239,8 +238,6 @@ class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
         inputs_embeds: Optional[torch.Tensor] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
     ) -> ScratchLongformerModelOutput:
         given = check_one_input(input_ids, inputs_embeds)
         (batch, length), device = given.shape[:2], given.device
@@ -251,8 +248,6 @@ class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
         if is_global is None:
             is_global = torch.zeros(batch, length, dtype=torch.bool, device=device)
         globals_ = GlobalTokens.from_mask(is_global & key_is_real)  # padding wins over global
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
 
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions, all_global_attentions) = run_layers(
@@ -332,7 +327,7 @@ class ScratchLongformerForMaskedLM(MaskedLMOutputEmbeddings, ScratchLongformerPr
         self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, "gelu", config.layer_norm_eps)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids=None,
@@ -344,15 +339,15 @@ class ScratchLongformerForMaskedLM(MaskedLMOutputEmbeddings, ScratchLongformerPr
         labels=None,
         output_attentions=None,
         output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
+        num_items_in_batch=None,
     ) -> ScratchLongformerMaskedLMOutput:
         outputs = self.model(
-            input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions, output_hidden_states, return_dict=True,
+            input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
+            token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         logits = self.mlm_head(outputs.last_hidden_state)
-        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
         return ScratchLongformerMaskedLMOutput(loss=loss, logits=logits, **_output_fields(outputs))
 
 
@@ -380,7 +375,7 @@ class ScratchLongformerForSequenceClassification(ScratchLongformerPreTrainedMode
         self.classifier = ScratchLongformerClassificationHead(config)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids=None,
@@ -392,16 +387,15 @@ class ScratchLongformerForSequenceClassification(ScratchLongformerPreTrainedMode
         labels=None,
         output_attentions=None,
         output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
     ) -> ScratchLongformerSequenceClassifierOutput:
         if global_attention_mask is None:
             given = check_one_input(input_ids, inputs_embeds)
             global_attention_mask = torch.zeros(given.shape[:2], dtype=torch.long, device=given.device)
             global_attention_mask[:, 0] = 1
         outputs = self.model(
-            input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions, output_hidden_states, return_dict=True,
+            input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
+            token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         logits = self.classifier(outputs.last_hidden_state)
         loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
@@ -419,7 +413,7 @@ class ScratchLongformerForTokenClassification(ScratchLongformerPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids=None,
@@ -431,15 +425,15 @@ class ScratchLongformerForTokenClassification(ScratchLongformerPreTrainedModel):
         labels=None,
         output_attentions=None,
         output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
+        num_items_in_batch=None,
     ) -> ScratchLongformerTokenClassifierOutput:
         outputs = self.model(
-            input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions, output_hidden_states, return_dict=True,
+            input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
+            token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
         return ScratchLongformerTokenClassifierOutput(loss=loss, logits=logits, **_output_fields(outputs))
 
 
@@ -452,7 +446,7 @@ class ScratchLongformerForQuestionAnswering(ScratchLongformerPreTrainedModel):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids=None,
@@ -465,14 +459,13 @@ class ScratchLongformerForQuestionAnswering(ScratchLongformerPreTrainedModel):
         end_positions=None,
         output_attentions=None,
         output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
     ) -> ScratchLongformerQuestionAnsweringOutput:
         if global_attention_mask is None:
             global_attention_mask = tokens_before_first(input_ids, self.config.sep_token_id, "on the question")
         outputs = self.model(
-            input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions, output_hidden_states, return_dict=True,
+            input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
+            token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
@@ -494,7 +487,7 @@ class ScratchLongformerForMultipleChoice(ScratchLongformerPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids=None,
@@ -506,8 +499,6 @@ class ScratchLongformerForMultipleChoice(ScratchLongformerPreTrainedModel):
         labels=None,
         output_attentions=None,
         output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
     ) -> ScratchLongformerMultipleChoiceOutput:
         _, num_choices, _ = choice_dimensions(input_ids, inputs_embeds)
         flat = flatten_choices
@@ -517,8 +508,9 @@ class ScratchLongformerForMultipleChoice(ScratchLongformerPreTrainedModel):
         else:
             flat_global = flat(global_attention_mask)
         outputs = self.model(
-            flat(input_ids), flat(attention_mask), flat_global, flat(token_type_ids),
-            flat(position_ids), flat(inputs_embeds), output_attentions, output_hidden_states, return_dict=True,
+            input_ids=flat(input_ids), attention_mask=flat(attention_mask), global_attention_mask=flat_global,
+            token_type_ids=flat(token_type_ids), position_ids=flat(position_ids), inputs_embeds=flat(inputs_embeds),
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
         loss = token_cross_entropy(logits, labels) if labels is not None else None

@@ -14,7 +14,7 @@ encoder-decoder of Sutskever et al. 2014 (§2), the attention of Bahdanau et al.
        none:     s_{t-1} → s_t = RNN(y_{t-1}, s_{t-1}) → y_t = softmax(V s_t)                    (Sutskever et al.)
    Bahdanau's output layer is simplified to the linear V s_t (the paper's deep output with a maxout layer,
    appendix A.2.2, reads y_{t-1}, s_t and c_t);
-5. heads: sequence-to-sequence generation (GenerationMixin; the decoder's recurrent state is the cache) and
+5. heads: sequence-to-sequence generation (ScratchGenerationMixin; the decoder's recurrent state is the cache) and
    sequence classification from the encoder's final state.
 """
 
@@ -25,22 +25,27 @@ from typing import Optional
 
 import torch
 from torch import nn
-from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput, SequenceClassifierOutput
-from transformers.utils import ModelOutput, can_return_tuple
+from transformers.utils import ModelOutput
 
 from .attention import check_attention_mask, masked_softmax, padding_mask, padding_or_none, values_pass
 from .configuration_rnn import ScratchRNNConfig
 from .layers import (
     DecoderInputsFromLabelsMixin,
-    ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
     classifier_dropout,
     embedding_rows,
     sequence_classification_loss,
     token_cross_entropy,
+)
+from .modeling_common import (
+    ScratchGenerationMixin,
+    ScratchPreTrainedModel,
+    cache_output,
+    normalise_inputs,
+    returned_cache,
 )
 from .recurrent import LayerState, ScratchRNNStack, stack_states, unstack_states
 
@@ -81,7 +86,7 @@ class ScratchRNNEncoder(nn.Module):
             inputs_embeds = self.embed_tokens(input_ids)
         return self.dropout(inputs_embeds)
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -89,10 +94,7 @@ class ScratchRNNEncoder(nn.Module):
         inputs_embeds: Optional[torch.Tensor] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
     ) -> ScratchRNNEncoderOutput:
-        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         hidden_states = self.embed(input_ids, inputs_embeds)
         key_is_real = source_padding(attention_mask, hidden_states.shape[:2])
         outputs, finals, all_hidden = self.stack(hidden_states, key_is_real, None, output_hidden_states)
@@ -321,7 +323,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
             hidden, cell = expand(hidden), (expand(cell) if cell is not None else None)
         return unstack_states(hidden, cell)
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -335,8 +337,6 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         use_cache: Optional[bool] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
     ) -> Seq2SeqModelOutput:
         if self.decoder is None:
             raise ValueError("This ScratchRNNModel was built with add_decoder=False: call model.encoder(...) instead.")
@@ -345,13 +345,11 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
                 f"past_key_values must be the ScratchRNNDecoderState a previous call returned, got "
                 f"{type(past_key_values).__name__}."
             )
-        use_cache = self.config.use_cache if use_cache is None else use_cache
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
 
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
-                input_ids, attention_mask, inputs_embeds, output_hidden_states=output_hidden_states, return_dict=True
+                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                output_hidden_states=output_hidden_states, return_dict=True,
             )
         elif not isinstance(encoder_outputs, ScratchRNNEncoderOutput):
             encoder_outputs = ScratchRNNEncoderOutput(*encoder_outputs)
@@ -370,7 +368,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         next_cache = ScratchRNNDecoderState(*stack_states(states), seen + target.shape[1]) if use_cache else None
         return Seq2SeqModelOutput(
             last_hidden_state=outputs,
-            past_key_values=next_cache,
+            **cache_output(next_cache),
             decoder_hidden_states=(target,) + all_hidden if output_hidden_states else None,
             cross_attentions=(weights,) if output_attentions and weights is not None else None,
             encoder_last_hidden_state=encoder_states,
@@ -378,7 +376,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         )
 
 
-class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, DecoderInputsFromLabelsMixin, GenerationMixin):
+class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, DecoderInputsFromLabelsMixin, ScratchGenerationMixin):
     """y_t = softmax(V · Dropout(decoder output)); loss = cross-entropy against the (non-shifted) labels, -100
     ignored. Decoder inputs are the labels shifted right behind ``decoder_start_token_id`` when not given."""
 
@@ -395,7 +393,7 @@ class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, DecoderInput
     def _supports_default_dynamic_cache(cls) -> bool:
         return False  # the cache is the recurrent state (ScratchRNNDecoderState), not keys and values
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -410,23 +408,25 @@ class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, DecoderInput
         use_cache: Optional[bool] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
+        num_items_in_batch: Optional[int] = None,
     ) -> Seq2SeqLMOutput:
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
-            input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, encoder_outputs, past_key_values,
-            inputs_embeds, decoder_inputs_embeds, use_cache, output_attentions, output_hidden_states, return_dict=True,
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values, inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         logits = self.lm_head(self.dropout(outputs.last_hidden_state))
-        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **cache_output(returned_cache(outputs)),
             decoder_hidden_states=outputs.decoder_hidden_states,
             cross_attentions=outputs.cross_attentions,
             encoder_last_hidden_state=outputs.encoder_last_hidden_state,
@@ -447,7 +447,7 @@ class ScratchRNNForSequenceClassification(ScratchRNNPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -456,11 +456,10 @@ class ScratchRNNForSequenceClassification(ScratchRNNPreTrainedModel):
         labels: Optional[torch.Tensor] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
     ) -> SequenceClassifierOutput:
         outputs = self.model.encoder(
-            input_ids, attention_mask, inputs_embeds, output_hidden_states=output_hidden_states, return_dict=True
+            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+            output_hidden_states=output_hidden_states, return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.final_hidden_state[:, -1]))
         loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None

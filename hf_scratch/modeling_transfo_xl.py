@@ -30,10 +30,9 @@ from typing import Optional
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.utils import ModelOutput, can_return_tuple
+from transformers.utils import ModelOutput
 
 from .attention import (
     attend_with_score_bias,
@@ -48,7 +47,8 @@ from .attention import (
 )
 from .adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax, embedding_tables, init_adaptive_weights
 from .configuration_transfo_xl import ScratchTransfoXLConfig
-from .layers import FeedForward, ResidualNorm, ScratchPreTrainedModel, check_one_input, next_token_cross_entropy
+from .layers import FeedForward, ResidualNorm, causal_lm_loss, check_one_input
+from .modeling_common import ScratchGenerationMixin, ScratchPreTrainedModel, normalise_inputs, take_generation_cache
 from .positional import relative_sinusoidal_embedding
 
 
@@ -350,7 +350,7 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
             key_is_real = torch.cat([real_memory, key_is_real], dim=1)
         return key_is_real
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -359,12 +359,8 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         inputs_embeds: Optional[torch.Tensor] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
     ) -> ScratchTransfoXLModelOutput:
         check_one_input(input_ids, inputs_embeds)
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         batch, query_length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
         mems = self._check_mems(mems, batch)
         memory_length = 0 if mems is None else mems[0].shape[1]
@@ -398,7 +394,7 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         )
 
 
-class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMixin):
+class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenerationMixin):
     """Transformer-XL language model: the model above + the adaptive softmax. ``loss`` is the mean next-token
     cross-entropy (labels shifted inside, -100 ignored); ``generate`` carries ``mems`` between steps."""
 
@@ -433,7 +429,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
             return super().get_expanded_tied_weights_keys(all_submodels=True)
         return self._softmax_ties()
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -443,32 +439,33 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
         labels: Optional[torch.Tensor] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
         num_items_in_batch: Optional[int] = None,
         logits_to_keep: int = 0,
-        **kwargs,
+        shift_labels: Optional[torch.Tensor] = None,
     ) -> ScratchTransfoXLLMHeadModelOutput:
-        """``logits_to_keep``: log-probabilities only for the last n positions (0: all); ``generate`` asks for 1.
-        The loss never needs them: with ``logits_to_keep`` set it scores only each target (the adaptive softmax's
-        cheap path), the way perplexity evaluation should."""
+        """``labels`` are the inputs (shifted inside); ``shift_labels``, already shifted (what transformers passes
+        under context parallelism), take their place when given. ``logits_to_keep``: log-probabilities only for the
+        last n positions (0: all); ``generate`` asks for 1. The loss never needs them: with ``logits_to_keep`` set it
+        scores only each target (the adaptive softmax's cheap path), the way perplexity evaluation should."""
         outputs = self.model(
-            input_ids, mems=mems, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+            input_ids=input_ids, mems=mems, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         hidden_states = outputs.last_hidden_state
         logits = self.lm_head(hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states)
-        loss = None
-        if labels is not None:
-            if labels.shape != hidden_states.shape[:2]:
+        for name, given in (("labels", labels), ("shift_labels", shift_labels)):
+            if given is not None and given.shape != hidden_states.shape[:2]:
                 raise ValueError(
-                    f"labels must have the shape of input_ids {tuple(hidden_states.shape[:2])}, got "
-                    f"{tuple(labels.shape)} (they are shifted inside: pass labels = input_ids, with -100 where nothing "
-                    "is predicted)."
+                    f"{name} must have the shape of input_ids {tuple(hidden_states.shape[:2])}, got "
+                    f"{tuple(given.shape)} (labels are shifted inside: pass labels = input_ids, with -100 where "
+                    "nothing is predicted)."
                 )
-            if not logits_to_keep:
-                loss = next_token_cross_entropy(logits, labels, num_items_in_batch)
-            else:
-                loss = self._target_only_loss(hidden_states[:, :-1], labels[:, 1:], num_items_in_batch)
+        loss = None
+        if not logits_to_keep:
+            loss = causal_lm_loss(logits, labels, num_items_in_batch, shift_labels)
+        elif labels is not None or shift_labels is not None:
+            targets = shift_labels if shift_labels is not None else F.pad(labels[:, 1:], (0, 1), value=-100)
+            loss = self._target_only_loss(hidden_states, targets, num_items_in_batch)
         return ScratchTransfoXLLMHeadModelOutput(
             loss=loss, logits=logits, mems=outputs.mems, hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
@@ -485,16 +482,20 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, GenerationMix
             count = count.to(total.device)
         return total / count
 
-    # -- generate() carries the memory: outputs.mems → model_kwargs["past_key_values"] → mems ----------------
+    # -- generate() carries the memory: outputs.mems → the generation cache → mems -----------------------------
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
         return False  # the memory is not a transformers Cache
 
-    def prepare_inputs_for_generation(self, input_ids, past_key_values=None, attention_mask=None, logits_to_keep=None, **kwargs):
+    def decoding_state(self, outputs):
+        return outputs.mems
+
+    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, logits_to_keep=None, **kwargs):
         """After the first step only the newest token is fed; everything before it lives in the memory."""
-        if past_key_values is not None:
+        mems = take_generation_cache(kwargs)
+        if mems is not None:
             input_ids = input_ids[:, -1:]
-        inputs = {"input_ids": input_ids, "mems": past_key_values, "attention_mask": attention_mask}
+        inputs = {"input_ids": input_ids, "mems": mems, "attention_mask": attention_mask}
         if logits_to_keep is not None:
             inputs["logits_to_keep"] = logits_to_keep
         return inputs

@@ -24,7 +24,6 @@ from typing import Optional
 
 import torch
 from torch import nn
-from transformers import GenerationMixin
 from transformers import initialization as init
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -34,7 +33,6 @@ from transformers.modeling_outputs import (
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
-from transformers.utils import can_return_tuple
 
 from .attention import (
     AttentionMask,
@@ -49,12 +47,18 @@ from .layers import (
     DecoderInputsFromLabelsMixin,
     FeedForward,
     ResidualNorm,
-    ScratchPreTrainedModel,
     check_input_ids,
     check_one_input,
     embedding_rows,
     run_layers,
     token_cross_entropy,
+)
+from .modeling_common import (
+    ScratchGenerationMixin,
+    ScratchPreTrainedModel,
+    cache_output,
+    normalise_inputs,
+    returned_cache,
 )
 from .positional import SinusoidalPositionalEmbedding, sinusoidal_table
 
@@ -129,7 +133,7 @@ class ScratchTransformerEncoder(nn.Module):
         self.layers = nn.ModuleList(ScratchTransformerEncoderLayer(config, i) for i in range(config.encoder_layers))
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -137,14 +141,10 @@ class ScratchTransformerEncoder(nn.Module):
         inputs_embeds: Optional[torch.Tensor] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
     ) -> BaseModelOutput:
         check_one_input(input_ids, inputs_embeds)
         batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
         source_is_real = check_attention_mask(attention_mask, batch, length)
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
 
         hidden_states = self.embeddings(input_ids, inputs_embeds)
         mask = AttentionMask(key_padding=padding_or_none(source_is_real))
@@ -217,7 +217,7 @@ class ScratchTransformerDecoder(nn.Module):
         self.layers = nn.ModuleList(ScratchTransformerDecoderLayer(config, i) for i in range(config.decoder_layers))
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -229,8 +229,6 @@ class ScratchTransformerDecoder(nn.Module):
         use_cache: Optional[bool] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(
@@ -245,9 +243,6 @@ class ScratchTransformerDecoder(nn.Module):
                 f"The encoder output has batch size {encoder_hidden_states.shape[0]} but the decoder inputs have "
                 f"{batch}: pass one source sequence per target sequence."
             )
-        use_cache = self.config.use_cache if use_cache is None else use_cache
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
             raise ValueError(
                 f"past_key_values is a {type(past_key_values).__name__}; the decoder caches self- and cross-attention "
@@ -283,7 +278,7 @@ class ScratchTransformerDecoder(nn.Module):
         )
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
-            past_key_values=past_key_values,
+            **cache_output(past_key_values),
             hidden_states=all_hidden_states,
             attentions=all_self_attentions,
             cross_attentions=all_cross_attentions,
@@ -362,7 +357,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         if self.config.share_encoder_decoder_embeddings:
             self.decoder.embeddings.tokens = value
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -376,30 +371,23 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         use_cache: Optional[bool] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
     ) -> Seq2SeqModelOutput:
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
-                input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states, return_dict=True
+                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         decoder_outputs = self.decoder(
-            decoder_input_ids,
-            decoder_attention_mask,
-            encoder_outputs.last_hidden_state,
-            attention_mask,
-            past_key_values,
-            decoder_inputs_embeds,
-            use_cache,
-            output_attentions,
-            output_hidden_states,
-            return_dict=True,
+            input_ids=decoder_input_ids, attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values, inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
+            **cache_output(returned_cache(decoder_outputs)),
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -410,7 +398,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
 
 
 class ScratchTransformerForConditionalGeneration(
-    ScratchTransformerPreTrainedModel, DecoderInputsFromLabelsMixin, GenerationMixin
+    ScratchTransformerPreTrainedModel, DecoderInputsFromLabelsMixin, ScratchGenerationMixin
 ):
     """The full model of the paper: P(y_t | y_<t, x) = softmax(W_out h_t + b) with W_out tied to the target
     embeddings (§3.4). ``labels`` → decoder inputs shifted right; loss = cross-entropy over labels ≠ -100 with
@@ -442,7 +430,7 @@ class ScratchTransformerForConditionalGeneration(
             )
         return super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
 
-    @can_return_tuple
+    @normalise_inputs
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -457,8 +445,7 @@ class ScratchTransformerForConditionalGeneration(
         use_cache: Optional[bool] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
-        return_dict: Optional[bool] = None,
-        **kwargs,
+        num_items_in_batch: Optional[int] = None,
     ) -> Seq2SeqLMOutput:
         if labels is not None:
             if labels.dim() != 2:
@@ -467,29 +454,20 @@ class ScratchTransformerForConditionalGeneration(
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
-            input_ids,
-            attention_mask,
-            decoder_input_ids,
-            decoder_attention_mask,
-            encoder_outputs,
-            past_key_values,
-            inputs_embeds,
-            decoder_inputs_embeds,
-            use_cache,
-            output_attentions,
-            output_hidden_states,
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values, inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         logits = self.lm_head(outputs.last_hidden_state)
         loss = None
         if labels is not None:
-            loss = token_cross_entropy(
-                logits, labels, kwargs.get("num_items_in_batch"), label_smoothing=self.config.label_smoothing
-            )
+            loss = token_cross_entropy(logits, labels, num_items_in_batch, label_smoothing=self.config.label_smoothing)
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **cache_output(returned_cache(outputs)),
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,

@@ -1,0 +1,256 @@
+"""The boundary with transformers: everything that depends on how a transformers release calls a model, in one place.
+
+transformers renames what it passes to ``forward`` and which hooks ``generate`` calls from one minor release to the
+next (5.24, for instance, passes the cache as ``cache=`` where 5.0–5.23 passed ``past_key_values=``, names the output
+field ``cache`` instead of ``past_key_values`` and changed the signature of ``create_masks_for_generate``). The
+family files keep the papers' code and go through this module for:
+
+- ``ScratchPreTrainedModel``: the base class of every family (attention kernels checked when the model is built,
+  readable errors for broken checkpoints);
+- ``normalise_inputs``: the decorator on every public ``forward``. It binds positional arguments to their names,
+  takes the cache under either release's name, fills ``output_attentions`` / ``output_hidden_states`` /
+  ``use_cache`` from the config when they are not given, applies ``return_dict``, drops the few names transformers
+  passes that no model of ours reads (``IGNORED_FROM_TRANSFORMERS``), and refuses every other unknown keyword with a
+  ``TypeError`` naming it and the nearest accepted name — nothing a caller passes is silently lost;
+- ``cache_output`` / ``returned_cache``: the output field holding the cache, under the installed release's name;
+- ``ScratchGenerationMixin``: the hooks ``generate`` calls (the static cache's mask, carrying a family's own decoding
+  state such as Transformer-XL's memory between steps), for whichever supported release is installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import inspect
+import os
+from typing import Callable, Optional
+
+import torch
+from safetensors import SafetensorError
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+from .attention import check_attn_implementation
+
+# The name the installed release gives the cache in model inputs and outputs: "cache" from transformers 5.24 on,
+# "past_key_values" before. Read off transformers' own output class, so that nothing depends on version numbers.
+CACHE_NAME = "cache" if "cache" in {field.name for field in dataclasses.fields(CausalLMOutputWithPast)} else "past_key_values"
+CACHE_ALIASES = ("cache", "past_key_values")
+
+# Names a supported transformers release passes to ``forward`` that no model of ours reads, with the reason it is safe
+# to drop them. Every other unknown name is a TypeError.
+IGNORED_FROM_TRANSFORMERS = {
+    # generate() before 5.24 passes the positions of the new tokens; our models read them off the cache itself
+    # (attention.cache_layout), which is what the positions are computed from.
+    "cache_position": "the positions of the new tokens, which the models read from the cache",
+}
+
+# Arguments the wrapper handles itself: they are accepted by every decorated forward.
+RETURN_DICT = "return_dict"
+CONFIG_FLAGS = ("output_attentions", "output_hidden_states", "use_cache")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The input normaliser
+# --------------------------------------------------------------------------------------------------------------
+
+
+def returned_cache(outputs):
+    """The cache a model output carries, whatever the installed release calls the field."""
+    return getattr(outputs, CACHE_NAME, None)
+
+
+def cache_output(cache) -> dict:
+    """``{field: cache}`` for building a transformers output: ``Output(logits=…, **cache_output(cache))``."""
+    return {CACHE_NAME: cache}
+
+
+def take_cache(arguments: dict, cache_parameter: Optional[str], owner: str) -> None:
+    """Move the cache, given under either release's name, to the forward's own parameter ``cache_parameter``."""
+    given = [name for name in CACHE_ALIASES if name in arguments and name != cache_parameter]
+    if not given:
+        return
+    if cache_parameter is None:
+        raise TypeError(f"{owner} keeps no cache: it takes no {given[0]!r} argument.")
+    if cache_parameter in arguments or len(given) > 1:
+        raise TypeError(f"{owner} got the cache twice (as {' and '.join(CACHE_ALIASES)}): pass it once.")
+    arguments[cache_parameter] = arguments.pop(given[0])
+
+
+def refuse_unknown(arguments: dict, accepted: set[str], owner: str) -> None:
+    """A TypeError naming each keyword no parameter takes, and the nearest accepted name."""
+    unknown = sorted(set(arguments) - accepted)
+    if not unknown:
+        return
+    name = unknown[0]
+    nearest = difflib.get_close_matches(name, sorted(accepted), n=1)
+    hint = f" Did you mean {nearest[0]!r}?" if nearest else ""
+    listed = sorted(accepted - set(IGNORED_FROM_TRANSFORMERS))
+    raise TypeError(f"{owner} got an unexpected keyword argument {name!r}.{hint} It takes: {', '.join(listed)}.")
+
+
+def checkpointing_activations(model) -> bool:
+    """Whether activation (gradient) checkpointing is on, under the name of either release."""
+    flag = getattr(type(model), "is_activation_checkpointing", None)
+    if flag is not None:
+        return model.is_activation_checkpointing
+    return any(getattr(module, "gradient_checkpointing", False) for module in model.modules())
+
+
+def resolve_flags(model, arguments: dict) -> None:
+    """``output_attentions``, ``output_hidden_states``, ``use_cache`` left at None take the config's value; the cache
+    is off while checkpointed layers are trained (they are run twice)."""
+    for name in CONFIG_FLAGS:
+        if name in arguments and arguments[name] is None:
+            arguments[name] = bool(getattr(model.config, name, False))
+    if arguments.get("use_cache") and model.training and checkpointing_activations(model):
+        arguments["use_cache"] = False
+
+
+def visible_signature(signature: inspect.Signature, cache_parameter: Optional[str], unlisted: tuple) -> inspect.Signature:
+    """What ``inspect.signature(forward)`` shows transformers (the Trainer's label names, ``generate``'s checks): the
+    forward's own parameters without the ``unlisted`` ones, plus ``return_dict`` and the cache's other name."""
+    parameters = [p for name, p in signature.parameters.items() if name not in unlisted]
+    extra = [RETURN_DICT] + [name for name in CACHE_ALIASES if cache_parameter and name != cache_parameter]
+    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in extra]
+    return signature.replace(parameters=parameters)
+
+
+def normalise_inputs(forward: Optional[Callable] = None, *, unlisted: tuple = ()):
+    """Decorator for every public ``forward`` (see the module docstring). The forward lists every name it takes;
+    the cache parameter is the one named ``past_key_values`` (the other release's name, ``cache``, is accepted too).
+    ``unlisted``: parameters the forward takes but hides from ``inspect.signature`` (a second label tensor the
+    Trainer must not take for a label name)."""
+    if forward is None:
+        return functools.partial(normalise_inputs, unlisted=unlisted)
+    signature = inspect.signature(forward)
+    names = [name for name in signature.parameters if name != "self"]
+    positional = [name for name, p in signature.parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD][1:]
+    cache_parameter = next((name for name in CACHE_ALIASES if name in names), None)
+    accepted = set(names) | {RETURN_DICT} | set(IGNORED_FROM_TRANSFORMERS)
+    if cache_parameter is not None:
+        accepted |= set(CACHE_ALIASES)
+
+    @functools.wraps(forward)
+    def normalised_forward(self, *args, **kwargs):
+        owner = f"{type(self).__name__}.forward()"
+        if len(args) > len(positional):
+            raise TypeError(f"{owner} takes {len(positional)} positional arguments but {len(args)} were given.")
+        for name, value in zip(positional, args):
+            if name in kwargs:
+                raise TypeError(f"{owner} got multiple values for argument {name!r}.")
+            kwargs[name] = value
+        refuse_unknown(kwargs, accepted, owner)
+        take_cache(kwargs, cache_parameter, owner)
+        for name in IGNORED_FROM_TRANSFORMERS:
+            if name not in names:
+                kwargs.pop(name, None)
+        return_dict = kwargs.pop(RETURN_DICT, None)
+        if return_dict is None:
+            return_dict = getattr(self.config, "return_dict", True)
+        for name in CONFIG_FLAGS:
+            if name in names:
+                kwargs.setdefault(name, None)
+        resolve_flags(self, kwargs)
+        output = forward(self, **kwargs)
+        return output if return_dict else output.to_tuple()
+
+    normalised_forward.__signature__ = visible_signature(signature, cache_parameter, unlisted)
+    return normalised_forward
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The base class
+# --------------------------------------------------------------------------------------------------------------
+
+
+class ScratchPreTrainedModel(PreTrainedModel):
+    """What every family's ``PreTrainedModel`` shares: the base model sits under ``model``, gradient checkpointing
+    and both attention kernels (``"eager"``, ``"sdpa"``) are supported — and, for the families that set
+    ``_supports_attention_backend``, the kernels of transformers' ``AttentionInterface``
+    (``attention.registered_kernels``) — and any other ``attn_implementation`` is refused with a ValueError when
+    the model is built. Each family adds ``config_class``, ``_no_split_modules`` and its weight initialisation."""
+
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+
+    def __init__(self, config, *inputs, **kwargs):
+        super().__init__(config, *inputs, **kwargs)
+        check_attn_implementation(config._attn_implementation, registry=self._supports_attention_backend)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """transformers' ``from_pretrained``; a checkpoint whose weights cannot be read — a safetensors file that
+        safetensors refuses (truncated, corrupted) or a shard its index names that is not there — is a ValueError
+        saying what happened and how to fix it, instead of safetensors' bare error."""
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except SafetensorError as error:
+            raise ValueError(
+                f"The weights of {pretrained_model_name_or_path} are not a complete safetensors file (safetensors: "
+                f"{error}): the checkpoint was truncated or corrupted, e.g. by an interrupted save or download. Save "
+                "the model again (save_pretrained) or download it again."
+            ) from error
+        except FileNotFoundError as error:
+            missing = error.filename or str(error).rsplit(": ", 1)[-1]
+            if not str(missing).endswith(".safetensors"):
+                raise
+            raise ValueError(
+                f"The checkpoint {pretrained_model_name_or_path} lacks the safetensors shard "
+                f"{os.path.basename(str(missing))} that its index names (an interrupted save or download): save the "
+                "model again (save_pretrained) or download it again."
+            ) from error
+
+
+# --------------------------------------------------------------------------------------------------------------
+# generate()
+# --------------------------------------------------------------------------------------------------------------
+
+
+class ScratchGenerationMixin(GenerationMixin):
+    """transformers' ``GenerationMixin`` with the hooks our models need, for every supported release.
+
+    A family whose decoding state is not the cache field of its outputs (Transformer-XL's memory, ``mems``)
+    overrides ``decoding_state``; its ``prepare_inputs_for_generation`` finds the state with ``take_generation_cache``.
+    """
+
+    def decoding_state(self, outputs):
+        """What the next decoding step continues from: the output's cache."""
+        return returned_cache(outputs)
+
+    def _update_model_kwargs_for_generation(self, outputs, model_kwargs, *args, **kwargs):
+        model_kwargs = super()._update_model_kwargs_for_generation(outputs, model_kwargs, *args, **kwargs)
+        state = self.decoding_state(outputs)
+        if state is not None:  # under the name this release reads back (and beam search reorders)
+            for name in CACHE_ALIASES:
+                model_kwargs.pop(name, None)
+            model_kwargs[CACHE_NAME] = state
+        return model_kwargs
+
+    def create_masks_for_generate(self, config=None, inputs_embeds=None, attention_mask=None, **kwargs):
+        """What ``generate`` passes as the attention mask when it decodes with a compilable cache
+        (``cache_implementation="static"``). transformers would build its own 4-D mask here; our models build
+        their relation from the 0/1 padding mask (``attention.check_cache_mask``), so they get that mask, widened
+        with zeros to all the cache's slots (slots not yet written are no real tokens, and the causal mask hides
+        them anyway): every decoding step then has the same shapes, and a compiled forward is not recompiled as
+        the sequence grows. (Releases name the embeddings ``input_embeds`` or ``inputs_embeds``, the cache
+        ``past_key_values`` or ``cache``.)"""
+        inputs_embeds = kwargs.get("input_embeds") if inputs_embeds is None else inputs_embeds
+        cache = next((kwargs[name] for name in CACHE_ALIASES if kwargs.get(name) is not None), None)
+        if attention_mask is None or attention_mask.dim() != 2 or cache is None:
+            return attention_mask
+        key_length, _ = cache.get_mask_sizes(inputs_embeds.shape[1], 0)
+        missing = key_length - attention_mask.shape[1]
+        if missing <= 0:
+            return attention_mask
+        return torch.cat([attention_mask, attention_mask.new_zeros(attention_mask.shape[0], missing)], dim=1)
+
+
+def take_generation_cache(kwargs: dict):
+    """For a family's own ``prepare_inputs_for_generation``: the decoding state ``generate`` passes, under either
+    release's name (removed from ``kwargs``)."""
+    found = [kwargs.pop(name) for name in CACHE_ALIASES if name in kwargs]
+    return next((state for state in found if state is not None), None)
