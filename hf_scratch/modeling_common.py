@@ -181,6 +181,13 @@ class ScratchPreTrainedModel(PreTrainedModel):
         super().__init__(config, *inputs, **kwargs)
         check_attn_implementation(config._attn_implementation, registry=self._supports_attention_backend)
 
+    @property
+    def accepts_loss_kwargs(self) -> bool:
+        """Whether the Trainer passes ``num_items_in_batch`` (and leaves the loss of accumulated steps to the model):
+        for the heads whose forward takes it. The Trainer would otherwise decide from a ``**kwargs`` parameter,
+        which our forwards do not have."""
+        return "num_items_in_batch" in inspect.signature(self.forward).parameters
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """transformers' ``from_pretrained``; a checkpoint whose weights cannot be read — a safetensors file that

@@ -241,7 +241,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
         self.loss_type = "ForCausalLM"  # Trainer counts num_items_in_batch over the shifted labels
         self.post_init()
 
-    @normalise_inputs
+    @normalise_inputs(unlisted=("shift_labels",))  # a second label name would hide the loss from the Trainer
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,

@@ -429,7 +429,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
             return super().get_expanded_tied_weights_keys(all_submodels=True)
         return self._softmax_ties()
 
-    @normalise_inputs
+    @normalise_inputs(unlisted=("shift_labels",))  # a second label name would hide the loss from the Trainer
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,

@@ -385,7 +385,7 @@ def test_greedy_generation_with_mems_equals_recomputing(same_length):
     model = tiny_model(same_length=same_length, mem_len=16)
     prompt = torch.randint(0, 40, (2, 4))
     fed_lengths = []
-    hook = model.model.register_forward_pre_hook(lambda module, args, kwargs: fed_lengths.append(args[0].shape[1]), with_kwargs=True)
+    hook = model.model.register_forward_pre_hook(lambda module, args, kwargs: fed_lengths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
     generated = model.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0, eos_token_id=None)
     hook.remove()
     assert fed_lengths == [4] + [1] * 7  # the prompt once, then one token per step: the rest is in the memory
