@@ -9,6 +9,7 @@ a local folder, or a hub id downloaded). The ``--output_dir`` rules (resume, ove
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -44,6 +45,8 @@ DATA_EXTENSIONS = {"txt": "text", "csv": "csv", "json": "json", "jsonl": "json"}
 
 @dataclass
 class ModelArguments:
+    _argument_group_name = "model (train from scratch, or fine-tune a checkpoint)"
+
     model_type: Optional[str] = field(
         default=None, metadata={"help": f"Train from scratch: one of {sorted(FAMILIES)} (the script lists the ones it supports)."}
     )
@@ -78,6 +81,8 @@ class ModelArguments:
 
 @dataclass
 class DataArguments:
+    _argument_group_name = "data (local files, a hub dataset, or the small dataset embedded for this script)"
+
     dataset_name: Optional[str] = field(default=None, metadata={"help": "A dataset on the hub, read with `datasets`."})
     dataset_config_name: Optional[str] = field(default=None, metadata={"help": "Its configuration name."})
     train_file: Optional[str] = field(default=None, metadata={"help": "A local training file: txt, csv, json or jsonl."})
@@ -103,27 +108,140 @@ class DataArguments:
     )
 
 
+# --learning_rate when none is given. From scratch: by --model_size — tiny and small models learn in a few hundred
+# steps at 1e-3 / 5e-4 (the Trainer's 5e-5 leaves a 60-step tiny run at ln(vocabulary)); base uses the paper's value
+# (BERT 1e-4, Devlin et al. 2019 §A.2; GPT 2.5e-4, Radford et al. 2018 §4.1; Transformer-XL base 2.5e-4, Dai et al.
+# 2019; the Transformer's schedule peaks near 7e-4 for d=512 after 4,000 warm-up steps, Vaswani et al. 2017 §5.3,
+# 5e-4 without them). A checkpoint given by --model_name_or_path is fine-tuned at 5e-5 (BERT's fine-tuning range
+# 2e-5 – 5e-5, the Trainer's default).
+LEARNING_RATES: dict[str, dict[str, float]] = {
+    "scratch-bert": {"tiny": 1e-3, "small": 5e-4, "base": 1e-4},
+    "scratch-gpt": {"tiny": 1e-3, "small": 5e-4, "base": 2.5e-4},
+    "scratch-transformer": {"tiny": 1e-3, "small": 5e-4, "base": 5e-4},
+    "scratch-transfo-xl": {"tiny": 1e-3, "small": 5e-4, "base": 2.5e-4},
+    "scratch-longformer": {"tiny": 1e-3, "small": 5e-4, "base": 1e-4},
+    "scratch-rnn": {"tiny": 1e-3, "small": 1e-3, "base": 1e-3},
+}
+FINE_TUNING_LEARNING_RATE = 5e-5
+TRACEBACK_FLAG = "--traceback"  # the CLI (``run_script``) shows the traceback of an error only with this flag
+
+
+def default_learning_rate(model_args: ModelArguments) -> float:
+    """The learning rate of a run that gives no --learning_rate (``LEARNING_RATES``)."""
+    if model_args.model_type is None:
+        return FINE_TUNING_LEARNING_RATE
+    return LEARNING_RATES.get(model_args.model_type, {}).get(model_args.model_size, FINE_TUNING_LEARNING_RATE)
+
+
+class ScriptHelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The script's docstring as written (its examples stay lines), and each flag's default — unless its help
+    already says what the default is."""
+
+    def _format_action_invocation(self, action):
+        """One spelling per flag (HfArgumentParser also accepts --max-steps for --max_steps: not listed twice)."""
+        if len(action.option_strings) > 1:
+            action = copy.copy(action)
+            action.option_strings = [s for s in action.option_strings if "-" not in s[2:]] or action.option_strings[:1]
+        return super()._format_action_invocation(action)
+
+    def _get_help_string(self, action):
+        if "default:" in (action.help or "") or "(default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class ScriptArgumentParser(HfArgumentParser):
+    """``HfArgumentParser`` whose errors are ValueErrors (``run_script`` prints them as one line and exits with
+    status 2, as argparse does; a caller of ``main(args)`` gets the ValueError)."""
+
+    def error(self, message):
+        raise ValueError(message)
+
+
+def short_float(value: float) -> str:
+    """1e-3, 2.5e-4 (not 0.001, 0.00025)."""
+    mantissa, exponent = f"{value:e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def build_parser(script: str, extra_dataclasses: tuple = (), training_class=TrainingArguments,
+                 aliases: Optional[dict[str, str]] = None, doc: Optional[str] = None,
+                 supported: Optional[Iterable[str]] = None) -> ScriptArgumentParser:
+    """The parser of a training script, laid out for ``--help``: a short usage line, the script's docstring (what it
+    does and example commands), then its own flags, the model and data flags, and last the ~150 flags of
+    ``TrainingArguments`` in a group of their own. ``supported`` model types show in ``--model_type``'s metavar;
+    ``aliases`` are the flag names of transformers' examples for one of our fields (``{"block_size":
+    "max_seq_length"}``), shown with their own metavar."""
+    for dtype in extra_dataclasses:  # the script's own flags get a group of their own (listed first)
+        if not hasattr(dtype, "_argument_group_name"):
+            dtype._argument_group_name = f"{script}"
+    parser = ScriptArgumentParser(
+        (*extra_dataclasses, ModelArguments, DataArguments, training_class),
+        prog=f"{script}.py",
+        usage=f"python training/{script}.py (--model_type TYPE | --model_name_or_path PATH) [flags]\n"
+              f"       python training/{script}.py args.json",
+        description=(doc or "").strip() + f"\n\nBad input stops the script with a one-line error (exit status 2); "
+                                           f"{TRACEBACK_FLAG} shows where it failed.",
+        formatter_class=ScriptHelpFormatter,
+    )
+    actions = {action.dest: action for action in parser._actions}
+    actions["model_size"].metavar = "{" + ",".join(SIZE_PRESETS) + "}"
+    actions["tokenizer_type"].metavar = "{" + ",".join(TOKENIZER_KINDS) + "}"
+    actions["attn_implementation"].metavar = "{eager,sdpa}"
+    if supported is not None:
+        supported = list(supported)
+        actions["model_type"].metavar = "{" + ",".join(supported) + "}"
+        actions["model_type"].help = f"Train from scratch: {', '.join(supported)}."
+    rates = "; ".join(f"{model_type}: " + ", ".join(f"{size} {short_float(rate)}" for size, rate in LEARNING_RATES[model_type].items())
+                      for model_type in (supported or LEARNING_RATES) if model_type in LEARNING_RATES)
+    actions["learning_rate"].help = (f"The initial learning rate of AdamW (default: by family and --model_size when training from "
+                                     f"scratch — {rates}; {short_float(FINE_TUNING_LEARNING_RATE)} when fine-tuning --model_name_or_path).")
+    data_group = next(group for group in parser._action_groups if group.title == DataArguments._argument_group_name)
+    for alias, target in (aliases or {}).items():
+        data_group.add_argument(f"--{alias}", dest=target, type=actions[target].type, metavar=alias.upper(), default=argparse.SUPPRESS,
+                                help=f"The name transformers' example scripts use for --{target}: give one of the two.")
+    first = parser._action_groups[2] if len(parser._action_groups) > 2 else parser._optionals
+    first.add_argument(TRACEBACK_FLAG, action="store_true", default=argparse.SUPPRESS,
+                       help="On an error, show the Python traceback instead of the one-line message.")
+    # our groups first, the Trainer's flags (argparse's default "options" group) last, -h with ours
+    trainer_group = parser._optionals
+    trainer_group.title = f"Trainer arguments (transformers.{training_class.__name__})"
+    trainer_group.description = ("The ones most runs set: --output_dir, --max_steps, --learning_rate, --per_device_train_batch_size, "
+                                 "--eval_strategy, --save_steps, --use_cpu.")
+    help_action = actions["help"]
+    trainer_group._group_actions.remove(help_action)
+    first._group_actions.insert(0, help_action)
+    parser._action_groups.remove(trainer_group)
+    parser._action_groups.append(trainer_group)
+    return parser
+
+
 def parse_arguments(script: str, extra_dataclasses: tuple = (), args: Optional[list[str]] = None, training_class=TrainingArguments,
-                    aliases: Optional[dict[str, str]] = None, defaults: Optional[dict[str, Any]] = None):
-    """Parse ``args`` (default: ``sys.argv[1:]``) into (ModelArguments, DataArguments, *extra, TrainingArguments).
+                    aliases: Optional[dict[str, str]] = None, defaults: Optional[dict[str, Any]] = None,
+                    doc: Optional[str] = None, supported: Optional[Iterable[str]] = None):
+    """Parse ``args`` (default: ``sys.argv[1:]``) into (*extra, ModelArguments, DataArguments, TrainingArguments) —
+    returned in the order (ModelArguments, DataArguments, *extra, TrainingArguments).
 
     ``args`` are flags, or — as transformers' example scripts accept — the path of a single ``.json`` file holding
     an object of arguments (``{"model_type": "scratch-gpt", "max_steps": 200}``), read with ``HfArgumentParser``.
-    ``aliases`` name integer fields the way transformers' examples do (``{"block_size": "max_seq_length"}``):
-    either name sets the field, both at once is an error. ``defaults`` are the script's own defaults for fields of
-    the shared dataclasses (e.g. ``predict_with_generate``), used unless given.
+    ``aliases`` name fields the way transformers' examples do (``{"block_size": "max_seq_length"}``): either name
+    sets the field, both at once is an error. ``defaults`` are the script's own defaults for fields of the shared
+    dataclasses (e.g. ``predict_with_generate``), used unless given. ``doc`` (the script's docstring) and
+    ``supported`` (its model types) make its ``--help`` (``build_parser``).
 
     Defaults differ from the Trainer's where a script needs them: with neither ``do_train`` nor ``do_eval`` a
     script does both; logs go to TensorBoard (when installed) unless ``report_to`` says otherwise; ``output_dir``
-    defaults to ``outputs/<script>`` and is checked by ``resolve_output_dir`` (a rerun resumes). Bad values raise
-    ValueError (unknown flags: the parser's usage error)."""
-    args = list(sys.argv[1:] if args is None else args)
+    defaults to ``outputs/<script>`` and is checked by ``resolve_output_dir`` (a rerun resumes); the learning rate
+    depends on the family and size (``default_learning_rate``); without a GPU the data loader does not pin memory
+    (torch warns that pinning needs an accelerator). A run started as several processes (``accelerate launch``,
+    ``torchrun``) that the Trainer would not make one distributed run is refused (``check_distributed``). Bad
+    values raise ValueError, the parser's own errors (unknown flags, a value of the wrong type) too."""
+    args = [arg for arg in (sys.argv[1:] if args is None else args) if arg != TRACEBACK_FLAG]
     aliases = dict(aliases or {})
     defaults = {"output_dir": str(Path("outputs") / script), **(defaults or {})}
-    parser = HfArgumentParser((ModelArguments, DataArguments, *extra_dataclasses, training_class))
-    for alias, target in aliases.items():
-        parser.add_argument(f"--{alias}", dest=target, type=int, default=argparse.SUPPRESS,
-                            help=f"The name transformers' example scripts use for --{target}: give one of the two.")
+    if not accelerator_available():
+        defaults.setdefault("dataloader_pin_memory", False)
+    parser = build_parser(script, extra_dataclasses, training_class, aliases, doc, supported)
     if len(args) == 1 and args[0].endswith(".json"):
         values = read_json_arguments(args[0])
         given = set(values)
@@ -133,10 +251,14 @@ def parse_arguments(script: str, extra_dataclasses: tuple = (), args: Optional[l
     else:
         given = {arg[2:].split("=", 1)[0].replace("-", "_") for arg in args if arg.startswith("--")}  # --do-train too
         args += [item for name, value in defaults.items() if name not in given for item in (f"--{name}", str(value))]
-        parsed = parser.parse_args_into_dataclasses(args=args)
+        *parsed, unknown = parser.parse_args_into_dataclasses(args=args, return_remaining_strings=True)
+        if unknown:
+            raise ValueError(f"unrecognized arguments: {' '.join(unknown)} (--help lists the flags)")
     for alias, target in aliases.items():
         if alias in given and target in given:
             raise ValueError(f"--{alias} and --{target} are the same setting (the first is the name transformers' examples use): give one of them.")
+    n_extra = len(extra_dataclasses)
+    parsed = (parsed[n_extra], parsed[n_extra + 1], *parsed[:n_extra], parsed[-1])
     model_args, data_args, training_args = parsed[0], parsed[1], parsed[-1]
     if "do_train" not in given and "do_eval" not in given:
         training_args.do_train = training_args.do_eval = True
@@ -144,10 +266,57 @@ def parse_arguments(script: str, extra_dataclasses: tuple = (), args: Optional[l
         from transformers.integrations import is_tensorboard_available
 
         training_args.report_to = ["tensorboard"] if is_tensorboard_available() else []
+    if "learning_rate" not in given:
+        training_args.learning_rate = default_learning_rate(model_args)
     check_common_arguments(model_args, data_args, training_args)
+    check_distributed(training_args)
     resolve_output_dir(data_args, training_args)
     transformers.set_seed(training_args.seed)  # before the model is initialised, so runs are reproducible
     return parsed
+
+
+def accelerator_available() -> bool:
+    """Whether torch sees a GPU (CUDA/ROCm, or another accelerator torch knows), where pinned memory helps."""
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "is_available"):
+        return bool(accelerator.is_available())
+    return torch.cuda.is_available()
+
+
+def check_distributed(training_args) -> None:
+    """Refuse a run launched as several processes (``WORLD_SIZE`` > 1: ``accelerate launch``, ``torchrun``) that
+    the Trainer would not join into one distributed run: each process would train its own copy of the model and
+    write it into the same folder. On a machine without GPUs, the Trainer joins the processes (DDP over gloo) only
+    with ``--use_cpu``."""
+    from transformers.training_args import ParallelMode
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world_size <= 1 or training_args.parallel_mode == ParallelMode.DISTRIBUTED:
+        return
+    fix = ("add --use_cpu (without a GPU the Trainer makes the processes one DDP run over gloo only with it)"
+           if not accelerator_available() else "check that the launcher and the Trainer agree on the devices")
+    raise ValueError(f"This run was launched as {world_size} processes, but the Trainer would not make them one distributed "
+                     f"run (parallel mode {training_args.parallel_mode.value}): each process would train its own copy into "
+                     f"the same --output_dir. To train with {world_size} processes, {fix}; to train with one, run the script "
+                     "without the launcher.")
+
+
+def run_script(main, argv: Optional[list[str]] = None) -> None:
+    """``python training/<script>.py …``: run the script's ``main``. Bad input (a ValueError: the scripts raise one
+    naming the flag and the fix, the parser raises one for unknown flags and malformed values) ends the run with
+    that message on one line of stderr and exit status 2, as argparse does; ``--traceback`` (or
+    ``HF_SCRATCH_TRACEBACK=1``) shows the traceback instead."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        main(argv)
+    except ValueError as error:
+        if TRACEBACK_FLAG in argv or os.environ.get("HF_SCRATCH_TRACEBACK", "") not in ("", "0"):
+            raise
+        message = " ".join(str(error).split())
+        print(f"{Path(sys.argv[0]).name}: error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def read_json_arguments(path: str) -> dict[str, Any]:

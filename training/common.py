@@ -24,7 +24,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import datasets
 from transformers import AutoConfig, AutoTokenizer
@@ -161,12 +161,35 @@ def map_options(data_args: DataArguments, desc: str) -> dict[str, Any]:
     return {} if data_args.streaming else {"num_proc": data_args.preprocessing_num_workers, "desc": desc}
 
 
-def require_columns(raw, columns: Iterable[str], what: str) -> None:
+def require_columns(raw, columns: Iterable[str], what: str, flags: Optional[dict[str, str]] = None) -> None:
+    """Every split has ``columns``; else a ValueError naming the missing ones, the columns found and the flag that
+    names another column (``flags``: column → flag)."""
+    flags = flags or {}
     for split, dataset in raw.items():
         names = column_names(dataset)
         missing = [c for c in columns if c not in names]
         if missing:
-            raise ValueError(f"The {split} data lacks the column(s) {missing} needed for {what}; it has {names}.")
+            hint = "; ".join(f"name yours with --{flags[c]}" for c in missing if c in flags)
+            raise ValueError(f"The {split} data lacks the column(s) {missing} needed for {what}; its columns are {names}"
+                             + (f": {hint}." if hint else "."))
+
+
+def choose_column(raw, given: Optional[str], candidates: Sequence[str], flag: str, what: str, position: Optional[int] = None) -> str:
+    """The column a script reads, as transformers' example scripts choose it: the one ``--<flag>`` names, else the
+    first of ``candidates`` the training data has (the examples' default names), else — where the examples do so —
+    the column at ``position``. Otherwise a ValueError listing the columns found and naming the flag."""
+    names = column_names(raw["train"])
+    if given is not None:
+        if given not in names:
+            raise ValueError(f"--{flag} {given!r}: the training data has no such column; its columns are {names}.")
+        return given
+    found = next((name for name in candidates if name in names), None)
+    if found is None and position is not None and len(names) > position:
+        found = names[position]
+    if found is None:
+        expected = " or ".join(repr(name) for name in candidates)
+        raise ValueError(f"The training data has no {what} column ({expected}); its columns are {names}: name yours with --{flag}.")
+    return found
 
 
 def describe_data(data_args: DataArguments, default_data: str) -> str:

@@ -2,10 +2,12 @@
 run_classification.py.
 
     python training/run_classification.py --model_type scratch-bert --max_steps 200 --output_dir out/cls
-    python training/run_classification.py --model_type scratch-gpt --text_column premise --text_pair_column hypothesis \
+    python training/run_classification.py --model_type scratch-gpt --text_column_names premise,hypothesis \
         --train_file nli_train.jsonl --validation_file nli_dev.jsonl
 
-Rows hold a text (and optionally a second text) and a label (string or integer). BERT/Longformer read
+Rows hold a text (and optionally a second text) and a label (string or integer), in the columns transformers'
+run_classification reads: ``sentence`` and ``label`` unless ``--text_column_names`` / ``--label_column_name`` say
+otherwise. BERT/Longformer read
 ``[CLS] a [SEP] (b [SEP])``; GPT uses GPT-1's input transformations (``hf_scratch.gpt_input_transforms``):
 ``[<s>; a; ⟨e⟩]`` or ``[<s>; a; $; b; ⟨e⟩]`` with the head on the extract token (``--symmetric_pair`` feeds both
 orders of a pair and sums them, GPT-1's similarity setting; ``--lm_labels`` adds GPT-1's auxiliary LM loss).
@@ -16,6 +18,7 @@ Longformer's classification head gives the first token global attention (Beltagy
 
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,22 +30,30 @@ if __package__ in (None, ""):
 import numpy as np
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
 
-from training.arguments import check_model_type, parse_arguments
+from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
-    create_model, describe_data, get_tokenizer, label_list, limit_samples, load_metric, load_raw_datasets, map_options,
+    choose_column, column_names, create_model, describe_data, get_tokenizer, label_list, limit_samples, load_metric, load_raw_datasets, map_options,
     require_columns, train_evaluate_save,
 )
 from training.model_card import CardInfo
 
-SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer")
+SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer", "scratch-rnn")
 GLOBAL_ATTENTION = ("cls", "none")  # Longformer: global attention on the classification token, or on no token
 
 
 @dataclass
 class ClassificationArguments:
-    text_column: str = field(default="text", metadata={"help": "Column holding the (first) text."})
-    text_pair_column: Optional[str] = field(default=None, metadata={"help": "Column holding the second text of a pair."})
-    label_column: str = field(default="label", metadata={"help": "Column holding the label (string or integer)."})
+    text_column_names: Optional[str] = field(
+        default=None,
+        metadata={"help": "The text column, or two comma-separated columns for a text pair (transformers' run_classification "
+                          "flag). Default: 'sentence' (transformers' default), else 'sentence1,sentence2' (GLUE files), else 'text'."},
+    )
+    text_pair_column: Optional[str] = field(default=None, metadata={"help": "Column holding the second text of a pair (the same as a "
+                                                                            "second name in --text_column_names)."})
+    label_column: Optional[str] = field(default=None, metadata={"help": "Column holding the label, string or integer (default: 'label', "
+                                                                        "as transformers' run_classification; its name there: "
+                                                                        "--label_column_name)."})
+    text_column: Optional[str] = field(default=None, metadata={"help": argparse.SUPPRESS})  # the former name of a single --text_column_names
     symmetric_pair: bool = field(default=False, metadata={"help": "GPT: feed both orders of a pair and sum (similarity)."})
     lm_labels: bool = field(default=False, metadata={"help": "GPT: add the auxiliary language-modelling loss of GPT-1 "
                                                              "§3.2 (weight: the config's lm_loss_weight, λ)."})
@@ -104,8 +115,33 @@ def check_global_attention(global_attention: Optional[str], model_type: str) -> 
                          "drop the flag or train --model_type scratch-longformer.")
 
 
+def classification_text_columns(raw, cls_args: ClassificationArguments) -> list[str]:
+    """The one or two text columns of a run: --text_column_names (or its former name --text_column), plus
+    --text_pair_column; by default transformers' 'sentence', else a GLUE file's 'sentence1' and 'sentence2', else
+    'text'."""
+    if cls_args.text_column_names is not None and cls_args.text_column is not None:
+        raise ValueError("--text_column is the former name of --text_column_names: give one of them.")
+    given = cls_args.text_column_names or cls_args.text_column
+    columns = [name.strip() for name in given.split(",")] if given else []
+    if len(columns) > 2 or (len(columns) == 2 and cls_args.text_pair_column) or any(not name for name in columns):
+        raise ValueError(f"--text_column_names {given!r}: give one text column, or two comma-separated ones for a text pair "
+                         "(or the second with --text_pair_column).")
+    names = column_names(raw["train"])
+    if not columns:
+        if "sentence" not in names and {"sentence1", "sentence2"} <= set(names) and not cls_args.text_pair_column:
+            columns = ["sentence1", "sentence2"]
+        else:
+            columns = [choose_column(raw, None, ["sentence", "text"], "text_column_names", "text")]
+    for name in columns:
+        choose_column(raw, name, [], "text_column_names", "text")  # a ValueError naming the columns found
+    return columns + ([cls_args.text_pair_column] if cls_args.text_pair_column else [])
+
+
 def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, cls_args, training_args = parse_arguments("run_classification", (ClassificationArguments,), args)
+    model_args, data_args, cls_args, training_args = parse_arguments(
+        "run_classification", (ClassificationArguments,), args, aliases={"label_column_name": "label_column"},
+        doc=__doc__, supported=SUPPORTED,
+    )
     model_type = check_model_type(model_args, SUPPORTED)
     check_global_attention(cls_args.global_attention, model_type)
     is_gpt = model_type == "scratch-gpt"
@@ -113,8 +149,10 @@ def main(args=None, callbacks=None) -> dict:
         raise ValueError(f"--lm_labels is GPT-1's auxiliary language-modelling loss; model type {model_type!r} has no LM "
                          "head in its classifier: drop the flag or train --model_type scratch-gpt.")
     raw = load_raw_datasets(model_args, data_args, "plays", limit=False)
-    text_columns = [cls_args.text_column] + ([cls_args.text_pair_column] if cls_args.text_pair_column else [])
-    require_columns(raw, text_columns + [cls_args.label_column], "classification")
+    text_columns = classification_text_columns(raw, cls_args)
+    cls_args.label_column = choose_column(raw, cls_args.label_column, ["label"], "label_column", "label")
+    require_columns(raw, text_columns + [cls_args.label_column], "classification",
+                    {**{column: "text_column_names" for column in text_columns}, cls_args.label_column: "label_column"})
     labels = label_list(raw, cls_args.label_column)  # from all the data: the label set must not depend on --max_*_samples
     raw = limit_samples(raw, data_args)
     label_to_id = {label: i for i, label in enumerate(labels)}
@@ -129,7 +167,7 @@ def main(args=None, callbacks=None) -> dict:
         model.resize_token_embeddings(len(tokenizer))
         training_args.remove_unused_columns = False
         data = raw.select_columns(text_columns + ["labels"])
-        collator = GPTClassificationCollator(task_inputs, cls_args.text_column, cls_args.text_pair_column,
+        collator = GPTClassificationCollator(task_inputs, text_columns[0], text_columns[1] if len(text_columns) > 1 else None,
                                              cls_args.symmetric_pair, cls_args.lm_labels)
     else:
         model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)
@@ -159,4 +197,4 @@ def main(args=None, callbacks=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

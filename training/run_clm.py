@@ -19,15 +19,16 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from transformers import AutoModelForCausalLM, Trainer, default_data_collator
 
-from training.arguments import check_model_type, parse_arguments
+from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
-    create_model, describe_data, get_tokenizer, load_raw_datasets, map_options, require_columns, tokenize_text_blocks,
+    choose_column, create_model, describe_data, get_tokenizer, load_raw_datasets, map_options, require_columns, tokenize_text_blocks,
     train_evaluate_save,
 )
 from training.model_card import CardInfo
@@ -37,19 +38,22 @@ SUPPORTED = ("scratch-gpt", "scratch-transfo-xl")
 
 @dataclass
 class CLMArguments:
-    text_column: str = field(default="text", metadata={"help": "Column holding the text."})
+    text_column: Optional[str] = field(
+        default=None, metadata={"help": "Column holding the text (default: 'text', else the first column, as transformers' run_clm)."}
+    )
 
 
 def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, clm_args, training_args = parse_arguments("run_clm", (CLMArguments,), args, aliases={"block_size": "max_seq_length"})
+    model_args, data_args, clm_args, training_args = parse_arguments("run_clm", (CLMArguments,), args, aliases={"block_size": "max_seq_length"}, doc=__doc__, supported=SUPPORTED)
     if check_model_type(model_args, SUPPORTED) == "scratch-transfo-xl" and data_args.streaming:
         raise ValueError("--streaming: Transformer-XL's trainer lays the whole corpus out in parallel streams to carry its memory; "
                          "drop --streaming (GPT streams).")
     raw = load_raw_datasets(model_args, data_args, "shakespeare", limit=False, can_stream=True)
-    require_columns(raw, [clm_args.text_column], "causal language modelling")
-    tokenizer = get_tokenizer(model_args, lambda: raw["train"][clm_args.text_column])
+    text_column = choose_column(raw, clm_args.text_column, ["text"], "text_column", "text", position=0)
+    require_columns(raw, [text_column], "causal language modelling", {text_column: "text_column"})
+    tokenizer = get_tokenizer(model_args, lambda: raw["train"][text_column])
     model = create_model(model_args, AutoModelForCausalLM, tokenizer)
-    data = tokenize_text_blocks(raw, tokenizer, clm_args.text_column, data_args, line_by_line=False,
+    data = tokenize_text_blocks(raw, tokenizer, text_column, data_args, line_by_line=False,
                                 training_args=training_args, special_tokens=False)
     data = data.map(lambda batch: {"labels": batch["input_ids"]}, batched=True, **map_options(data_args, "labels"))
     trainer_class = Trainer
@@ -77,4 +81,4 @@ def main(args=None, callbacks=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

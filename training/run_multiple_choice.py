@@ -5,7 +5,8 @@ transformers' run_swag.py.
     python training/run_multiple_choice.py --model_type scratch-gpt --lm_labels   # GPT-1: + auxiliary LM loss
 
 Rows hold a ``context``, a list of ``endings`` (the same number in every row) and the index of the right one
-(``label``). BERT/Longformer score ``[CLS] context [SEP] ending [SEP]`` per choice at [CLS]; GPT uses GPT-1's
+(``label``) — or SWAG's columns, which transformers' run_swag reads: ``sent1`` (the context), ``sent2`` (the start
+of every ending), ``ending0`` … ``ending3`` and ``label``. BERT/Longformer score ``[CLS] context [SEP] ending [SEP]`` per choice at [CLS]; GPT uses GPT-1's
 transformation ``[<s>; context; $; ending; ⟨e⟩]`` scored at the extract token (``ScratchGPTForMultipleChoice``, the
 head ``AutoModelForMultipleChoice`` gives), or with ``--lm_labels`` ``ScratchGPTDoubleHeadsModel``, which adds the
 auxiliary language-modelling loss on the same text (GPT-1 §3.2).
@@ -15,9 +16,11 @@ Without data arguments it picks the line that follows a line of Shakespeare amon
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -25,9 +28,9 @@ if __package__ in (None, ""):
 import numpy as np
 from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
 
-from training.arguments import check_model_type, parse_arguments
+from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
-    create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets, map_options, require_columns,
+    column_names, create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets, map_options, require_columns,
     train_evaluate_save,
 )
 from training.model_card import CardInfo
@@ -37,8 +40,10 @@ SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer")
 
 @dataclass
 class MultipleChoiceArguments:
-    context_column: str = field(default="context", metadata={"help": "Column holding the context."})
-    endings_column: str = field(default="endings", metadata={"help": "Column holding the list of candidate endings."})
+    context_column: Optional[str] = field(default=None, metadata={"help": "Column holding the context (default: 'context', or "
+                                                                          "SWAG's 'sent1' as in transformers' run_swag)."})
+    endings_column: Optional[str] = field(default=None, metadata={"help": "Column holding the list of candidate endings (default: "
+                                                                          "'endings', or SWAG's 'sent2' + 'ending0'…)."})
     label_column: str = field(default="label", metadata={"help": "Column holding the index of the right ending."})
     lm_labels: bool = field(default=False, metadata={"help": "GPT: add the auxiliary language-modelling loss (GPT-1 §3.2)."})
 
@@ -70,11 +75,34 @@ def choice_logits(logits, labels):
     return logits if not isinstance(logits, tuple) else next(t for t in logits if t.ndim == 2)
 
 
+SWAG_ENDINGS = re.compile(r"ending(\d+)$")
+
+
+def with_context_and_endings(raw, mc_args: MultipleChoiceArguments):
+    """The data with a context column and a column of endings. Without --context_column / --endings_column: rows in
+    SWAG's layout (transformers' run_swag: ``sent1``, ``sent2``, ``ending0``…) become ``context`` = sent1 and
+    ``endings`` = [sent2 + " " + ending_i]; other data keeps ``context`` / ``endings``."""
+    names = column_names(raw["train"])
+    endings = sorted((int(m.group(1)), name) for name in names if (m := SWAG_ENDINGS.match(name)))
+    if mc_args.context_column is None and mc_args.endings_column is None and {"sent1", "sent2"} <= set(names) and endings:
+        ending_names = [name for _, name in endings]
+
+        def swag(row):
+            return {"context": row["sent1"], "endings": [f"{row['sent2']} {row[name]}" for name in ending_names]}
+
+        raw = raw.map(swag, remove_columns=["sent1", "sent2", *ending_names])
+    mc_args.context_column = mc_args.context_column or "context"
+    mc_args.endings_column = mc_args.endings_column or "endings"
+    return raw
+
+
 def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, mc_args, training_args = parse_arguments("run_multiple_choice", (MultipleChoiceArguments,), args)
+    model_args, data_args, mc_args, training_args = parse_arguments("run_multiple_choice", (MultipleChoiceArguments,), args, doc=__doc__, supported=SUPPORTED)
     is_gpt = check_model_type(model_args, SUPPORTED) == "scratch-gpt"
     raw = load_raw_datasets(model_args, data_args, "next_line")
-    require_columns(raw, [mc_args.context_column, mc_args.endings_column, mc_args.label_column], "multiple choice")
+    raw = with_context_and_endings(raw, mc_args)
+    require_columns(raw, [mc_args.context_column, mc_args.endings_column, mc_args.label_column], "multiple choice",
+                    {mc_args.context_column: "context_column", mc_args.endings_column: "endings_column", mc_args.label_column: "label_column"})
     counts = {len(e) for split in raw.values() for e in split[mc_args.endings_column]}
     if len(counts) != 1 or 0 in counts:
         raise ValueError(f"Every row needs the same, non-zero number of endings; found {sorted(counts)}.")
@@ -131,4 +159,4 @@ def main(args=None, callbacks=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

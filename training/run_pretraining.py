@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -29,9 +30,9 @@ import numpy as np
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, DataCollatorForLanguageModeling, Trainer
 
 from hf_scratch.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
-from training.arguments import check_model_type, parse_arguments
+from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
-    create_model, describe_data, get_tokenizer, limit_samples, load_raw_datasets, require_columns, train_evaluate_save,
+    choose_column, create_model, describe_data, get_tokenizer, limit_samples, load_raw_datasets, require_columns, train_evaluate_save,
 )
 from training.model_card import CardInfo
 
@@ -40,7 +41,9 @@ SUPPORTED = ("scratch-bert",)
 
 @dataclass
 class PretrainingArguments:
-    text_column: str = field(default="text", metadata={"help": "Column holding the documents."})
+    text_column: Optional[str] = field(
+        default=None, metadata={"help": "Column holding the documents (default: 'text', else the first column)."}
+    )
     mlm_probability: float = field(default=0.15, metadata={"help": "Fraction of tokens to mask."})
     short_seq_prob: float = field(default=0.1, metadata={"help": "Probability of a shorter target length (as in BERT)."})
     next_sentence_prediction: bool = field(
@@ -73,12 +76,13 @@ def pretraining_accuracy(eval_prediction) -> dict:
 
 
 def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, pt_args, training_args = parse_arguments("run_pretraining", (PretrainingArguments,), args)
+    model_args, data_args, pt_args, training_args = parse_arguments("run_pretraining", (PretrainingArguments,), args, doc=__doc__, supported=SUPPORTED)
     check_model_type(model_args, SUPPORTED)
     raw = load_raw_datasets(model_args, data_args, "documents", text_sample_by="document", limit=False)
-    require_columns(raw, [pt_args.text_column], "pre-training")
+    text_column = choose_column(raw, pt_args.text_column, ["text"], "text_column", "document", position=0)
+    require_columns(raw, [text_column], "pre-training", {text_column: "text_column"})
     from_txt = raw["train"].info.builder_name == "text" if raw["train"].info else False
-    documents = {split: documents_of(raw[split], pt_args.text_column, from_txt) for split in raw}
+    documents = {split: documents_of(raw[split], text_column, from_txt) for split in raw}
     tokenizer = get_tokenizer(model_args, lambda: documents["train"])
     nsp = pt_args.next_sentence_prediction
     model = create_model(model_args, AutoModelForPreTraining if nsp else AutoModelForMaskedLM, tokenizer)
@@ -116,4 +120,4 @@ def main(args=None, callbacks=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -23,7 +23,7 @@ if __package__ in (None, ""):
 import numpy as np
 from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer
 
-from training.arguments import check_model_type, parse_arguments
+from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets, map_options, require_columns,
     train_evaluate_save,
@@ -128,7 +128,7 @@ def best_answers(examples, features, start_logits, end_logits, max_answer_length
 
 
 def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, qa_args, training_args = parse_arguments("run_qa", (QAArguments,), args)
+    model_args, data_args, qa_args, training_args = parse_arguments("run_qa", (QAArguments,), args, doc=__doc__, supported=SUPPORTED)
     check_model_type(model_args, SUPPORTED)
     raw = load_raw_datasets(model_args, data_args, "speakers")
     require_columns(raw, COLUMNS, "extractive question answering")
@@ -174,4 +174,4 @@ def main(args=None, callbacks=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

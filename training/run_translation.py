@@ -25,7 +25,7 @@ if __package__ in (None, ""):
 import numpy as np
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-from training.arguments import check_model_type, parse_arguments
+from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets, map_options, require_columns,
     train_evaluate_save,
@@ -47,6 +47,7 @@ def main(args=None, callbacks=None) -> dict:
     model_args, data_args, tr_args, training_args = parse_arguments(
         "run_translation", (TranslationArguments,), args, training_class=Seq2SeqTrainingArguments,
         aliases={"max_source_length": "max_seq_length"}, defaults={"predict_with_generate": True},
+        doc=__doc__, supported=SUPPORTED,
     )
     if tr_args.max_target_length <= 0:
         raise ValueError(f"--max_target_length must be positive, got {tr_args.max_target_length}.")
@@ -98,4 +99,4 @@ def main(args=None, callbacks=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -408,16 +408,60 @@ def load_reference_checkpoint(path):
     return model.eval()
 
 
+# a sentence-transformers checkpoint: the transformer sits at the root of the folder, the modules after it (pooling,
+# normalisation, dense layers) in the sub-folders modules.json names, each with its own config
+SENTENCE_TRANSFORMERS_FILES = (
+    "modules.json",
+    "config_sentence_transformers.json",
+    "sentence_bert_config.json",
+    "data_config.json",
+)
+MODEL_CARD = "README.md"
+CONVERSION_NOTE = """
+
+## Converted with hf_scratch
+The weights of this folder were converted with `python -m hf_scratch.convert` into hf_scratch's `{model_class}`, a
+from-scratch implementation of the same architecture that gives the same outputs. The folder carries its modeling code:
+load it with `trust_remote_code=True` (no hf_scratch install needed), or with hf_scratch imported.
+"""
+
+
 def convert_directory(source, output) -> Path:
-    """Convert a reference checkpoint directory into an hf_scratch one, with its tokenizer files."""
+    """Convert a reference checkpoint directory into an hf_scratch one, with everything else that makes it the same
+    model for its users: the tokenizer files, the model card (``README.md``, with a note on the conversion added at
+    its end) and — for a sentence-transformers checkpoint — ``modules.json``, its configuration files and the module
+    folders it names (pooling, normalisation, dense layers), so that ``SentenceTransformer(output,
+    trust_remote_code=True)`` computes the original's embeddings."""
+    source, output = Path(source), Path(output)
     model = load_reference_checkpoint(source)
-    output = Path(output)
     model.save_pretrained(output)
-    for name in TOKENIZER_FILES:
-        if (Path(source) / name).exists():
-            shutil.copyfile(Path(source) / name, output / name)
+    for name in (*TOKENIZER_FILES, *SENTENCE_TRANSFORMERS_FILES):
+        if (source / name).exists():
+            shutil.copyfile(source / name, output / name)
+    for folder in _sentence_transformers_module_folders(source):
+        shutil.copytree(source / folder, output / folder, dirs_exist_ok=True)
+    if (source / MODEL_CARD).exists():
+        card = (source / MODEL_CARD).read_text(encoding="utf-8")
+        (output / MODEL_CARD).write_text(card.rstrip("\n") + "\n" + CONVERSION_NOTE.format(model_class=type(model).__name__),
+                                         encoding="utf-8")
     return output
 
+
+def _sentence_transformers_module_folders(source: Path) -> list[str]:
+    """The sub-folders of the modules that ``modules.json`` lists (``1_Pooling``, ``2_Normalize``, …); the module at
+    the root (``path`` "") is the transformer itself, converted above."""
+    modules_file = source / "modules.json"
+    if not modules_file.exists():
+        return []
+    try:
+        modules = json.loads(modules_file.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{modules_file} is not valid JSON ({error}): cannot tell which sentence-transformers modules to keep.") from error
+    folders = [str(module.get("path", "")) for module in modules if isinstance(module, dict)]
+    for folder in folders:
+        if folder and (Path(folder).is_absolute() or ".." in Path(folder).parts):
+            raise ValueError(f"{modules_file} names the module folder {folder!r} outside the checkpoint.")
+    return [folder for folder in folders if folder and (source / folder).is_dir()]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -425,7 +469,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m hf_scratch.convert",
         description="Convert a reference checkpoint directory (bert, gpt2, openai-gpt, marian, longformer, "
-        "transfo-xl) into an hf_scratch checkpoint directory.",
+        "transfo-xl) into an hf_scratch checkpoint directory, with its tokenizer files, its model card and, for a "
+        "sentence-transformers checkpoint, its modules (pooling, normalisation, …).",
     )
     parser.add_argument("source", help="reference checkpoint directory (config.json + weights)")
     parser.add_argument("output", help="directory to write the hf_scratch checkpoint to")
@@ -433,5 +478,5 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     try:
         out = convert_directory(args.source, args.output)
     except ValueError as error:
-        parser.exit(2, f"error: {error}\n")
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(f"wrote {out}")
