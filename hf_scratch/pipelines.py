@@ -337,9 +337,23 @@ class ScratchSeq2SeqPipeline(Pipeline):
         if getattr(self, "_generate_kwargs", None) is not None:  # set by Pipeline.__init__ for models that can_generate
             generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
         inputs_batch = model_inputs["input_ids"].shape[0]
+        generate_kwargs = self._new_tokens_as_max_length(generate_kwargs)
         output_ids = self.model.generate(**model_inputs, **generate_kwargs)
         # (batch · sequences, length) → (batch, sequences, length): the pipeline unbatches along dimension 0
         return {"output_ids": output_ids.reshape(inputs_batch, -1, output_ids.shape[-1])}
+
+    def _new_tokens_as_max_length(self, generate_kwargs: dict) -> dict:
+        """``max_new_tokens`` (and no ``max_length``) as the same limit in ``max_length``: the decoder starts from its
+        one start token, so N new tokens are a length of N + 1. A checkpoint trained by the scripts saves
+        ``max_length`` in its generation config, and generate() warns "Both `max_new_tokens` and `max_length` seem
+        to have been set" when a call passes ``max_new_tokens``, although it takes precedence as asked."""
+        new_tokens = generate_kwargs.get("max_new_tokens")
+        if (new_tokens is None or generate_kwargs.get("max_length") is not None or "generation_config" in generate_kwargs
+                or "decoder_input_ids" in generate_kwargs or not self.model.config.is_encoder_decoder):
+            return generate_kwargs
+        generate_kwargs = {key: value for key, value in generate_kwargs.items() if key != "max_new_tokens"}
+        generate_kwargs["max_length"] = new_tokens + 1
+        return generate_kwargs
 
     def postprocess(self, model_outputs, return_type="text", clean_up_tokenization_spaces=False, skip_special_tokens=True):
         records = []

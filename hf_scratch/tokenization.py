@@ -12,6 +12,7 @@ Four kinds (``TOKENIZER_KINDS``), matching the families:
 
 from __future__ import annotations
 
+import sys
 from typing import Iterable
 
 TOKENIZER_KINDS = ("wordpiece", "bpe", "char", "seq2seq")
@@ -50,6 +51,7 @@ def train_tokenizer(texts: Iterable[str], kind: str = "wordpiece", vocab_size: i
     if kind not in TOKENIZER_KINDS:
         raise ValueError(f"Unknown tokenizer kind {kind!r}: choose one of {TOKENIZER_KINDS}.")
     texts = list(texts)
+    show_progress = sys.stderr.isatty()  # the progress bars of 🤗 tokenizers are blank lines in a log file
     if not any(t.strip() for t in texts):
         raise ValueError("Cannot train a tokenizer on empty text: pass at least one non-empty string.")
 
@@ -59,7 +61,7 @@ def train_tokenizer(texts: Iterable[str], kind: str = "wordpiece", vocab_size: i
         tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tokenizer.decoder = decoders.WordPiece()
-        tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special))
+        tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=show_progress))
         cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
         tokenizer.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]",
@@ -79,7 +81,8 @@ def train_tokenizer(texts: Iterable[str], kind: str = "wordpiece", vocab_size: i
         tokenizer.train_from_iterator(
             texts,
             trainers.BpeTrainer(
-                vocab_size=vocab_size, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+                vocab_size=vocab_size, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                show_progress=show_progress,
             ),
         )
         return PreTrainedTokenizerFast(
@@ -105,7 +108,7 @@ def train_tokenizer(texts: Iterable[str], kind: str = "wordpiece", vocab_size: i
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=False)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
-    tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special))
+    tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=show_progress))
     eos_id = tokenizer.token_to_id("</s>")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", eos_id)]

