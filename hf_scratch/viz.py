@@ -172,7 +172,7 @@ def _longformer_patterns(length: int, one_sided_window: int = 3) -> dict[str, to
 
 
 def plot_masks(path, length: int = 16, memory: int = 8) -> Path:
-    """A grid of the mask patterns (dark = may attend)."""
+    """A grid of the mask patterns (dark = may attend), with a legend."""
     plt = _pyplot()
     patterns = mask_patterns(length, memory)
     columns = min(4, len(patterns))
@@ -187,6 +187,15 @@ def plot_masks(path, length: int = 16, memory: int = 8) -> Path:
         ax.set_xlabel("key", fontsize=8)
         ax.set_ylabel("query", fontsize=8)
         ax.tick_params(labelsize=7)
+    from matplotlib.patches import Patch
+
+    legend = [Patch(facecolor="black", edgecolor="grey", label="may attend"),
+              Patch(facecolor="white", edgecolor="grey", label="masked (score → dtype minimum)")]
+    spare = axes.flat[len(patterns)] if len(patterns) < axes.size else None  # an empty panel of the grid, if any
+    if spare is not None:
+        spare.legend(handles=legend, loc="center", fontsize=9, frameon=False, title="query row → key column")
+    else:
+        fig.legend(handles=legend, loc="lower center", ncol=2, fontsize=9, frameon=False)
     fig.tight_layout()
     return _save(fig, path)
 

@@ -410,7 +410,7 @@ def test_quickstart_trains_reloads_samples_and_converts(tmp_path, capsys):
 
     outcome = quickstart.main(["--max_steps", "10", "--output_dir", str(tmp_path / "qs")])
     printed = capsys.readouterr().out
-    for step in ("1. Training", "2. Wrote the hub-ready folder", "3. Reloaded", "4. Its text", "5. A pretrained checkpoint"):
+    for step in ("1. Training", "2. Wrote the hub-ready folder", "3. Reloading", "4. Generating", "5. A pretrained checkpoint"):
         assert step in printed, step
     held_out = [e["eval_loss"] for e in outcome["results"]["log_history"] if "eval_loss" in e]
     assert len(held_out) >= 5 and held_out[-1] < held_out[0]  # the held-out loss falls, and the table shows it

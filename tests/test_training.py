@@ -519,8 +519,8 @@ def test_unreadable_or_wrong_data_raises_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="broken.jsonl"):
         run_classification.main(["--model_type", "scratch-bert", "--train_file", str(broken), "--output_dir", output, *TINY[2:]])
     wrong = tmp_path / "wrong.jsonl"
-    wrong.write_text("".join(json.dumps({"sentence": f"s{i}", "label": i % 2}) + "\n" for i in range(10)))
-    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['text'\]"):
+    wrong.write_text("".join(json.dumps({"review": f"s{i}", "label": i % 2}) + "\n" for i in range(10)))
+    with pytest.raises(ValueError, match=r"no text column \('sentence' or 'text'\); its columns are \['review', 'label'\]: name yours with --text_column_names"):
         run_classification.main(["--model_type", "scratch-bert", "--train_file", str(wrong), "--output_dir", output, *TINY[2:]])
     with pytest.raises(ValueError, match="languages"):
         run_translation.main(["--model_type", "scratch-transformer", "--source_lang", "fr", "--output_dir", output, *TINY[2:]])

@@ -295,15 +295,17 @@ def create_model(model_args: ModelArguments, auto_class, tokenizer, **head_kwarg
         model = auto_class.from_pretrained(checkpoint_folder(model_args), ignore_mismatched_sizes=True,
                                            trust_remote_code=model_args.trust_remote_code, **head_kwargs, **load_kwargs)
     tokenizer.model_max_length = min(tokenizer.model_max_length, model_max_length(model.config))
-    align_special_tokens(model, tokenizer)
+    if model_args.model_name_or_path is None:  # built from this tokenizer: its ids are the model's
+        align_special_tokens(model, tokenizer)
     return model
 
 
 def align_special_tokens(model, tokenizer) -> None:
-    """Give the model config and generation config the tokenizer's pad/bos/eos ids now — what the Trainer would do
-    when training starts (``transformers.trainer_utils.align_special_tokens``), with a warning the user can do
-    nothing about ("The tokenizer has new PAD/BOS/EOS tokens…"; e.g. Transformer-XL's config has no bos id of its
-    own). Done here, the Trainer finds the ids aligned and says nothing."""
+    """Give a model built from scratch for ``tokenizer`` the tokenizer's pad/bos/eos ids in its config and generation
+    config now — what the Trainer would do when training starts (``transformers.trainer_utils.align_special_tokens``),
+    with a warning the user can do nothing about ("The tokenizer has new PAD/BOS/EOS tokens…": Transformer-XL's
+    config has no bos id of its own). Done here, the Trainer finds the ids aligned and says nothing. A checkpoint
+    being fine-tuned is left to the Trainer, whose warning then says something about the checkpoint."""
     import logging as std_logging
 
     from transformers.trainer_utils import align_special_tokens as transformers_align

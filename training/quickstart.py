@@ -115,12 +115,12 @@ def main(argv=None) -> dict:
     names = sorted(p.name for p in folder.iterdir() if p.is_file())
     print("   " + ", ".join(names))
 
-    print("3. Reloaded it through AutoModelForCausalLM / AutoTokenizer:")
+    print("3. Reloading it through AutoModelForCausalLM / AutoTokenizer:")
     model = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     print(f"   {type(model).__name__}, {model.num_parameters():,} parameters, a vocabulary of {len(tokenizer):,} tokens")
 
-    print("4. Its text, through pipeline('text-generation'):")
+    print("4. Generating through pipeline('text-generation'):")
     generate = pipeline("text-generation", model=model, tokenizer=tokenizer)
     torch.manual_seed(0)
     text = generate(options.prompt, max_new_tokens=100, do_sample=True, temperature=0.8, top_k=40)[0]["generated_text"]
