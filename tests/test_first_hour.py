@@ -420,3 +420,24 @@ def test_quickstart_trains_reloads_samples_and_converts(tmp_path, capsys):
     assert (tmp_path / "qs" / "README.md").is_file() and (tmp_path / "qs" / "modeling_gpt.py").is_file()
     assert "{'loss'" not in printed  # the Trainer's own lines go to the log file
     assert "'loss'" in (tmp_path / "qs.log").read_text()
+
+
+# ---- the README -------------------------------------------------------------------------------------------------
+
+
+def test_readme_is_written_for_users():
+    """No project-internal language, every picture it shows exists, and both Quickstart blocks stand alone (a fresh
+    virtual environment, then the main job or the tests)."""
+    import re
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert not re.search(r"\bissues? \d+|\bsessions?\b|#\d+\b", text, re.IGNORECASE), re.findall(r".{40}(?:issue \d+|session).{40}", text)
+    pictures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert {"docs/images/performance.png", "docs/images/masks.png", "docs/images/training_curves_shakespeare_char.png"} <= set(pictures)
+    assert all((REPO / picture).is_file() for picture in pictures), pictures
+    quickstart = re.search(r"^## Quickstart\s*$(.*?)(?=^## )", text, re.S | re.M).group(1)
+    main_job, tests = re.findall(r"```bash\n(.*?)```", quickstart, re.S)[:2]
+    for block in (main_job, tests):
+        assert block.startswith("python3 -m venv .venv\n.venv/bin/pip install torch==2.13.0\n"), block
+    assert main_job.rstrip().endswith("training/quickstart.py") and tests.rstrip().endswith("pytest -q")
+    assert re.search(r"\d+ s wall and \d+ s of CPU time", quickstart) and "--max_steps 100" in quickstart
