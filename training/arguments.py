@@ -219,8 +219,7 @@ def build_parser(script: str, extra_dataclasses: tuple = (), training_class=Trai
 def parse_arguments(script: str, extra_dataclasses: tuple = (), args: Optional[list[str]] = None, training_class=TrainingArguments,
                     aliases: Optional[dict[str, str]] = None, defaults: Optional[dict[str, Any]] = None,
                     doc: Optional[str] = None, supported: Optional[Iterable[str]] = None):
-    """Parse ``args`` (default: ``sys.argv[1:]``) into (*extra, ModelArguments, DataArguments, TrainingArguments) —
-    returned in the order (ModelArguments, DataArguments, *extra, TrainingArguments).
+    """Parse ``args`` (default: ``sys.argv[1:]``) into (ModelArguments, DataArguments, *extra, TrainingArguments).
 
     ``args`` are flags, or — as transformers' example scripts accept — the path of a single ``.json`` file holding
     an object of arguments (``{"model_type": "scratch-gpt", "max_steps": 200}``), read with ``HfArgumentParser``.

@@ -6,8 +6,8 @@ run_classification.py.
         --train_file nli_train.jsonl --validation_file nli_dev.jsonl
 
 Rows hold a text (and optionally a second text) and a label (string or integer), in the columns transformers'
-run_classification reads: ``sentence`` and ``label`` unless ``--text_column_names`` / ``--label_column_name`` say
-otherwise. BERT/Longformer read
+run_classification reads — ``sentence`` (else ``text``, as in the embedded data) and ``label`` — unless
+``--text_column_names`` / ``--label_column_name`` say otherwise. BERT/Longformer read
 ``[CLS] a [SEP] (b [SEP])``; GPT uses GPT-1's input transformations (``hf_scratch.gpt_input_transforms``):
 ``[<s>; a; ⟨e⟩]`` or ``[<s>; a; $; b; ⟨e⟩]`` with the head on the extract token (``--symmetric_pair`` feeds both
 orders of a pair and sums them, GPT-1's similarity setting; ``--lm_labels`` adds GPT-1's auxiliary LM loss).

@@ -8,7 +8,7 @@ they run on any machine. The files are committed; this script documents (and rep
 - ``shakespeare/{train,validation}.txt``    plain text, the opening of Hamlet / Macbeth: run_clm, run_mlm
 - ``tragedies/{train,validation}.txt``      eight tragedies (1.1 MB), the last 5 % of each held out: quickstart.py
 - ``documents/{train,validation}.txt``     play excerpts separated by a line ``=====``: run_pretraining (NSP)
-- ``plays/{train,validation}.jsonl``        {"sentence", "label"}: which play a speech comes from (run_classification)
+- ``plays/{train,validation}.jsonl``        {"text", "label"}: which play a speech comes from (run_classification)
 - ``names/{train,validation}.jsonl``        {"tokens", "ner_tags"}: character names (PER) and places (LOC) (run_ner)
 - ``speakers/{train,validation}.jsonl``     SQuAD-style {"id", "question", "context", "answers"}: who speaks a
                                              quoted line in a stretch of dialogue (run_qa)
@@ -116,7 +116,7 @@ def build(source: Path) -> None:
         (HERE / "documents" / f"{name}.txt").write_text("\n=====\n".join(parts) + "\n", encoding="utf-8")
 
     # classification: which play
-    rows = [{"sentence": speech[:300], "label": play} for play in PLAYS for _, speech in by_play[play] if len(speech) >= 60]
+    rows = [{"text": speech[:300], "label": play} for play in PLAYS for _, speech in by_play[play] if len(speech) >= 60]
     rng.shuffle(rows)
     for name, part in zip(("train", "validation"), split(rows, 400, 100)):
         write_jsonl(HERE / "plays" / f"{name}.jsonl", part)
