@@ -188,6 +188,20 @@ class ScratchPreTrainedModel(PreTrainedModel):
         which our forwards do not have."""
         return "num_items_in_batch" in inspect.signature(self.forward).parameters
 
+    def mark_tied_weights_as_initialized(self, loading_info):
+        """transformers flags every tied target as loaded, so that it is not initialised before the tie. Where two
+        names are one module (the encoder-decoder's shared embeddings), that flag also marks the source, and a source
+        absent from the checkpoint stayed on the meta device, neither initialised nor reported missing. A source
+        whose names are all absent is put back among the missing keys: it is initialised and reported."""
+        missing_before = set(getattr(loading_info, "missing_keys", None) or ())
+        super().mark_tied_weights_as_initialized(loading_info)
+        ties = getattr(self, "all_tied_weights_keys", None) or {}
+        for source in set(ties.values()) & missing_before - set(loading_info.missing_keys):
+            names = [source] + [target for target, tied_to in ties.items() if tied_to == source]
+            if all(name in missing_before for name in names):
+                self.get_parameter(source)._is_hf_initialized = False
+                loading_info.missing_keys.add(source)
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """transformers' ``from_pretrained``; a checkpoint whose weights cannot be read — a safetensors file that

@@ -262,7 +262,7 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
         embedding.embeddings[-1] = new_table
         head = getattr(self, "lm_head", None)
         if isinstance(head, AdaptiveSoftmax):
-            head.resize_rarest_cluster(new_num_tokens - low)
+            head.resize_rarest_cluster(new_num_tokens - low, mean_resizing)
         self.config.vocab_size = new_num_tokens
         self.vocab_size = new_num_tokens
         self.tie_weights()  # a tied last output table is the new input table
@@ -491,8 +491,9 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
         return outputs.mems
 
     def prepare_inputs_for_generation(self, input_ids, attention_mask=None, logits_to_keep=None, **kwargs):
-        """After the first step only the newest token is fed; everything before it lives in the memory."""
-        mems = take_generation_cache(kwargs)
+        """After the first step only the newest token is fed; everything before it lives in the memory. With
+        ``use_cache=False`` every step feeds the whole sequence and no memory."""
+        mems = take_generation_cache(kwargs) if kwargs.get("use_cache", True) else None
         if mems is not None:
             input_ids = input_ids[:, -1:]
         inputs = {"input_ids": input_ids, "mems": mems, "attention_mask": attention_mask}

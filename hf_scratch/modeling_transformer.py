@@ -68,6 +68,19 @@ from .positional import SinusoidalPositionalEmbedding, sinusoidal_table
 # --------------------------------------------------------------------------------------------------------------
 
 
+class ScaledTokenEmbedding(nn.Embedding):
+    """√d_model · E[token] (paper §3.4: "we multiply those weights by √d_model"). The scale sits inside the module
+    that ``get_input_embeddings`` returns, so embeddings built with it (soft prompts, ``inputs_embeds``) equal what
+    ``input_ids`` give, as in transformers' Bart; the tied output projection reads the unscaled table."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: Optional[int], scale: float):
+        super().__init__(num_embeddings, embedding_dim, padding_idx=padding_idx)
+        self.scale = scale
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return super().forward(input_ids) * self.scale
+
+
 class ScratchTransformerEmbeddings(nn.Module):
     """x_pos = Dropout(√d_model · E[token] + PE(pos)) (paper §3.4-3.5); PE is the fixed sinusoidal table.
     ``tokens``: an existing token embedding module to use (the source one, when the target side shares it)."""
@@ -75,20 +88,21 @@ class ScratchTransformerEmbeddings(nn.Module):
     def __init__(self, config: ScratchTransformerConfig, vocab_size: int, tokens: Optional[nn.Embedding] = None):
         super().__init__()
         if tokens is None:
-            tokens = nn.Embedding(vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+            scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
+            tokens = ScaledTokenEmbedding(vocab_size, config.hidden_size, config.pad_token_id, scale)
         self.tokens = tokens
         self.positions = SinusoidalPositionalEmbedding(
             config.max_position_embeddings, config.hidden_size, layout=config.sinusoidal_layout
         )
-        self.scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids, inputs_embeds, position_ids=None, name: str = "input_ids") -> torch.Tensor:
-        """``inputs_embeds`` are used as given (already scaled); ``position_ids`` (1 or batch, length) default to
-        0 … length - 1 (the decoder passes the cache positions: they continue after the cached tokens)."""
+        """``inputs_embeds`` are used as given (built with ``tokens``, they are scaled already); ``position_ids``
+        (1 or batch, length) default to 0 … length - 1 (the decoder passes the cache positions: they continue after
+        the cached tokens)."""
         if inputs_embeds is None:
             check_input_ids(input_ids, embedding_rows(self.tokens), name=name)
-            inputs_embeds = self.tokens(input_ids) * self.scale
+            inputs_embeds = self.tokens(input_ids)
         if position_ids is None:
             position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None, :]
         # (.to: the device too, for device_map="auto" over several devices)
@@ -418,6 +432,9 @@ class ScratchTransformerForConditionalGeneration(
         self._tied_weights_keys = ties
         self.model = ScratchTransformerModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.decoder_vocab_size, bias=True)
+        # the labels are the decoder's targets as they are (not shifted inside): the Trainer must count every one of
+        # them for num_items_in_batch (a "…ForConditionalGeneration" name would make some releases count from the second)
+        self.loss_type = "ForMaskedLM"
         self.post_init()
 
     def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
