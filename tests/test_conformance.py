@@ -600,8 +600,8 @@ def test_gradient_checkpointing(name, cls):
     plain, plain_calls = gradients(model, kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # transformers 5 renamed it activation_checkpointing_enable
-        model.gradient_checkpointing_enable()
-    assert model.is_gradient_checkpointing
+        model.activation_checkpointing_enable()
+    assert model.is_activation_checkpointing
     checkpointed, checkpointed_calls = gradients(model, kwargs)
     assert plain_calls > 0 and checkpointed_calls > plain_calls, "the layers were not recomputed"
     assert checkpointed.keys() == plain.keys()

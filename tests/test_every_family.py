@@ -203,7 +203,7 @@ def test_gradient_checkpointing_gives_same_gradients(name):
     plain = tiny(name, **without_dropout(name)).train()
     checkpointed = tiny(name, **without_dropout(name)).train()
     checkpointed.load_state_dict(plain.state_dict())
-    checkpointed.gradient_checkpointing_enable()
+    checkpointed.activation_checkpointing_enable()
     layers = [module for module in checkpointed.modules() if isinstance(module, GradientCheckpointingLayer)]
     assert layers and all(layer.gradient_checkpointing for layer in layers)
     batch = BATCHES[name]()
@@ -240,6 +240,28 @@ def test_trainer_reports_the_loss_the_model_computes(name, tmp_path):
     reported = transformers.Trainer(model=model, args=arguments).evaluate(rows)["eval_loss"]
     with torch.no_grad():
         assert reported == pytest.approx(float(model(**batch).loss), rel=1e-5)
+
+@pytest.mark.parametrize("name", NAMES)
+def test_resuming_from_weights_saved_without_tied_copies_reports_nothing_missing(name, tmp_path):
+    """The Trainer resumes with ``model.load_state_dict(weights of save_pretrained, strict=False)`` and warns about
+    every missing key: the tied copies save_pretrained leaves out are tied again instead, and not reported."""
+    from safetensors.torch import load_file
+
+    saved = FAMILIES[name].tiny_model()
+    saved.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    resumed = FAMILIES[name].tiny_model()
+    with torch.no_grad():
+        for parameter in resumed.parameters():
+            parameter.add_(1.0)
+    result = resumed.load_state_dict(weights, strict=False)
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    for target, source in resumed.all_tied_weights_keys.items():
+        assert resumed.get_parameter(target) is resumed.get_parameter(source), f"{target} is no longer {source}"
+    for key, value in saved.state_dict().items():
+        assert torch.equal(resumed.state_dict()[key], value), key
+    resumed.load_state_dict(weights)  # strict loading accepts it too
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Save → load through the Auto classes
