@@ -227,6 +227,39 @@ def test_loss_honours_num_items_in_batch(name):
     assert torch.allclose(summed, mean / 2, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", [name for name in NAMES if FAMILIES[name].causal])
+def test_causal_lm_loss_honours_shift_labels(name):
+    """transformers passes labels already shifted (``shift_labels``, under context parallelism): they are used as
+    they are, in place of shifting ``labels`` — also with the adaptive softmax's target-only path."""
+    model = tiny(name)
+    batch = BATCHES[name]()
+    labels = batch["labels"]
+    shifted = torch.nn.functional.pad(labels[:, 1:], (0, 1), value=-100)
+    other = shifted.clone()
+    other[:, 0] = -100  # a different target set: the loss must follow it
+    with torch.no_grad():
+        expected = model(**batch).loss
+        assert torch.allclose(model(**{**batch, "labels": None}, shift_labels=shifted).loss, expected, atol=1e-6)
+        moved = model(**batch, shift_labels=other).loss
+        reference = model(**{**batch, "labels": torch.cat([labels[:, :1], other[:, :-1]], dim=1)}).loss
+        assert torch.allclose(moved, reference, atol=1e-6) and not torch.allclose(moved, expected)
+        if name == "transfo_xl":
+            cheap = model(**batch, shift_labels=other, logits_to_keep=1).loss
+            assert torch.allclose(cheap, reference, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if FAMILIES[name].causal or FAMILIES[name].seq2seq])
+def test_cache_position_from_older_generate_is_accepted_and_changes_nothing(name):
+    """``generate`` before transformers 5.24 passes ``cache_position``; the models read the positions off the cache."""
+    model = tiny(name)
+    batch = BATCHES[name]()
+    length = batch["labels"].shape[1]  # the (decoder) inputs' length
+    with torch.no_grad():
+        expected = model(**batch).logits
+        given = model(**batch, cache_position=torch.arange(length)).logits
+    assert torch.equal(given, expected)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_trainer_reports_the_loss_the_model_computes(name, tmp_path):
     """The Trainer divides the summed loss by the label count it makes itself (``num_items_in_batch``): for a causal
