@@ -35,15 +35,15 @@ from .attention import check_attn_implementation
 
 # The name the installed release gives the cache in model inputs and outputs: "cache" from transformers 5.24 on,
 # "past_key_values" before. Read off transformers' own output class, so that nothing depends on version numbers.
-CACHE_NAME = "cache" if "cache" in {field.name for field in dataclasses.fields(CausalLMOutputWithPast)} else "past_key_values"
+OUTPUT_FIELDS = {field.name for field in dataclasses.fields(CausalLMOutputWithPast)}
+CACHE_NAME = "cache" if "cache" in OUTPUT_FIELDS else "past_key_values"
 CACHE_ALIASES = ("cache", "past_key_values")
 
-# Names a supported transformers release passes to ``forward`` that no model of ours reads, with the reason it is safe
-# to drop them. Every other unknown name is a TypeError.
+# Names a supported transformers release passes to ``forward`` that no model of ours reads: {name: why dropping it is
+# safe}. Every other unknown name is a TypeError.
 IGNORED_FROM_TRANSFORMERS = {
-    # generate() before 5.24 passes the positions of the new tokens; our models read them off the cache itself
-    # (attention.cache_layout), which is what the positions are computed from.
-    "cache_position": "the positions of the new tokens, which the models read from the cache",
+    "cache_position": "generate() before 5.24 passes the new tokens' positions; the models read them off the cache "
+    "(attention.cache_layout), from which those positions are computed",
 }
 
 # Arguments the wrapper handles itself: they are accepted by every decorated forward.
@@ -105,7 +105,7 @@ def resolve_flags(model, arguments: dict) -> None:
         arguments["use_cache"] = False
 
 
-def visible_signature(signature: inspect.Signature, cache_parameter: Optional[str], unlisted: tuple) -> inspect.Signature:
+def visible_signature(signature: inspect.Signature, cache_parameter: Optional[str], unlisted: tuple):
     """What ``inspect.signature(forward)`` shows transformers (the Trainer's label names, ``generate``'s checks): the
     forward's own parameters without the ``unlisted`` ones, plus ``return_dict`` and the cache's other name."""
     parameters = [p for name, p in signature.parameters.items() if name not in unlisted]
