@@ -207,7 +207,8 @@ def test_flex_path_builds_no_quadratic_tensor_and_passes_a_sparse_block_mask(att
 def test_flex_attention_is_chosen_the_transformers_way(flex_reference):
     model = AutoModelForMaskedLM.from_config(tiny_config(), attn_implementation="flex_attention")
     assert type(model) is ScratchLongformerForMaskedLM and model.config._attn_implementation == "flex_attention"
-    assert ScratchLongformerForMaskedLM._supports_flex_attn and not ScratchLongformerForMaskedLM._supports_attention_backend
+    assert ScratchLongformerForMaskedLM._supports_flex_attn  # transformers' own gate for "flex_attention"
+    assert not ScratchLongformerForMaskedLM._supports_attention_backend  # the other registered kernels: refused
     eager = ScratchLongformerForMaskedLM._from_config(tiny_config(), attn_implementation="eager").eval()
     eager.load_state_dict(model.state_dict())
     input_ids, attention_mask, global_attention_mask = longformer_batch()
