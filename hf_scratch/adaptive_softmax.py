@@ -161,22 +161,26 @@ class AdaptiveSoftmax(nn.Module):
         ends = [0] + self.config.cutoffs + [sum(bias.shape[0] for bias in self.biases)]
         return list(zip(ends, ends[1:]))
 
-    def resize_rarest_cluster(self, rows: int) -> None:
+    def resize_rarest_cluster(self, rows: int, mean_resizing: bool = True) -> None:
         """Give the last output table ``rows`` rows, as ``resize_token_embeddings`` does to the last input table:
-        the kept rows keep their values; new biases start at 0 and new (untied) output embeddings at
-        N(0, initializer_range). (Tied output embeddings are the input table: the model ties them again.)"""
+        the kept rows keep their values. New rows start as the mean of the old ones with ``mean_resizing`` (new
+        tokens then take about an average token's probability, transformers' rule for untied output layers), else
+        at bias 0 and N(0, initializer_range) output embeddings. (Tied output embeddings are the input table: the
+        model ties them again.)"""
 
-        def resized(old: nn.Parameter, new: torch.Tensor) -> nn.Parameter:
+        def resized(old: nn.Parameter, random_row) -> nn.Parameter:
+            new = old.new_empty(rows, *old.shape[1:])
             kept = min(rows, old.shape[0])
             new[:kept] = old[:kept]
+            if rows > kept:
+                new[kept:] = old.mean(dim=0) if mean_resizing else random_row(new[kept:])
             return nn.Parameter(new, requires_grad=old.requires_grad)
 
         with torch.no_grad():
-            old_bias = self.biases[-1]
-            self.biases[-1] = resized(old_bias, old_bias.new_zeros(rows))
+            self.biases[-1] = resized(self.biases[-1], torch.zeros_like)
             if not self.config.tie_word_embeddings:
-                old = self.weights[-1]
-                self.weights[-1] = resized(old, old.new_empty(rows, old.shape[1]).normal_(0.0, self.config.initializer_range))
+                std = self.config.initializer_range
+                self.weights[-1] = resized(self.weights[-1], lambda rows_: rows_.normal_(0.0, std))
 
     def cluster_parameters(self, cluster: int, device: Optional[torch.device] = None):
         """(W_c, b_c, P_c or None) of one cluster, on ``device`` if given (the hidden states'): with

@@ -35,15 +35,15 @@ from .attention import check_attn_implementation
 
 # The name the installed release gives the cache in model inputs and outputs: "cache" from transformers 5.24 on,
 # "past_key_values" before. Read off transformers' own output class, so that nothing depends on version numbers.
-CACHE_NAME = "cache" if "cache" in {field.name for field in dataclasses.fields(CausalLMOutputWithPast)} else "past_key_values"
+OUTPUT_FIELDS = {field.name for field in dataclasses.fields(CausalLMOutputWithPast)}
+CACHE_NAME = "cache" if "cache" in OUTPUT_FIELDS else "past_key_values"
 CACHE_ALIASES = ("cache", "past_key_values")
 
-# Names a supported transformers release passes to ``forward`` that no model of ours reads, with the reason it is safe
-# to drop them. Every other unknown name is a TypeError.
+# Names a supported transformers release passes to ``forward`` that no model of ours reads: {name: why dropping it is
+# safe}. Every other unknown name is a TypeError.
 IGNORED_FROM_TRANSFORMERS = {
-    # generate() before 5.24 passes the positions of the new tokens; our models read them off the cache itself
-    # (attention.cache_layout), which is what the positions are computed from.
-    "cache_position": "the positions of the new tokens, which the models read from the cache",
+    "cache_position": "generate() before 5.24 passes the new tokens' positions; the models read them off the cache "
+    "(attention.cache_layout), from which those positions are computed",
 }
 
 # Arguments the wrapper handles itself: they are accepted by every decorated forward.
@@ -91,10 +91,7 @@ def refuse_unknown(arguments: dict, accepted: set[str], owner: str) -> None:
 
 
 def checkpointing_activations(model) -> bool:
-    """Whether activation (gradient) checkpointing is on, under the name of either release."""
-    flag = getattr(type(model), "is_activation_checkpointing", None)
-    if flag is not None:
-        return model.is_activation_checkpointing
+    """Whether activation (gradient) checkpointing is on (also for the encoders and decoders that are plain modules)."""
     return any(getattr(module, "gradient_checkpointing", False) for module in model.modules())
 
 
@@ -108,7 +105,7 @@ def resolve_flags(model, arguments: dict) -> None:
         arguments["use_cache"] = False
 
 
-def visible_signature(signature: inspect.Signature, cache_parameter: Optional[str], unlisted: tuple) -> inspect.Signature:
+def visible_signature(signature: inspect.Signature, cache_parameter: Optional[str], unlisted: tuple):
     """What ``inspect.signature(forward)`` shows transformers (the Trainer's label names, ``generate``'s checks): the
     forward's own parameters without the ``unlisted`` ones, plus ``return_dict`` and the cache's other name."""
     parameters = [p for name, p in signature.parameters.items() if name not in unlisted]
@@ -181,12 +178,75 @@ class ScratchPreTrainedModel(PreTrainedModel):
         super().__init__(config, *inputs, **kwargs)
         check_attn_implementation(config._attn_implementation, registry=self._supports_attention_backend)
 
+    if not hasattr(PreTrainedModel, "activation_checkpointing_enable"):  # releases before the rename (5.10): both names
+
+        def activation_checkpointing_enable(self, activation_checkpointing_kwargs=None):
+            self.gradient_checkpointing_enable(activation_checkpointing_kwargs)
+
+        def activation_checkpointing_disable(self):
+            self.gradient_checkpointing_disable()
+
+        @property
+        def is_activation_checkpointing(self) -> bool:
+            return self.is_gradient_checkpointing
+
     @property
     def accepts_loss_kwargs(self) -> bool:
         """Whether the Trainer passes ``num_items_in_batch`` (and leaves the loss of accumulated steps to the model):
         for the heads whose forward takes it. The Trainer would otherwise decide from a ``**kwargs`` parameter,
         which our forwards do not have."""
         return "num_items_in_batch" in inspect.signature(self.forward).parameters
+
+    # -- tied weights ------------------------------------------------------------------------------------------
+    def configured_ties(self) -> Optional[dict]:
+        """{target: source} weights this configuration ties, for the families whose ties depend on more than
+        ``tie_word_embeddings`` (the encoder-decoder's shared embeddings, Transformer-XL's per-cluster projections);
+        None: the class's ``_tied_weights_keys``, applied when ``tie_word_embeddings`` is set (transformers' rule)."""
+        return None
+
+    def post_init(self):
+        ties = self.configured_ties()
+        if ties is not None:  # accelerate (FSDP) and peft read the attribute itself
+            self._tied_weights_keys = ties
+        super().post_init()
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        ties = None if all_submodels else self.configured_ties()
+        return super().get_expanded_tied_weights_keys(all_submodels=all_submodels) if ties is None else ties
+
+    def mark_tied_weights_as_initialized(self, loading_info):
+        """transformers flags every tied target as loaded, so that it is not initialised before the tie. Where two
+        names are one module (the encoder-decoder's shared embeddings), that flag also marks the source, and a source
+        absent from the checkpoint stayed on the meta device, neither initialised nor reported missing. A source
+        whose names are all absent is put back among the missing keys: it is initialised and reported."""
+        missing_before = set(getattr(loading_info, "missing_keys", None) or ())
+        super().mark_tied_weights_as_initialized(loading_info)
+        ties = getattr(self, "all_tied_weights_keys", None) or {}
+        for source in set(ties.values()) & missing_before - set(loading_info.missing_keys):
+            names = [source] + [target for target, tied_to in ties.items() if tied_to == source]
+            if all(name in missing_before for name in names):
+                self.get_parameter(source)._is_hf_initialized = False
+                loading_info.missing_keys.add(source)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``torch.nn.Module.load_state_dict`` for a state dict saved without the tied copies (what
+        ``save_pretrained`` writes, and the Trainer loads when it resumes): a tied target left out is tied to its
+        source again and is not reported missing (the Trainer would warn "There were missing keys in the checkpoint
+        model loaded: ['lm_head.weight']" on every resume)."""
+        result = super().load_state_dict(state_dict, strict=False, assign=assign)
+        ties = getattr(self, "all_tied_weights_keys", None) or {}
+        left_out = [key for key in result.missing_keys if key in ties and ties[key] in state_dict]
+        if left_out:
+            self.tie_weights()
+            for key in left_out:
+                if self.get_parameter(key) is self.get_parameter(ties[key]):
+                    result.missing_keys.remove(key)
+        if strict and (result.missing_keys or result.unexpected_keys):
+            raise RuntimeError(
+                f"Error(s) in loading state_dict for {type(self).__name__}: missing keys {result.missing_keys}, "
+                f"unexpected keys {result.unexpected_keys}."
+            )
+        return result
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):

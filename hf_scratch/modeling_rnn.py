@@ -387,6 +387,9 @@ class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, DecoderInput
         self.model = ScratchRNNModel(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        # the labels are the decoder's targets as they are (not shifted inside): the Trainer must count every one of
+        # them for num_items_in_batch (a "…ForConditionalGeneration" name would make some releases count from the second)
+        self.loss_type = "ForMaskedLM"
         self.post_init()
 
     @classmethod

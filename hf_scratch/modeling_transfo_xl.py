@@ -262,7 +262,7 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
         embedding.embeddings[-1] = new_table
         head = getattr(self, "lm_head", None)
         if isinstance(head, AdaptiveSoftmax):
-            head.resize_rarest_cluster(new_num_tokens - low)
+            head.resize_rarest_cluster(new_num_tokens - low, mean_resizing)
         self.config.vocab_size = new_num_tokens
         self.vocab_size = new_num_tokens
         self.tie_weights()  # a tied last output table is the new input table
@@ -398,17 +398,14 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
     """Transformer-XL language model: the model above + the adaptive softmax. ``loss`` is the mean next-token
     cross-entropy (labels shifted inside, -100 ignored); ``generate`` carries ``mems`` between steps."""
 
-    _tied_weights_keys = {"lm_head.weights.0": "model.word_embeddings.embeddings.0.weight"}  # per config: _softmax_ties
-
     def __init__(self, config: ScratchTransfoXLConfig):
         super().__init__(config)
-        self._tied_weights_keys = self._softmax_ties()
         self.model = ScratchTransfoXLModel(config)
         self.lm_head = AdaptiveSoftmax(config)
         self.loss_type = "ForCausalLM"  # Trainer counts num_items_in_batch over the shifted labels
         self.post_init()
 
-    def _softmax_ties(self) -> dict[str, str]:
+    def configured_ties(self) -> dict[str, str]:
         """{softmax parameter: input parameter}: W_c is the input table E_c with ``tie_word_embeddings``, and P_c
         the input projection of its table with ``tie_projs[c]``."""
         config, ties = self.config, {}
@@ -421,13 +418,6 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
                     table = 0 if config.div_val == 1 else cluster
                     ties[f"lm_head.projections.{cluster}"] = f"model.word_embeddings.projections.{table}"
         return ties
-
-    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
-        # transformers applies `_tied_weights_keys` only when tie_word_embeddings is set (and reads keys without a
-        # "weight"/"bias" suffix as patterns); the projection ties are a separate switch: the exact keys, per config.
-        if all_submodels:
-            return super().get_expanded_tied_weights_keys(all_submodels=True)
-        return self._softmax_ties()
 
     @normalise_inputs(unlisted=("shift_labels",))  # a second label name would hide the loss from the Trainer
     def forward(
@@ -491,8 +481,9 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
         return outputs.mems
 
     def prepare_inputs_for_generation(self, input_ids, attention_mask=None, logits_to_keep=None, **kwargs):
-        """After the first step only the newest token is fed; everything before it lives in the memory."""
-        mems = take_generation_cache(kwargs)
+        """After the first step only the newest token is fed; everything before it lives in the memory. With
+        ``use_cache=False`` every step feeds the whole sequence and no memory."""
+        mems = take_generation_cache(kwargs) if kwargs.get("use_cache", True) else None
         if mems is not None:
             input_ids = input_ids[:, -1:]
         inputs = {"input_ids": input_ids, "mems": mems, "attention_mask": attention_mask}

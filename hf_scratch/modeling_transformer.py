@@ -68,6 +68,19 @@ from .positional import SinusoidalPositionalEmbedding, sinusoidal_table
 # --------------------------------------------------------------------------------------------------------------
 
 
+class ScaledTokenEmbedding(nn.Embedding):
+    """√d_model · E[token] (paper §3.4: "we multiply those weights by √d_model"). The scale sits inside the module
+    that ``get_input_embeddings`` returns, so embeddings built with it (soft prompts, ``inputs_embeds``) equal what
+    ``input_ids`` give, as in transformers' Bart; the tied output projection reads the unscaled table."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: Optional[int], scale: float):
+        super().__init__(num_embeddings, embedding_dim, padding_idx=padding_idx)
+        self.scale = scale
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return super().forward(input_ids) * self.scale
+
+
 class ScratchTransformerEmbeddings(nn.Module):
     """x_pos = Dropout(√d_model · E[token] + PE(pos)) (paper §3.4-3.5); PE is the fixed sinusoidal table.
     ``tokens``: an existing token embedding module to use (the source one, when the target side shares it)."""
@@ -75,20 +88,21 @@ class ScratchTransformerEmbeddings(nn.Module):
     def __init__(self, config: ScratchTransformerConfig, vocab_size: int, tokens: Optional[nn.Embedding] = None):
         super().__init__()
         if tokens is None:
-            tokens = nn.Embedding(vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+            scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
+            tokens = ScaledTokenEmbedding(vocab_size, config.hidden_size, config.pad_token_id, scale)
         self.tokens = tokens
         self.positions = SinusoidalPositionalEmbedding(
             config.max_position_embeddings, config.hidden_size, layout=config.sinusoidal_layout
         )
-        self.scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids, inputs_embeds, position_ids=None, name: str = "input_ids") -> torch.Tensor:
-        """``inputs_embeds`` are used as given (already scaled); ``position_ids`` (1 or batch, length) default to
-        0 … length - 1 (the decoder passes the cache positions: they continue after the cached tokens)."""
+        """``inputs_embeds`` are used as given (built with ``tokens``, they are scaled already); ``position_ids``
+        (1 or batch, length) default to 0 … length - 1 (the decoder passes the cache positions: they continue after
+        the cached tokens)."""
         if inputs_embeds is None:
             check_input_ids(input_ids, embedding_rows(self.tokens), name=name)
-            inputs_embeds = self.tokens(input_ids) * self.scale
+            inputs_embeds = self.tokens(input_ids)
         if position_ids is None:
             position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None, :]
         # (.to: the device too, for device_map="auto" over several devices)
@@ -307,8 +321,8 @@ class ScratchTransformerPreTrainedModel(ScratchPreTrainedModel):
             init.copy_(module.table, sinusoidal_table(num_positions, dim, self.config.sinusoidal_layout))
 
     def _embedding_ties(self, prefix: str = "") -> dict[str, str]:
-        """{target: source} for ``share_encoder_decoder_embeddings``: the target embeddings are the source ones.
-        (The generation head adds output projection ↔ target embeddings for ``tie_word_embeddings``.)"""
+        """{target: source} for ``share_encoder_decoder_embeddings``: the target embeddings are the source ones
+        (their module is the source's, see ``ScratchTransformerModel``)."""
         ties = {}
         if self.config.share_encoder_decoder_embeddings:
             ties[f"{prefix}decoder.embeddings.tokens.weight"] = f"{prefix}encoder.embeddings.tokens.weight"
@@ -322,13 +336,6 @@ class ScratchTransformerPreTrainedModel(ScratchPreTrainedModel):
             self.config.decoder_vocab_size = self.config.vocab_size
         return embeddings
 
-    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
-        # transformers applies `_tied_weights_keys` only when tie_word_embeddings is set; the source/target sharing
-        # is a separate switch here (as the paper and Marian have it), so the ties are decided from the config.
-        if all_submodels:
-            return super().get_expanded_tied_weights_keys(all_submodels=True)
-        return dict(self._tied_weights_keys or {})
-
 
 class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
     """The encoder-decoder without the output projection: returns the decoder's last hidden states.
@@ -337,15 +344,15 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
     ``shared``): one module, called by both sides, under both names in the state dict; the tie keeps checkpoints that
     hold one key or both loading, and saving writes the source key only."""
 
-    _tied_weights_keys = {"decoder.embeddings.tokens.weight": "encoder.embeddings.tokens.weight"}
-
     def __init__(self, config: ScratchTransformerConfig):
         super().__init__(config)
-        self._tied_weights_keys = self._embedding_ties()
         self.encoder = ScratchTransformerEncoder(config)
         shared = self.encoder.embeddings.tokens if config.share_encoder_decoder_embeddings else None
         self.decoder = ScratchTransformerDecoder(config, shared)
         self.post_init()
+
+    def configured_ties(self) -> dict[str, str]:
+        return self._embedding_ties()
 
     # transformers finds the encoder, the decoder and, on the head, lm_head and the embeddings (through ``model``) by
     # name; the token embeddings inside the encoder it cannot
@@ -404,21 +411,24 @@ class ScratchTransformerForConditionalGeneration(
     embeddings (§3.4). ``labels`` → decoder inputs shifted right; loss = cross-entropy over labels ≠ -100 with
     ``config.label_smoothing`` (§5.4). ``generate`` runs greedy or beam search over an ``EncoderDecoderCache``."""
 
-    _tied_weights_keys = {
-        "lm_head.weight": "model.decoder.embeddings.tokens.weight",
-        "model.decoder.embeddings.tokens.weight": "model.encoder.embeddings.tokens.weight",
-    }
-
     def __init__(self, config: ScratchTransformerConfig):
         super().__init__(config)
-        ties = self._embedding_ties(prefix="model.")
-        if config.tie_word_embeddings:
-            target_embeddings = "model.decoder.embeddings.tokens.weight"
-            ties["lm_head.weight"] = ties.get(target_embeddings, target_embeddings)
-        self._tied_weights_keys = ties
         self.model = ScratchTransformerModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.decoder_vocab_size, bias=True)
+        # the labels are the decoder's targets as they are (not shifted inside): the Trainer must count every one of
+        # them for num_items_in_batch (a "…ForConditionalGeneration" name would make some releases count from the second)
+        self.loss_type = "ForMaskedLM"
         self.post_init()
+
+    def configured_ties(self) -> dict[str, str]:
+        """The shared embeddings, and with ``tie_word_embeddings`` the output projection is the target embeddings
+        (§3.4: "we share the same weight matrix between the two embedding layers and the pre-softmax linear
+        transformation") — the source ones when the two sides share them."""
+        ties = self._embedding_ties(prefix="model.")
+        if self.config.tie_word_embeddings:
+            target_embeddings = "model.decoder.embeddings.tokens.weight"
+            ties["lm_head.weight"] = ties.get(target_embeddings, target_embeddings)
+        return ties
 
     def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
         """Resize the source embeddings (and, when shared, the target embeddings and the tied output projection)."""

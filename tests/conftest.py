@@ -10,6 +10,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # two threads under load, 4 s on one): one thread here and in the processes the tests start (accelerate, faults)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import logging  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -22,6 +23,44 @@ settings.register_profile(
 settings.load_profile("ci")
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+# The tests that touch the boundary with transformers, run again on the floor release pyproject allows (README,
+# "Tests"): generation and caches of every family, the conventions of every head, the Trainer's losses, peft,
+# pipelines, the official example scripts' contract, and loading as remote code where hf_scratch is not installed.
+BOUNDARY_FILES = {
+    "test_generation.py", "test_static_cache.py", "test_conformance.py", "test_every_family.py", "test_peft.py",
+    "test_pipelines.py", "test_example_contract.py",
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.name in BOUNDARY_FILES or "remote_code" in item.name:
+            item.add_marker(pytest.mark.boundary)
+
+
+class DeprecationRecords(logging.Handler):
+    """Collects what transformers *logs* about deprecations (it announces many renames with ``logger.warning_once``
+    rather than a DeprecationWarning, e.g. "`past_key_values` is deprecated")."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        message = record.getMessage()
+        if "deprecat" in message.lower():
+            self.messages.append(message)
+
+
+@pytest.fixture(autouse=True)
+def logged_deprecations_fail():
+    records, logger = DeprecationRecords(), logging.getLogger("transformers")
+    logger.addHandler(records)
+    yield
+    logger.removeHandler(records)
+    if records.messages:
+        pytest.fail(f"transformers logged a deprecation on our code path: {records.messages[0]}")
 
 
 @pytest.fixture(autouse=True)

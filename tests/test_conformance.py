@@ -164,6 +164,45 @@ def test_every_head_of_every_family_is_checked():
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Arguments: nothing a caller passes is lost
+# --------------------------------------------------------------------------------------------------------------
+
+
+@heads
+def test_a_misspelled_keyword_is_a_type_error_naming_it(name, cls):
+    model = build(name, cls)
+    kwargs = inputs_for(name, cls)
+    with pytest.raises(TypeError, match=r"'atention_mask'.*Did you mean 'attention_mask'"):
+        run(model, kwargs, atention_mask=kwargs["input_ids"])
+    with pytest.raises(TypeError, match="'output_attention'"):
+        run(model, kwargs, output_attention=True)
+
+
+@heads
+def test_positional_arguments_bind_to_the_forward_parameters(name, cls):
+    model = build(name, cls)
+    kwargs = inputs_for(name, cls)
+    expected = run(model, kwargs)
+    assert list(inspect.signature(model.forward).parameters)[0] == "input_ids"
+    ids = kwargs.pop("input_ids")
+    with torch.no_grad():
+        assert_same(model(ids, **kwargs), expected)
+        with pytest.raises(TypeError, match="multiple values for argument 'input_ids'"):
+            model(ids, input_ids=ids, **kwargs)
+
+
+@heads
+def test_inputs_embeds_from_the_input_embeddings_equal_input_ids(name, cls):
+    """What soft prompts (peft's prompt tuning) rely on: ``get_input_embeddings()(ids)`` as ``inputs_embeds`` gives
+    what ``input_ids=ids`` gives (the encoder-decoder's √d_model scale is inside that module, as in Bart)."""
+    model = build(name, cls)
+    kwargs = inputs_for(name, cls)
+    expected = run(model, kwargs)
+    kwargs["inputs_embeds"] = model.get_input_embeddings()(kwargs.pop("input_ids"))
+    assert_same(run(model, kwargs), expected)
+
+
+# --------------------------------------------------------------------------------------------------------------
 # Outputs: return_dict=False, hidden states and attentions
 # --------------------------------------------------------------------------------------------------------------
 
@@ -561,8 +600,8 @@ def test_gradient_checkpointing(name, cls):
     plain, plain_calls = gradients(model, kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # transformers 5 renamed it activation_checkpointing_enable
-        model.gradient_checkpointing_enable()
-    assert model.is_gradient_checkpointing
+        model.activation_checkpointing_enable()
+    assert model.is_activation_checkpointing
     checkpointed, checkpointed_calls = gradients(model, kwargs)
     assert plain_calls > 0 and checkpointed_calls > plain_calls, "the layers were not recomputed"
     assert checkpointed.keys() == plain.keys()

@@ -203,7 +203,7 @@ def test_gradient_checkpointing_gives_same_gradients(name):
     plain = tiny(name, **without_dropout(name)).train()
     checkpointed = tiny(name, **without_dropout(name)).train()
     checkpointed.load_state_dict(plain.state_dict())
-    checkpointed.gradient_checkpointing_enable()
+    checkpointed.activation_checkpointing_enable()
     layers = [module for module in checkpointed.modules() if isinstance(module, GradientCheckpointingLayer)]
     assert layers and all(layer.gradient_checkpointing for layer in layers)
     batch = BATCHES[name]()
@@ -227,6 +227,39 @@ def test_loss_honours_num_items_in_batch(name):
     assert torch.allclose(summed, mean / 2, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", [name for name in NAMES if FAMILIES[name].causal])
+def test_causal_lm_loss_honours_shift_labels(name):
+    """transformers passes labels already shifted (``shift_labels``, under context parallelism): they are used as
+    they are, in place of shifting ``labels`` — also with the adaptive softmax's target-only path."""
+    model = tiny(name)
+    batch = BATCHES[name]()
+    labels = batch["labels"]
+    shifted = torch.nn.functional.pad(labels[:, 1:], (0, 1), value=-100)
+    other = shifted.clone()
+    other[:, 0] = -100  # a different target set: the loss must follow it
+    with torch.no_grad():
+        expected = model(**batch).loss
+        assert torch.allclose(model(**{**batch, "labels": None}, shift_labels=shifted).loss, expected, atol=1e-6)
+        moved = model(**batch, shift_labels=other).loss
+        reference = model(**{**batch, "labels": torch.cat([labels[:, :1], other[:, :-1]], dim=1)}).loss
+        assert torch.allclose(moved, reference, atol=1e-6) and not torch.allclose(moved, expected)
+        if name == "transfo_xl":
+            cheap = model(**batch, shift_labels=other, logits_to_keep=1).loss
+            assert torch.allclose(cheap, reference, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if FAMILIES[name].causal or FAMILIES[name].seq2seq])
+def test_cache_position_from_older_generate_is_accepted_and_changes_nothing(name):
+    """``generate`` before transformers 5.24 passes ``cache_position``; the models read the positions off the cache."""
+    model = tiny(name)
+    batch = BATCHES[name]()
+    length = batch["labels"].shape[1]  # the (decoder) inputs' length
+    with torch.no_grad():
+        expected = model(**batch).logits
+        given = model(**batch, cache_position=torch.arange(length)).logits
+    assert torch.equal(given, expected)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_trainer_reports_the_loss_the_model_computes(name, tmp_path):
     """The Trainer divides the summed loss by the label count it makes itself (``num_items_in_batch``): for a causal
@@ -240,6 +273,28 @@ def test_trainer_reports_the_loss_the_model_computes(name, tmp_path):
     reported = transformers.Trainer(model=model, args=arguments).evaluate(rows)["eval_loss"]
     with torch.no_grad():
         assert reported == pytest.approx(float(model(**batch).loss), rel=1e-5)
+
+@pytest.mark.parametrize("name", NAMES)
+def test_resuming_from_weights_saved_without_tied_copies_reports_nothing_missing(name, tmp_path):
+    """The Trainer resumes with ``model.load_state_dict(weights of save_pretrained, strict=False)`` and warns about
+    every missing key: the tied copies save_pretrained leaves out are tied again instead, and not reported."""
+    from safetensors.torch import load_file
+
+    saved = FAMILIES[name].tiny_model()
+    saved.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    resumed = FAMILIES[name].tiny_model()
+    with torch.no_grad():
+        for parameter in resumed.parameters():
+            parameter.add_(1.0)
+    result = resumed.load_state_dict(weights, strict=False)
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    for target, source in resumed.all_tied_weights_keys.items():
+        assert resumed.get_parameter(target) is resumed.get_parameter(source), f"{target} is no longer {source}"
+    for key, value in saved.state_dict().items():
+        assert torch.equal(resumed.state_dict()[key], value), key
+    resumed.load_state_dict(weights)  # strict loading accepts it too
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Save → load through the Auto classes
@@ -276,7 +331,7 @@ SAVED = {
 
 def module_files(name: str) -> list[str]:
     """The code a checkpoint carries for trust_remote_code: the family's pair and the core they import."""
-    core = ["configuration_common.py", "attention.py", "layers.py", "positional.py"]
+    core = ["configuration_common.py", "modeling_common.py", "attention.py", "layers.py", "positional.py"]
     own = {"rnn": ["recurrent.py"], "transfo_xl": ["adaptive_softmax.py"], "longformer": ["banded_attention.py"]}
     return [f"modeling_{name}.py", f"configuration_{name}.py", *core, *own.get(name, [])]
 

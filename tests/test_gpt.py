@@ -25,6 +25,7 @@ from hf_scratch import (
     ScratchGPTModel,
 )
 from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_transformers
+from hf_scratch.modeling_common import returned_cache
 
 GPT = FAMILIES["gpt"]
 VOCAB = GPT.tiny["vocab_size"]
@@ -224,7 +225,7 @@ def test_cache_step_logits_equal_full_forward():
     with torch.no_grad():
         full = model(input_ids=input_ids, attention_mask=attention_mask).logits
         prefix = model(input_ids=input_ids[:, :4], attention_mask=attention_mask[:, :4], use_cache=True)
-        cache = prefix.past_key_values
+        cache = returned_cache(prefix)
         assert cache.get_seq_length() == 4
         steps = [prefix.logits]
         for t in range(4, 7):

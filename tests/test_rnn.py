@@ -25,6 +25,7 @@ from hf_scratch import (
 )
 from hf_scratch.modeling_rnn import ScratchRNNStack
 from hf_scratch.tokenization import train_tokenizer
+from hf_scratch.modeling_common import returned_cache
 
 tiny_config = FAMILIES["rnn"].tiny_config
 ATTENTION_TYPES = ["none", "bahdanau", "luong-dot", "luong-general", "luong-concat"]
@@ -246,7 +247,7 @@ def test_incremental_decoding_with_the_recurrent_state_equals_full_decoding(atte
         for t in range(5):
             out = model(attention_mask=attention_mask, encoder_outputs=encoder_outputs,
                         decoder_input_ids=decoder_input_ids[:, t : t + 1], past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+            cache = returned_cache(out)
             steps.append(out.logits)
     assert isinstance(cache, ScratchRNNDecoderState) and cache.get_seq_length() == 5
     assert (torch.cat(steps, dim=1) - full).abs().max() <= 1e-5

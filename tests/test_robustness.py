@@ -22,6 +22,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import hf_scratch
+from hf_scratch.modeling_common import returned_cache
 
 FEW = settings(max_examples=4, deadline=None)
 
@@ -115,7 +116,7 @@ def test_cached_equals_uncached(name, data):
         steps = [output.logits]
         for t in range(start, targets.shape[1]):
             output = model(**{**family.inputs(s, s["ids"], None), key: targets[:, t : t + 1]},
-                           past_key_values=output.past_key_values, use_cache=True)
+                           past_key_values=returned_cache(output), use_cache=True)
             steps.append(output.logits)
     _close(torch.cat(steps, dim=1), full)
 

@@ -22,6 +22,7 @@ from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_
 from hf_scratch.layers import shift_tokens_right
 from hf_scratch.positional import sinusoidal_table
 from hf_scratch.tokenization import train_tokenizer
+from hf_scratch.modeling_common import returned_cache
 
 PAD = 98  # Marian's convention: pad = decoder start = the last id, eos = 0
 MARIAN_TINY = dict(
@@ -326,7 +327,7 @@ def test_cached_generation_equals_uncached(num_beams):
         for t in range(decoder_input_ids.shape[1]):
             out = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
                         decoder_input_ids=decoder_input_ids[:, t : t + 1], past_key_values=past, use_cache=True)
-            past = out.past_key_values
+            past = returned_cache(out)
             steps.append(out.logits)
     assert isinstance(past, transformers.EncoderDecoderCache) and past.get_seq_length() == 6
     assert (torch.cat(steps, dim=1) - full).abs().max() <= 1e-4
