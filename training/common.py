@@ -23,8 +23,9 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Optional
 
 import datasets
 from transformers import AutoConfig, AutoTokenizer
@@ -170,11 +171,15 @@ def require_columns(raw, columns: Iterable[str], what: str, flags: Optional[dict
         missing = [c for c in columns if c not in names]
         if missing:
             hint = "; ".join(f"name yours with --{flags[c]}" for c in missing if c in flags)
-            raise ValueError(f"The {split} data lacks the column(s) {missing} needed for {what}; its columns are {names}"
-                             + (f": {hint}." if hint else "."))
+            raise ValueError(
+                f"The {split} data lacks the column(s) {missing} needed for {what}; its columns are {names}"
+                + (f": {hint}." if hint else ".")
+            )
 
 
-def choose_column(raw, given: Optional[str], candidates: Sequence[str], flag: str, what: str, position: Optional[int] = None) -> str:
+def choose_column(
+    raw, given: Optional[str], candidates: Sequence[str], flag: str, what: str, position: Optional[int] = None
+) -> str:
     """The column a script reads, as transformers' example scripts choose it: the one ``--<flag>`` names, else the
     first of ``candidates`` the training data has (the examples' default names), else — where the examples do so —
     the column at ``position``. Otherwise a ValueError listing the columns found and naming the flag."""
@@ -188,7 +193,9 @@ def choose_column(raw, given: Optional[str], candidates: Sequence[str], flag: st
         found = names[position]
     if found is None:
         expected = " or ".join(repr(name) for name in candidates)
-        raise ValueError(f"The training data has no {what} column ({expected}); its columns are {names}: name yours with --{flag}.")
+        raise ValueError(
+            f"The training data has no {what} column ({expected}); its columns are {names}: name yours with --{flag}."
+        )
     return found
 
 

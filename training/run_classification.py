@@ -32,8 +32,18 @@ from transformers import AutoModelForSequenceClassification, DataCollatorWithPad
 
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
-    choose_column, column_names, create_model, describe_data, get_tokenizer, label_list, limit_samples, load_metric, load_raw_datasets, map_options,
-    require_columns, train_evaluate_save,
+    choose_column,
+    column_names,
+    create_model,
+    describe_data,
+    get_tokenizer,
+    label_list,
+    limit_samples,
+    load_metric,
+    load_raw_datasets,
+    map_options,
+    require_columns,
+    train_evaluate_save,
 )
 from training.model_card import CardInfo
 
@@ -45,15 +55,28 @@ GLOBAL_ATTENTION = ("cls", "none")  # Longformer: global attention on the classi
 class ClassificationArguments:
     text_column_names: Optional[str] = field(
         default=None,
-        metadata={"help": "The text column, or two comma-separated columns for a text pair (transformers' run_classification "
-                          "flag). Default: 'sentence' (transformers' default), else 'sentence1,sentence2' (GLUE files), else 'text'."},
+        metadata={
+            "help": "The text column, or two comma-separated columns for a text pair (transformers' run_classification "
+            "flag). Default: 'sentence' (transformers' default), else 'sentence1,sentence2' (GLUE files), else 'text'."
+        },
     )
-    text_pair_column: Optional[str] = field(default=None, metadata={"help": "Column holding the second text of a pair (the same as a "
-                                                                            "second name in --text_column_names)."})
-    label_column: Optional[str] = field(default=None, metadata={"help": "Column holding the label, string or integer (default: 'label', "
-                                                                        "as transformers' run_classification; its name there: "
-                                                                        "--label_column_name)."})
-    text_column: Optional[str] = field(default=None, metadata={"help": argparse.SUPPRESS})  # the former name of a single --text_column_names
+    text_pair_column: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "Column holding the second text of a pair (the same as a second name in --text_column_names)."
+        },
+    )
+    label_column: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "Column holding the label, string or integer (default: 'label', "
+            "as transformers' run_classification; its name there: "
+            "--label_column_name)."
+        },
+    )
+    text_column: Optional[str] = field(
+        default=None, metadata={"help": argparse.SUPPRESS}
+    )  # the former name of a single --text_column_names
     symmetric_pair: bool = field(default=False, metadata={"help": "GPT: feed both orders of a pair and sum (similarity)."})
     lm_labels: bool = field(default=False, metadata={"help": "GPT: add the auxiliary language-modelling loss of GPT-1 "
                                                              "§3.2 (weight: the config's lm_loss_weight, λ)."})
@@ -124,8 +147,10 @@ def classification_text_columns(raw, cls_args: ClassificationArguments) -> list[
     given = cls_args.text_column_names or cls_args.text_column
     columns = [name.strip() for name in given.split(",")] if given else []
     if len(columns) > 2 or (len(columns) == 2 and cls_args.text_pair_column) or any(not name for name in columns):
-        raise ValueError(f"--text_column_names {given!r}: give one text column, or two comma-separated ones for a text pair "
-                         "(or the second with --text_pair_column).")
+        raise ValueError(
+            f"--text_column_names {given!r}: give one text column, or two comma-separated ones for a text pair "
+            "(or the second with --text_pair_column)."
+        )
     names = column_names(raw["train"])
     if not columns:
         if "sentence" not in names and {"sentence1", "sentence2"} <= set(names) and not cls_args.text_pair_column:
@@ -139,8 +164,12 @@ def classification_text_columns(raw, cls_args: ClassificationArguments) -> list[
 
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, cls_args, training_args = parse_arguments(
-        "run_classification", (ClassificationArguments,), args, aliases={"label_column_name": "label_column"},
-        doc=__doc__, supported=SUPPORTED,
+        "run_classification",
+        (ClassificationArguments,),
+        args,
+        aliases={"label_column_name": "label_column"},
+        doc=__doc__,
+        supported=SUPPORTED,
     )
     model_type = check_model_type(model_args, SUPPORTED)
     check_global_attention(cls_args.global_attention, model_type)
@@ -151,8 +180,12 @@ def main(args=None, callbacks=None) -> dict:
     raw = load_raw_datasets(model_args, data_args, "plays", limit=False)
     text_columns = classification_text_columns(raw, cls_args)
     cls_args.label_column = choose_column(raw, cls_args.label_column, ["label"], "label_column", "label")
-    require_columns(raw, text_columns + [cls_args.label_column], "classification",
-                    {**{column: "text_column_names" for column in text_columns}, cls_args.label_column: "label_column"})
+    require_columns(
+        raw,
+        text_columns + [cls_args.label_column],
+        "classification",
+        {**{column: "text_column_names" for column in text_columns}, cls_args.label_column: "label_column"},
+    )
     labels = label_list(raw, cls_args.label_column)  # from all the data: the label set must not depend on --max_*_samples
     raw = limit_samples(raw, data_args)
     label_to_id = {label: i for i, label in enumerate(labels)}
@@ -167,8 +200,13 @@ def main(args=None, callbacks=None) -> dict:
         model.resize_token_embeddings(len(tokenizer))
         training_args.remove_unused_columns = False
         data = raw.select_columns(text_columns + ["labels"])
-        collator = GPTClassificationCollator(task_inputs, text_columns[0], text_columns[1] if len(text_columns) > 1 else None,
-                                             cls_args.symmetric_pair, cls_args.lm_labels)
+        collator = GPTClassificationCollator(
+            task_inputs,
+            text_columns[0],
+            text_columns[1] if len(text_columns) > 1 else None,
+            cls_args.symmetric_pair,
+            cls_args.lm_labels,
+        )
     else:
         model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)
         data = raw.map(

@@ -28,7 +28,14 @@ from transformers import AutoModelForCausalLM, Trainer, default_data_collator
 
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
-    choose_column, create_model, describe_data, get_tokenizer, load_raw_datasets, map_options, require_columns, tokenize_text_blocks,
+    choose_column,
+    create_model,
+    describe_data,
+    get_tokenizer,
+    load_raw_datasets,
+    map_options,
+    require_columns,
+    tokenize_text_blocks,
     train_evaluate_save,
 )
 from training.model_card import CardInfo
@@ -39,12 +46,17 @@ SUPPORTED = ("scratch-gpt", "scratch-transfo-xl")
 @dataclass
 class CLMArguments:
     text_column: Optional[str] = field(
-        default=None, metadata={"help": "Column holding the text (default: 'text', else the first column, as transformers' run_clm)."}
+        default=None,
+        metadata={
+            "help": "Column holding the text (default: 'text', else the first column, as transformers' run_clm)."
+        },
     )
 
 
 def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, clm_args, training_args = parse_arguments("run_clm", (CLMArguments,), args, aliases={"block_size": "max_seq_length"}, doc=__doc__, supported=SUPPORTED)
+    model_args, data_args, clm_args, training_args = parse_arguments(
+        "run_clm", (CLMArguments,), args, aliases={"block_size": "max_seq_length"}, doc=__doc__, supported=SUPPORTED
+    )
     if check_model_type(model_args, SUPPORTED) == "scratch-transfo-xl" and data_args.streaming:
         raise ValueError("--streaming: Transformer-XL's trainer lays the whole corpus out in parallel streams to carry its memory; "
                          "drop --streaming (GPT streams).")
@@ -53,8 +65,9 @@ def main(args=None, callbacks=None) -> dict:
     require_columns(raw, [text_column], "causal language modelling", {text_column: "text_column"})
     tokenizer = get_tokenizer(model_args, lambda: raw["train"][text_column])
     model = create_model(model_args, AutoModelForCausalLM, tokenizer)
-    data = tokenize_text_blocks(raw, tokenizer, text_column, data_args, line_by_line=False,
-                                training_args=training_args, special_tokens=False)
+    data = tokenize_text_blocks(
+        raw, tokenizer, text_column, data_args, line_by_line=False, training_args=training_args, special_tokens=False
+    )
     data = data.map(lambda batch: {"labels": batch["input_ids"]}, batched=True, **map_options(data_args, "labels"))
     trainer_class = Trainer
     if model.config.model_type == "scratch-transfo-xl":

@@ -22,7 +22,13 @@ from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling, 
 
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
-    choose_column, create_model, describe_data, get_tokenizer, load_raw_datasets, require_columns, tokenize_text_blocks,
+    choose_column,
+    create_model,
+    describe_data,
+    get_tokenizer,
+    load_raw_datasets,
+    require_columns,
+    tokenize_text_blocks,
     train_evaluate_save,
 )
 from training.model_card import CardInfo
@@ -33,14 +39,19 @@ SUPPORTED = ("scratch-bert", "scratch-longformer")
 @dataclass
 class MLMArguments:
     text_column: Optional[str] = field(
-        default=None, metadata={"help": "Column holding the text (default: 'text', else the first column, as transformers' run_mlm)."}
+        default=None,
+        metadata={
+            "help": "Column holding the text (default: 'text', else the first column, as transformers' run_mlm)."
+        },
     )
     mlm_probability: float = field(default=0.15, metadata={"help": "Fraction of tokens to mask."})
     line_by_line: bool = field(default=False, metadata={"help": "One example per line instead of concatenated blocks."})
 
 
 def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, mlm_args, training_args = parse_arguments("run_mlm", (MLMArguments,), args, aliases={"block_size": "max_seq_length"}, doc=__doc__, supported=SUPPORTED)
+    model_args, data_args, mlm_args, training_args = parse_arguments(
+        "run_mlm", (MLMArguments,), args, aliases={"block_size": "max_seq_length"}, doc=__doc__, supported=SUPPORTED
+    )
     check_model_type(model_args, SUPPORTED)
     if not 0.0 < mlm_args.mlm_probability < 1.0:
         raise ValueError(f"--mlm_probability must be in (0, 1), got {mlm_args.mlm_probability}.")
@@ -49,8 +60,9 @@ def main(args=None, callbacks=None) -> dict:
     require_columns(raw, [text_column], "masked language modelling", {text_column: "text_column"})
     tokenizer = get_tokenizer(model_args, lambda: raw["train"][text_column])
     model = create_model(model_args, AutoModelForMaskedLM, tokenizer)
-    data = tokenize_text_blocks(raw, tokenizer, text_column, data_args, mlm_args.line_by_line,
-                                training_args, special_tokens=True)
+    data = tokenize_text_blocks(
+        raw, tokenizer, text_column, data_args, mlm_args.line_by_line, training_args, special_tokens=True
+    )
     trainer = Trainer(
         model=model,
         args=training_args,

@@ -6,10 +6,10 @@ transformers' run_swag.py.
 
 Rows hold a ``context``, a list of ``endings`` (the same number in every row) and the index of the right one
 (``label``) — or SWAG's columns, which transformers' run_swag reads: ``sent1`` (the context), ``sent2`` (the start
-of every ending), ``ending0`` … ``ending3`` and ``label``. BERT/Longformer score ``[CLS] context [SEP] ending [SEP]`` per choice at [CLS]; GPT uses GPT-1's
-transformation ``[<s>; context; $; ending; ⟨e⟩]`` scored at the extract token (``ScratchGPTForMultipleChoice``, the
-head ``AutoModelForMultipleChoice`` gives), or with ``--lm_labels`` ``ScratchGPTDoubleHeadsModel``, which adds the
-auxiliary language-modelling loss on the same text (GPT-1 §3.2).
+of every ending), ``ending0`` … ``ending3`` and ``label``. BERT/Longformer score ``[CLS] context [SEP] ending [SEP]``
+per choice at [CLS]; GPT uses GPT-1's transformation ``[<s>; context; $; ending; ⟨e⟩]`` scored at the extract
+token (``ScratchGPTForMultipleChoice``, the head ``AutoModelForMultipleChoice`` gives), or with ``--lm_labels``
+``ScratchGPTDoubleHeadsModel``, which adds the auxiliary language-modelling loss on the same text (GPT-1 §3.2).
 Without data arguments it picks the line that follows a line of Shakespeare among four
 (``training/data/next_line``). Reports accuracy.
 """
@@ -30,7 +30,14 @@ from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoi
 
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
-    column_names, create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets, map_options, require_columns,
+    column_names,
+    create_model,
+    describe_data,
+    get_tokenizer,
+    load_metric,
+    load_raw_datasets,
+    map_options,
+    require_columns,
     train_evaluate_save,
 )
 from training.model_card import CardInfo
@@ -40,10 +47,18 @@ SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer")
 
 @dataclass
 class MultipleChoiceArguments:
-    context_column: Optional[str] = field(default=None, metadata={"help": "Column holding the context (default: 'context', or "
-                                                                          "SWAG's 'sent1' as in transformers' run_swag)."})
-    endings_column: Optional[str] = field(default=None, metadata={"help": "Column holding the list of candidate endings (default: "
-                                                                          "'endings', or SWAG's 'sent2' + 'ending0'…)."})
+    context_column: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "Column holding the context (default: 'context', or SWAG's 'sent1' as in transformers' run_swag)."
+        },
+    )
+    endings_column: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "Column holding the list of candidate endings (default: 'endings', or SWAG's 'sent2' + 'ending0'…)."
+        },
+    )
     label_column: str = field(default="label", metadata={"help": "Column holding the index of the right ending."})
     lm_labels: bool = field(default=False, metadata={"help": "GPT: add the auxiliary language-modelling loss (GPT-1 §3.2)."})
 
@@ -84,7 +99,12 @@ def with_context_and_endings(raw, mc_args: MultipleChoiceArguments):
     ``endings`` = [sent2 + " " + ending_i]; other data keeps ``context`` / ``endings``."""
     names = column_names(raw["train"])
     endings = sorted((int(m.group(1)), name) for name in names if (m := SWAG_ENDINGS.match(name)))
-    if mc_args.context_column is None and mc_args.endings_column is None and {"sent1", "sent2"} <= set(names) and endings:
+    if (
+        mc_args.context_column is None
+        and mc_args.endings_column is None
+        and {"sent1", "sent2"} <= set(names)
+        and endings
+    ):
         ending_names = [name for _, name in endings]
 
         def swag(row):
@@ -97,12 +117,22 @@ def with_context_and_endings(raw, mc_args: MultipleChoiceArguments):
 
 
 def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, mc_args, training_args = parse_arguments("run_multiple_choice", (MultipleChoiceArguments,), args, doc=__doc__, supported=SUPPORTED)
+    model_args, data_args, mc_args, training_args = parse_arguments(
+        "run_multiple_choice", (MultipleChoiceArguments,), args, doc=__doc__, supported=SUPPORTED
+    )
     is_gpt = check_model_type(model_args, SUPPORTED) == "scratch-gpt"
     raw = load_raw_datasets(model_args, data_args, "next_line")
     raw = with_context_and_endings(raw, mc_args)
-    require_columns(raw, [mc_args.context_column, mc_args.endings_column, mc_args.label_column], "multiple choice",
-                    {mc_args.context_column: "context_column", mc_args.endings_column: "endings_column", mc_args.label_column: "label_column"})
+    require_columns(
+        raw,
+        [mc_args.context_column, mc_args.endings_column, mc_args.label_column],
+        "multiple choice",
+        {
+            mc_args.context_column: "context_column",
+            mc_args.endings_column: "endings_column",
+            mc_args.label_column: "label_column",
+        },
+    )
     counts = {len(e) for split in raw.values() for e in split[mc_args.endings_column]}
     if len(counts) != 1 or 0 in counts:
         raise ValueError(f"Every row needs the same, non-zero number of endings; found {sorted(counts)}.")

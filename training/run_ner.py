@@ -25,8 +25,16 @@ from transformers import AutoModelForTokenClassification, DataCollatorForTokenCl
 
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
-    create_model, describe_data, get_tokenizer, limit_samples, load_metric, load_raw_datasets, map_options,
-    choose_column, require_columns, train_evaluate_save,
+    create_model,
+    describe_data,
+    get_tokenizer,
+    limit_samples,
+    load_metric,
+    load_raw_datasets,
+    map_options,
+    choose_column,
+    require_columns,
+    train_evaluate_save,
 )
 from training.model_card import CardInfo
 
@@ -36,26 +44,42 @@ SUPPORTED = ("scratch-bert", "scratch-longformer")
 @dataclass
 class NERArguments:
     tokens_column: Optional[str] = field(
-        default=None, metadata={"help": "Column holding the list of words (default: 'tokens', else the first column, as "
-                                        "transformers' run_ner; its name there: --text_column_name)."}
+        default=None,
+        metadata={
+            "help": "Column holding the list of words (default: 'tokens', else the first column, as "
+            "transformers' run_ner; its name there: --text_column_name)."
+        },
     )
     tags_column: Optional[str] = field(
-        default=None, metadata={"help": "Column holding one tag per word (default: 'ner_tags', else the second column, as "
-                                        "transformers' run_ner; its name there: --label_column_name)."}
+        default=None,
+        metadata={
+            "help": "Column holding one tag per word (default: 'ner_tags', else the second column, as "
+            "transformers' run_ner; its name there: --label_column_name)."
+        },
     )
 
 
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, ner_args, training_args = parse_arguments(
-        "run_ner", (NERArguments,), args, aliases={"text_column_name": "tokens_column", "label_column_name": "tags_column"},
-        doc=__doc__, supported=SUPPORTED,
+        "run_ner",
+        (NERArguments,),
+        args,
+        aliases={"text_column_name": "tokens_column", "label_column_name": "tags_column"},
+        doc=__doc__,
+        supported=SUPPORTED,
     )
     check_model_type(model_args, SUPPORTED)
     raw = load_raw_datasets(model_args, data_args, "names", limit=False)
-    ner_args.tokens_column = choose_column(raw, ner_args.tokens_column, ["tokens"], "tokens_column", "words", position=0)
+    ner_args.tokens_column = choose_column(
+        raw, ner_args.tokens_column, ["tokens"], "tokens_column", "words", position=0
+    )
     ner_args.tags_column = choose_column(raw, ner_args.tags_column, ["ner_tags"], "tags_column", "tags", position=1)
-    require_columns(raw, [ner_args.tokens_column, ner_args.tags_column], "token classification",
-                    {ner_args.tokens_column: "tokens_column", ner_args.tags_column: "tags_column"})
+    require_columns(
+        raw,
+        [ner_args.tokens_column, ner_args.tags_column],
+        "token classification",
+        {ner_args.tokens_column: "tokens_column", ner_args.tags_column: "tags_column"},
+    )
     tags = sorted({tag for row in raw["train"][ner_args.tags_column] for tag in row})
     tag_to_id = {tag: i for i, tag in enumerate(tags)}
     unseen = {tag for row in raw["validation"][ner_args.tags_column] for tag in row} - set(tags)

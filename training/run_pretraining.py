@@ -32,7 +32,14 @@ from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, DataColl
 from hf_scratch.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
-    choose_column, create_model, describe_data, get_tokenizer, limit_samples, load_raw_datasets, require_columns, train_evaluate_save,
+    choose_column,
+    create_model,
+    describe_data,
+    get_tokenizer,
+    limit_samples,
+    load_raw_datasets,
+    require_columns,
+    train_evaluate_save,
 )
 from training.model_card import CardInfo
 
@@ -76,7 +83,9 @@ def pretraining_accuracy(eval_prediction) -> dict:
 
 
 def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, pt_args, training_args = parse_arguments("run_pretraining", (PretrainingArguments,), args, doc=__doc__, supported=SUPPORTED)
+    model_args, data_args, pt_args, training_args = parse_arguments(
+        "run_pretraining", (PretrainingArguments,), args, doc=__doc__, supported=SUPPORTED
+    )
     check_model_type(model_args, SUPPORTED)
     raw = load_raw_datasets(model_args, data_args, "documents", text_sample_by="document", limit=False)
     text_column = choose_column(raw, pt_args.text_column, ["text"], "text_column", "document", position=0)

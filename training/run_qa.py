@@ -128,7 +128,9 @@ def best_answers(examples, features, start_logits, end_logits, max_answer_length
 
 
 def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, qa_args, training_args = parse_arguments("run_qa", (QAArguments,), args, doc=__doc__, supported=SUPPORTED)
+    model_args, data_args, qa_args, training_args = parse_arguments(
+        "run_qa", (QAArguments,), args, doc=__doc__, supported=SUPPORTED
+    )
     check_model_type(model_args, SUPPORTED)
     raw = load_raw_datasets(model_args, data_args, "speakers")
     require_columns(raw, COLUMNS, "extractive question answering")

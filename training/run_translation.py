@@ -45,9 +45,14 @@ class TranslationArguments:
 
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, tr_args, training_args = parse_arguments(
-        "run_translation", (TranslationArguments,), args, training_class=Seq2SeqTrainingArguments,
-        aliases={"max_source_length": "max_seq_length"}, defaults={"predict_with_generate": True},
-        doc=__doc__, supported=SUPPORTED,
+        "run_translation",
+        (TranslationArguments,),
+        args,
+        training_class=Seq2SeqTrainingArguments,
+        aliases={"max_source_length": "max_seq_length"},
+        defaults={"predict_with_generate": True},
+        doc=__doc__,
+        supported=SUPPORTED,
     )
     if tr_args.max_target_length <= 0:
         raise ValueError(f"--max_target_length must be positive, got {tr_args.max_target_length}.")

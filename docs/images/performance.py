@@ -29,26 +29,31 @@ MEASURED = [
 ]
 
 
-def main(path: Path = Path(__file__).resolve().parent / "performance.png") -> Path:
+PICTURE = Path(__file__).resolve().parent / "performance.png"
+
+
+def main(path: Path = PICTURE) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     groups = list(dict.fromkeys(group for group, *_ in MEASURED))
-    colors = dict(zip(groups, ("tab:blue", "tab:orange", "tab:green", "tab:purple")))
+    colors = dict(zip(groups, ("tab:blue", "tab:orange", "tab:green", "tab:purple"), strict=True))
     fig, ax = plt.subplots(figsize=(8, 5.2))
     positions = list(range(len(MEASURED)))[::-1]
     ax.barh(positions, [speed for _, _, speed, _ in MEASURED], color=[colors[group] for group, *_ in MEASURED])
     ax.set_yticks(positions, [label for _, label, _, _ in MEASURED], fontsize=8)
-    for position, (_, _, speed, _) in zip(positions, MEASURED):
+    for position, (_, _, speed, _) in zip(positions, MEASURED, strict=True):
         ax.text(speed + 0.03, position, f"{speed:.2f}×", va="center", fontsize=8)
     ax.axvline(1.0, color="black", linewidth=1)
     ax.set_xlabel("speed-up over transformers at the same configuration (transformers' time / ours)")
     ax.set_xlim(0, 3.5)
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[group]) for group in groups]
     ax.legend(handles, groups, loc="upper right", fontsize=8)
-    ax.set_title("hf_scratch vs transformers (benchmarks/results/; 1 thread on a shared 2-core CPU, or an H100)", fontsize=9)
+    ax.set_title(
+        "hf_scratch vs transformers (benchmarks/results/; 1 thread on a shared 2-core CPU, or an H100)", fontsize=9
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path

@@ -442,8 +442,9 @@ def convert_directory(source, output) -> Path:
         shutil.copytree(source / folder, output / folder, dirs_exist_ok=True)
     if (source / MODEL_CARD).exists():
         card = (source / MODEL_CARD).read_text(encoding="utf-8")
-        (output / MODEL_CARD).write_text(card.rstrip("\n") + "\n" + CONVERSION_NOTE.format(model_class=type(model).__name__),
-                                         encoding="utf-8")
+        (output / MODEL_CARD).write_text(
+            card.rstrip("\n") + "\n" + CONVERSION_NOTE.format(model_class=type(model).__name__), encoding="utf-8"
+        )
     return output
 
 
@@ -456,7 +457,9 @@ def _sentence_transformers_module_folders(source: Path) -> list[str]:
     try:
         modules = json.loads(modules_file.read_text())
     except json.JSONDecodeError as error:
-        raise ValueError(f"{modules_file} is not valid JSON ({error}): cannot tell which sentence-transformers modules to keep.") from error
+        raise ValueError(
+            f"{modules_file} is not valid JSON ({error}): cannot tell which sentence-transformers modules to keep."
+        ) from error
     folders = [str(module.get("path", "")) for module in modules if isinstance(module, dict)]
     for folder in folders:
         if folder and (Path(folder).is_absolute() or ".." in Path(folder).parts):
