@@ -48,6 +48,7 @@ from .attention import (
 )
 from .banded_attention import BandedPattern, GlobalTokens, keep_attention_kernels
 from .configuration_longformer import ScratchLongformerConfig
+from .inputs import check_one_input, choice_dimensions, flatten_choices
 from .layers import (
     EncoderEmbeddings,
     FeedForward,
@@ -55,15 +56,10 @@ from .layers import (
     MaskedLMOutputEmbeddings,
     Pooler,
     ResidualNorm,
-    check_one_input,
-    choice_dimensions,
     feed_forward_recomputing_activation,
-    flatten_choices,
     run_layers,
-    sequence_classification_loss,
-    span_loss,
-    token_cross_entropy,
 )
+from .losses import sequence_classification_loss, span_loss, token_cross_entropy
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
 # ---- 1. input representation ---------------------------------------------------------------------------------

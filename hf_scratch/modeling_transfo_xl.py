@@ -47,7 +47,9 @@ from .attention import (
 )
 from .adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax, embedding_tables, init_adaptive_weights
 from .configuration_transfo_xl import ScratchTransfoXLConfig
-from .layers import FeedForward, ResidualNorm, causal_lm_loss, check_one_input
+from .inputs import check_one_input
+from .layers import FeedForward, ResidualNorm
+from .losses import IGNORE_INDEX, causal_lm_loss, next_token_labels, per_item
 from .modeling_common import ScratchGenerationMixin, ScratchPreTrainedModel, normalise_inputs, take_generation_cache
 from .positional import relative_sinusoidal_embedding
 
@@ -454,8 +456,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
         if not logits_to_keep:
             loss = causal_lm_loss(logits, labels, num_items_in_batch, shift_labels)
         elif labels is not None or shift_labels is not None:
-            targets = shift_labels if shift_labels is not None else F.pad(labels[:, 1:], (0, 1), value=-100)
-            loss = self._target_only_loss(hidden_states, targets, num_items_in_batch)
+            loss = self._target_only_loss(hidden_states, next_token_labels(labels, shift_labels), num_items_in_batch)
         return ScratchTransfoXLLMHeadModelOutput(
             loss=loss, logits=logits, mems=outputs.mems, hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
@@ -466,11 +467,8 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
         targets' log-probabilities alone."""
         targets = targets.reshape(-1).to(hidden_states.device)
         log_probs = self.lm_head.target_log_probs(hidden_states.reshape(-1, hidden_states.shape[-1]), targets)
-        total = -log_probs.sum()
-        count = (targets != -100).sum() if num_items_in_batch is None else num_items_in_batch
-        if isinstance(count, torch.Tensor):
-            count = count.to(total.device)
-        return total / count
+        count = (targets != IGNORE_INDEX).sum() if num_items_in_batch is None else num_items_in_batch
+        return per_item(-log_probs.sum(), count)
 
     # -- generate() carries the memory: outputs.mems → the generation cache → mems -----------------------------
     @classmethod

@@ -43,17 +43,11 @@ from .attention import (
     padding_or_none,
 )
 from .configuration_transformer import ScratchTransformerConfig
-from .layers import (
-    DecoderInputsFromLabelsMixin,
-    FeedForward,
-    ResidualNorm,
-    check_input_ids,
-    check_one_input,
-    embedding_rows,
-    run_layers,
-    token_cross_entropy,
-)
+from .inputs import check_input_ids, check_one_input, embedding_rows
+from .layers import FeedForward, ResidualNorm, run_layers
+from .losses import token_cross_entropy
 from .modeling_common import (
+    DecoderInputsFromLabelsMixin,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
     cache_output,

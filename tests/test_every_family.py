@@ -331,7 +331,8 @@ SAVED = {
 
 def module_files(name: str) -> list[str]:
     """The code a checkpoint carries for trust_remote_code: the family's pair and the core they import."""
-    core = ["configuration_common.py", "modeling_common.py", "attention.py", "layers.py", "positional.py"]
+    core = ["configuration_common.py", "modeling_common.py", "attention.py", "inputs.py", "layers.py", "losses.py",
+            "positional.py"]
     own = {"rnn": ["recurrent.py"], "transfo_xl": ["adaptive_softmax.py"], "longformer": ["banded_attention.py"]}
     return [f"modeling_{name}.py", f"configuration_{name}.py", *core, *own.get(name, [])]
 
