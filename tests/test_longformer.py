@@ -12,6 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from dispatch import dispatched_ops
 from families import ENCODER_HEADS, FAMILIES, assert_converts_back, assert_multiple_choice_parity, max_diff_on_real
 from families import longformer_batch as padded_batch
+from reference import dense_longformer_attention, sliding_window_mask
 from transformers import LongformerConfig, pipeline
 
 from hf_scratch import (
@@ -22,10 +23,9 @@ from hf_scratch import (
     ScratchLongformerForTokenClassification,
     ScratchLongformerModel,
 )
-from hf_scratch.attention import sliding_window_mask
 from hf_scratch.convert import from_transformers, to_transformers
 from hf_scratch.banded_attention import ATTENTION_KERNELS, GlobalTokens
-from hf_scratch.modeling_longformer import ScratchLongformerSelfAttention, dense_longformer_attention
+from hf_scratch.modeling_longformer import ScratchLongformerSelfAttention
 from hf_scratch.tokenization import train_tokenizer
 
 TINY = FAMILIES["longformer"].tiny  # windows [4, 8]: transformers pads to the largest, a multiple of the others
