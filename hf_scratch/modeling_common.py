@@ -181,6 +181,14 @@ class ScratchPreTrainedModel(PreTrainedModel):
         super().__init__(config, *inputs, **kwargs)
         check_attn_implementation(config._attn_implementation, registry=self._supports_attention_backend)
 
+    @classmethod
+    def _can_set_attn_implementation(cls) -> bool:
+        """Whether ``set_attn_implementation`` may switch the kernel of a built model: yes, every family reads
+        ``config._attn_implementation`` at each call. (transformers guesses from the modeling file's source, and
+        would keep Transformer-XL and Longformer, whose attention does not go through its AttentionInterface, on the
+        kernel they were built with, logging a warning.)"""
+        return True
+
     if not hasattr(PreTrainedModel, "activation_checkpointing_enable"):  # releases before the rename (5.10): both names
 
         def activation_checkpointing_enable(self, activation_checkpointing_kwargs=None):
