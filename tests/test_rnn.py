@@ -1,6 +1,6 @@
 """RNN seq2seq baselines: cells against torch.nn on copied weights (outputs and gradients), the GRU of Cho et al.
 2014 (``gru_cho``) on a hand-worked example, attention weights and encoder states on padding, beam search, the HF
-contract (remote code, pipelines, Trainer).
+contract (pipelines, Trainer). (Loading as remote code, where hf_scratch is not installed: test_pipelines.py.)
 
 What every family shares is checked once, in the cross-family files (test_robustness.py, test_every_family.py,
 test_conformance.py, test_generation.py, …: CONTRIBUTING.md, "A family, step by step", 6. Tests)."""
@@ -199,25 +199,6 @@ def test_beam_search_scores_at_least_greedy():
 
 
 # ---- the HF contract -----------------------------------------------------------------------------------------
-
-
-def test_remote_code_loads_without_hf_scratch(tmp_path):
-    """The saved directory carries its modeling code: load it in a fresh interpreter where hf_scratch is hidden."""
-    import subprocess
-    import sys
-
-    ScratchRNNForConditionalGeneration(tiny_config()).save_pretrained(tmp_path)
-    script = (
-        "import sys; sys.modules['hf_scratch'] = None\n"
-        "import torch; from transformers import AutoModelForSeq2SeqLM\n"
-        f"m = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True)\n"
-        "print(type(m).__module__, m.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=3).shape[1])\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                            env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
-    assert result.returncode == 0, result.stderr[-2000:]
-    module, length = result.stdout.split()[-2:]
-    assert "modeling_rnn" in module and not module.startswith("hf_scratch") and int(length) == 4
 
 
 def test_loss_ignores_minus_100():
