@@ -33,8 +33,8 @@ import sys
 import time
 
 import torch
-from common import (bar_plot, compare, in_repo_path, matrix_products_fn, optimizer_step_fn, ratio_row, setup_threads,
-                    train_step_fn, write_table)
+from common import (Autocast, bar_plot, compare, in_repo_path, matrix_products_fn, optimizer_step_fn, ratio_row,
+                    setup_threads, synchronized, train_step_fn, write_table)
 
 in_repo_path()
 
@@ -71,28 +71,6 @@ def inputs_for(name: str) -> dict:
     if name in ("transformer", "rnn"):
         inputs["labels"] = torch.randint(5, VOCAB, (BATCH, LENGTH), generator=generator)
     return inputs
-
-
-class Autocast(torch.nn.Module):
-    """Runs the wrapped model under ``torch.autocast`` (bf16 training on a GPU); its parameters are the model's."""
-
-    def __init__(self, model: torch.nn.Module, device: str, dtype: torch.dtype):
-        super().__init__()
-        self.model, self.device, self.dtype = model, device, dtype
-
-    def forward(self, **inputs):
-        with torch.autocast(self.device.split(":")[0], dtype=self.dtype, enabled=self.dtype != torch.float32):
-            return self.model(**inputs)
-
-
-def synchronized(step, device: str):
-    def run():
-        loss = step()  # step() returns loss.item(), which waits for the GPU already; this keeps it explicit
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        return loss
-
-    return run
 
 
 def against_transformers(args, threads: int, argv) -> None:

@@ -112,11 +112,19 @@ def block_loss(logits_of, ids: np.ndarray, batch_size: int = 64) -> float:
     return total / count
 
 
-def nanogpt_logits(checkout: Path, checkpoint: Path):
-    """nanoGPT's model (its model.py, loaded from the checkout) with its checkpoint's weights, as ``logits_of``."""
+def nanogpt_model_module(checkout: Path):
+    """nanoGPT's own model.py (``GPTConfig``, ``GPT``), imported from the checkout as it is (and registered in
+    ``sys.modules``, where torch.compile looks its code up)."""
     spec = importlib.util.spec_from_file_location("nanogpt_model", checkout / "model.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
+    return module
+
+
+def nanogpt_logits(checkout: Path, checkpoint: Path):
+    """nanoGPT's model (its model.py, loaded from the checkout) with its checkpoint's weights, as ``logits_of``."""
+    module = nanogpt_model_module(checkout)
     saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
     model = module.GPT(module.GPTConfig(**saved["model_args"]))
     model.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in saved["model"].items()})

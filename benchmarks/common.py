@@ -66,8 +66,9 @@ def environment() -> str:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
+    gpu = f" · {torch.cuda.get_device_name()} (CUDA {torch.version.cuda})" if torch.cuda.is_available() else ""
     return (
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · {cpu}, {os.cpu_count()} cores, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · {cpu}, {os.cpu_count()} cores{gpu}, "
         f"torch {torch.__version__} ({torch.get_num_threads()} threads), transformers {transformers.__version__}"
     )
 
@@ -118,10 +119,29 @@ def compare(fns: dict[str, Callable[[], object]], warmup: int = 2, repeats: int 
     return timings
 
 
-def train_step_fn(model: torch.nn.Module, inputs: dict, lr: float = 1e-4) -> Callable[[], float]:
-    """One training step as a callable: forward (the model computes its loss from ``labels``), backward, AdamW."""
+def warmed_up(steps: dict[str, Callable[[], object]], warmup: int) -> dict[str, Callable[[], object]]:
+    """The steps whose first ``warmup`` calls (compilation among them) succeed, to time with ``compare(…, warmup=0)``.
+    A step that raises (out of memory, a kernel that does not build) is printed with its traceback and left out: a
+    hole in the table, not a lost run — what a GPU lent for minutes needs."""
+    kept = {}
+    for name, step in steps.items():
+        try:
+            for _ in range(warmup):
+                step()
+            kept[name] = step
+        except Exception:
+            traceback.print_exc()
+            print(f"{name}: failed during warm-up, left out", flush=True)
+    return kept
+
+
+def train_step_fn(
+    model: torch.nn.Module, inputs: dict, lr: float = 1e-4, optimizer: Optional[torch.optim.Optimizer] = None
+) -> Callable[[], float]:
+    """One training step as a callable: forward (the model computes its loss from ``labels``), backward, AdamW
+    (``optimizer``, by default AdamW(lr) over the model's parameters)."""
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr) if optimizer is None else optimizer
 
     def step() -> float:
         optimizer.zero_grad(set_to_none=True)
@@ -131,6 +151,55 @@ def train_step_fn(model: torch.nn.Module, inputs: dict, lr: float = 1e-4) -> Cal
         return loss.item()
 
     return step
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Accelerators: mixed precision, waiting for the device, peak memory
+# --------------------------------------------------------------------------------------------------------------
+
+
+class Autocast(torch.nn.Module):
+    """Runs the wrapped model under ``torch.autocast`` (bf16 training on a GPU); its parameters are the model's."""
+
+    def __init__(self, model: torch.nn.Module, device: str, dtype: torch.dtype):
+        super().__init__()
+        self.model, self.device, self.dtype = model, str(device), dtype
+
+    def forward(self, **inputs):
+        with torch.autocast(self.device.split(":")[0], dtype=self.dtype, enabled=self.dtype != torch.float32):
+            return self.model(**inputs)
+
+
+def synchronize(device) -> None:
+    """Wait for the work queued on ``device`` (nothing to wait for on the CPU)."""
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def synchronized(step: Callable[[], object], device) -> Callable[[], object]:
+    """``step`` followed by waiting for the device, so that the clock around it (``compare``) times the device."""
+
+    def run():
+        result = step()
+        synchronize(device)
+        return result
+
+    return run
+
+
+def device_peak_mib(step: Callable[[], object], device) -> float:
+    """Run ``step`` once; on a CUDA device return what it added to the allocator's high-water mark (MiB):
+    ``torch.cuda.max_memory_allocated`` during the call minus what was allocated before. NaN elsewhere (on the CPU,
+    ``peak_memory_mib`` measures in a fresh process)."""
+    if not str(device).startswith("cuda"):
+        step()
+        return float("nan")
+    synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    step()
+    synchronize(device)
+    return (torch.cuda.max_memory_allocated(device) - before) / 2**20
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import transformers
 from transformers import LongformerConfig, LongformerForMaskedLM
 
 import bench_longformer
-from common import CHECKS, check_summary, guarded, max_diff, report
+from common import CHECKS, check_summary, device_peak_mib, guarded, max_diff, report, synchronize
 import hf_scratch  # noqa: F401
 from hf_scratch import ScratchLongformerConfig, ScratchLongformerForMaskedLM
 from hf_scratch.convert import from_transformers
@@ -33,11 +33,6 @@ from hf_scratch.modeling_longformer import GlobalTokens, ScratchLongformerSelfAt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from reference import dense_longformer_attention  # noqa: E402  (the tests' dense oracle)
-
-
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 # ---- 1. parity with transformers ------------------------------------------------------------------------------
@@ -228,26 +223,18 @@ def measure(model, inputs, device, bf16, warmup, repeats):
 
     for _ in range(warmup):
         step()
-    sync(device)
+    synchronize(device)
     times = []
     for _ in range(repeats):
-        sync(device)
+        synchronize(device)
         t0 = time.perf_counter()
         step()
-        sync(device)
+        synchronize(device)
         times.append(time.perf_counter() - t0)
-    peak = float("nan")
     model.zero_grad(set_to_none=True)
-    if device.type == "cuda":
-        sync(device)
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        loss = step()
-        sync(device)
-        peak = (torch.cuda.max_memory_allocated() - before) / 2**20
-    else:
-        loss = step()
-    return statistics.median(times) * 1e3, peak, loss.item()
+    losses = []
+    peak = device_peak_mib(lambda: losses.append(step()), device)
+    return statistics.median(times) * 1e3, peak, losses[0].item()
 
 
 def timing(device, lengths, warmup, repeats, batch=1):

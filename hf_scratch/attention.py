@@ -17,7 +17,9 @@ Kernels, chosen by ``config._attn_implementation``:
 - for the families whose attention is exactly this equation (BERT, GPT, the encoder-decoder: their models set
   transformers' ``_supports_attention_backend``), any kernel registered in transformers' ``AttentionInterface``
   that takes the additive mask M, 4-D — ``"flex_attention"`` (on CPU, under ``torch.compile``) or your own
-  (``AttentionInterface.register("name", function)``); see ``registered_attention``.
+  (``AttentionInterface.register("name", function)``); see ``registered_attention``;
+- Longformer, whose attention is a band (``banded_attention``), also runs ``"flex_attention"``: torch's
+  flex_attention with a block mask built from the window, the dilations and the global tokens.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from torch import nn
 from transformers import AttentionInterface
 
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
+# torch's flex_attention as a kernel of the family's own score function (Longformer's band, ``banded_attention``):
+# transformers refuses it, before our check runs, for every model that does not set ``_supports_flex_attn``.
+FLEX_ATTENTION = "flex_attention"
 # Registered kernels that expect their mask or cache in another form than the additive 4-D M (flash attention's
 # 2-D padding mask and unpadded sequences, paged caches): not ours to feed.
 OTHER_MASK_FORMATS = ("flash_attention", "paged|", "kernels-community/")
@@ -47,10 +52,11 @@ def registered_kernels() -> list[str]:
 
 def check_attn_implementation(name: Optional[str], registry: bool = False) -> str:
     """Return a supported attention implementation name or raise a ValueError that lists the choices.
-    ``registry``: the family also runs the kernels of transformers' ``AttentionInterface`` (``registered_kernels``)."""
+    ``registry``: the family also runs the kernels of transformers' ``AttentionInterface`` (``registered_kernels``).
+    ``"flex_attention"`` passes: transformers has already refused it unless the model sets ``_supports_flex_attn``."""
     if name is None:
         return "sdpa"
-    choices = ATTENTION_IMPLEMENTATIONS + (tuple(registered_kernels()) if registry else ())
+    choices = ATTENTION_IMPLEMENTATIONS + (tuple(registered_kernels()) if registry else (FLEX_ATTENTION,))
     if name not in choices:
         raise ValueError(
             f"Unknown attention implementation {name!r}: this model supports {choices}. Pass attn_implementation="

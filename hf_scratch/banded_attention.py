@@ -9,16 +9,25 @@ costs what no dilation costs. Both kernels — ``"eager"`` (softmax written out;
 (``scaled_dot_product_attention`` on the blocks) — go through ``attention``. ``GlobalTokens`` says where the global
 tokens are and keeps the block masks the layers share; the dense relation, for tests and pictures, is
 ``attention.longformer_mask``.
+
+A third kernel, ``"flex_attention"``, computes the same local rows with torch's ``flex_attention`` on the unsplit
+sequence: a ``mask_mod`` states the relation (``longformer_mask_mod``), and a ``BlockMask`` of 128 × 128 tiles built
+from the window, each head's dilation, the global keys and the padding (``flex_block_mask``) — from per-tile
+summaries, never from an n×n mask — lets the fused kernel visit only the tiles the band and the global columns touch,
+and skip the mask on the tiles they cover entirely. A head of dilation d visits the tiles within its reach w/2·d, d
+times as many as an undilated head (the residue classes above avoid that cost; flex does not split them).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
 from torch.utils.checkpoint import CheckpointPolicy
 
 from .attention import eager_attention, sdpa_attention
@@ -137,6 +146,94 @@ def keep_attention_kernels(ctx, op, *args, **kwargs) -> CheckpointPolicy:
     return CheckpointPolicy.MUST_SAVE if op in ATTENTION_KERNELS else CheckpointPolicy.PREFER_RECOMPUTE
 
 
+# ---- the same local rows through torch's flex_attention -------------------------------------------------------
+
+FLEX_BLOCK_SIZE = 128  # flex_attention's tile (its default sparse block size): queries and keys by 128
+
+
+def longformer_mask_mod(
+    key_is_real: torch.Tensor, is_global: torch.Tensor, one_sided_window: int, dilations: torch.Tensor
+):
+    """flex_attention's ``mask_mod`` for the local rows of Beltagy et al. 2020 §3.1, the banded kernel's relation:
+
+        may_attend(b, h, i, j) = [(|i - j| ≤ w/2·d_h ∧ d_h | i - j) ∨ global_b(j)] ∧ real_b(i) ∧ real_b(j)
+
+    ``key_is_real``, ``is_global`` (batch, n) bool (global ∧ real), padded with False to whole tiles so that the
+    kernel may read any index of its last tile; ``dilations`` (heads,) int. The global tokens' own rows use
+    their own projections (``ScratchLongformerSelfAttention._global``), not this relation."""
+    reach = one_sided_window * dilations
+
+    def may_attend(b, h, q_idx, kv_idx):
+        offset = q_idx - kv_idx
+        in_window = (offset.abs() <= reach[h]) & (offset % dilations[h] == 0)
+        return key_is_real[b, q_idx] & key_is_real[b, kv_idx] & (in_window | is_global[b, kv_idx])
+
+    return may_attend
+
+
+def window_tiles(num_tiles: int, tile: int, one_sided_window: int, dilations: torch.Tensor):
+    """(touched, covered), each (heads, query tiles, key tiles) bool: the tiles where the (dilated) band holds some
+    pair, and those it holds entirely. Tile (i, j) holds the offsets tile·(i - j) ± (tile - 1); head h reaches
+    |offset| ≤ w/2·d_h on every d_h-th offset, so it touches the tile at most when the nearest offset is in reach
+    (a superset: the mask_mod decides inside), and covers it when d_h = 1 and the farthest offset is in reach."""
+    starts = torch.arange(num_tiles, device=dilations.device) * tile
+    distance = (starts[:, None] - starts[None, :]).abs()[None]
+    reach = (one_sided_window * dilations)[:, None, None]
+    return distance - (tile - 1) <= reach, (distance + (tile - 1) <= reach) & (dilations == 1)[:, None, None]
+
+
+def ordered_tiles(tiles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(…, query tiles, key tiles) bool → flex's (counts (…, query tiles), indices (…, query tiles, key tiles)) int32:
+    each query tile's key tiles, listed first."""
+    counts = tiles.sum(dim=-1, dtype=torch.int32)
+    return counts, torch.argsort((~tiles).to(torch.int8), dim=-1, stable=True).to(torch.int32)
+
+
+def flex_block_mask(
+    key_is_real: torch.Tensor, is_global: torch.Tensor, one_sided_window: int, dilations: tuple[int, ...],
+    tile: int = FLEX_BLOCK_SIZE,
+) -> BlockMask:
+    """The ``BlockMask`` of ``longformer_mask_mod`` over (batch, heads, n, n), built from per-tile summaries (which
+    tiles hold a real query, a real local key, a global key; which hold only real ones) and ``window_tiles`` — no n×n
+    mask. A tile is visited when some query of it may attend some key of it (band ∧ local key, or a global key; an
+    over-estimate is only work), and skips the mask when every pair may (all real, and the band covers it or every
+    key is global). One head dimension when every head has the same dilation."""
+    batch, length = key_is_real.shape
+    num_tiles = -(-length // tile)
+    real, is_global = (pad_length(x, tile, False) for x in (key_is_real, is_global))
+    real_tiles, global_tiles = real.view(batch, num_tiles, tile), is_global.view(batch, num_tiles, tile)
+    per_head = torch.tensor(dilations, device=key_is_real.device)
+    shared = len(set(dilations)) == 1  # then one head dimension serves all heads
+    touched, covered = window_tiles(num_tiles, tile, one_sided_window, per_head[:1] if shared else per_head)
+
+    def by_key(x):  # (batch, key tiles) → (batch, 1, 1, key tiles)
+        return x[:, None, None, :]
+
+    some_local, some_global = by_key((real_tiles & ~global_tiles).any(-1)), by_key(global_tiles.any(-1))
+    visited = real_tiles.any(-1)[:, None, :, None] & ((touched & some_local) | some_global)
+    every_real = real_tiles.all(-1)
+    full = every_real[:, None, :, None] & by_key(every_real) & (covered | by_key(global_tiles.all(-1)))
+    return BlockMask.from_kv_blocks(
+        *ordered_tiles(visited & ~full), *ordered_tiles(full), BLOCK_SIZE=tile,
+        mask_mod=longformer_mask_mod(real, is_global, one_sided_window, per_head), seq_lengths=(length, length),
+    )
+
+
+@functools.cache
+def compiled_flex_attention(device_type: str):
+    """flex_attention compiled once per device type. On the CPU for one shape at a time (``dynamic=False``: torch
+    2.13's C++ template for flex_attention does not build with dynamic shapes, which torch.compile switches to when
+    a second length arrives), elsewhere with torch.compile's defaults."""
+    return torch.compile(flex_attention, dynamic=False if device_type == "cpu" else None)
+
+
+def flex_kernel(device_type: str):
+    """flex_attention as it runs fused and block-sparse: compiled (as transformers' models do), or as it is inside a
+    graph that torch.compile is tracing. Called uncompiled, torch runs a dense reference that materialises the n×n
+    scores. On the CPU torch 2.13 runs it without gradients only."""
+    return flex_attention if torch.compiler.is_compiling() else compiled_flex_attention(device_type)
+
+
 @dataclass
 class GlobalTokens:
     """Where the global tokens are: ``positions`` (batch, G) in increasing order, ``is_real`` (batch, G) False for
@@ -159,6 +256,13 @@ class GlobalTokens:
                 prepare(key_is_real & ~self.is_global), prepare(key_is_real), block, slots
             )
         return self.block_masks[block, dilation, multiple]
+
+    def flex_block_mask(self, key_is_real: torch.Tensor, one_sided_window: int, dilations: tuple) -> BlockMask:
+        """``flex_block_mask`` for a window and the dilation of each head, built once per forward pass."""
+        key = ("flex", one_sided_window, dilations)
+        if key not in self.block_masks:
+            self.block_masks[key] = flex_block_mask(key_is_real, self.is_global, one_sided_window, dilations)
+        return self.block_masks[key]
 
     @classmethod
     def from_mask(cls, is_global: torch.Tensor) -> "GlobalTokens":
@@ -228,6 +332,18 @@ class BandedPattern:
             [globals_.block_mask(key_is_real, block, d, multiple).expand(-1, g.stop - g.start, -1, -1) for d, g in groups],
             dim=1,
         )
+
+    def attend_flex(self, query, key, value, key_is_real, globals_: GlobalTokens, dropout: float) -> torch.Tensor:
+        """``attend``'s output through torch's flex_attention: ``query``, ``key``, ``value`` (batch, n, heads, d) as
+        they are, the relation in the block mask (``GlobalTokens.flex_block_mask``); returns (batch, n, heads, d)."""
+        if dropout > 0.0:
+            raise ValueError(
+                "flex_attention has no attention dropout: use the model in eval mode, set "
+                "attention_probs_dropout_prob=0.0, or train with attn_implementation='sdpa'."
+            )
+        block_mask = globals_.flex_block_mask(key_is_real, self.one_sided_window, self.dilations)
+        query, key, value = (x.transpose(1, 2) for x in (query, key, value))  # (batch, heads, n, d), as flex takes them
+        return flex_kernel(query.device.type)(query, key, value, block_mask=block_mask).transpose(1, 2)
 
     def attend(self, query, key, value, key_is_real, allowed, globals_, implementation, dropout, output_attentions):
         """Sliding-window (+ global keys) attention for every head in one kernel call: ``query``, ``key``, ``value``

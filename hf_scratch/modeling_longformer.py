@@ -117,8 +117,11 @@ class ScratchLongformerSelfAttention(nn.Module):
         implementation = self.config._attn_implementation
         dropout = self.dropout if self.training else 0.0
         query, key, value = (self._heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
-        allowed = self.pattern.block_masks(key_is_real, globals_)
-        if implementation == "sdpa" and not output_attentions and torch.is_grad_enabled():
+        flex = implementation == "flex_attention" and not output_attentions  # (weights: the eager kernel)
+        allowed = None if flex else self.pattern.block_masks(key_is_real, globals_)
+        if flex:
+            output, local_weights = self.pattern.attend_flex(query, key, value, key_is_real, globals_, dropout), None
+        elif implementation == "sdpa" and not output_attentions and torch.is_grad_enabled():
             # Keep only Q, K, V (views of one projection) and the attention kernel's output for the backward pass
             # and rebuild the 3× key windows there: the windows would be the largest tensors kept, and rebuilding
             # them is cheap; the attention itself is not run again. Under torch.compile the partitioner would keep
@@ -183,6 +186,7 @@ class ScratchLongformerPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchLongformerConfig
     _input_embed_layer = "word"  # get/set_input_embeddings (transformers' own) find embeddings.word by this name
     _can_compile_fullgraph = True
+    _supports_flex_attn = True  # attn_implementation="flex_attention": the local rows through torch's flex_attention
     _no_split_modules = ["ScratchLongformerLayer"]
 
 
