@@ -9,13 +9,10 @@ also hold under ``torch.compile`` / ``torch.export`` (CONTRIBUTING, "Input valid
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import nn
 
 from .attention import values_pass
-
 
 # --------------------------------------------------------------------------------------------------------------
 # Token ids and embeddings
@@ -49,7 +46,7 @@ def check_input_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input
         raise ValueError(f"{name} contains id {bad}, outside the vocabulary of {vocab_size} tokens (vocab_size): {fix}")
 
 
-def check_one_input(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor]) -> torch.Tensor:
+def check_one_input(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
     """The one of ``input_ids`` / ``inputs_embeds`` that is given (its leading dimensions are the batch's shape);
     a ValueError unless exactly one is."""
     if (input_ids is None) == (inputs_embeds is None):
@@ -62,12 +59,12 @@ def check_one_input(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[t
 # --------------------------------------------------------------------------------------------------------------
 
 
-def flatten_choices(x: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+def flatten_choices(x: torch.Tensor | None) -> torch.Tensor | None:
     """(batch, choices, length[, hidden]) → (batch·choices, length[, hidden]): each choice is its own sequence."""
     return None if x is None else x.reshape(-1, *x.shape[2:])
 
 
-def choice_dimensions(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor]) -> tuple[int, int, int]:
+def choice_dimensions(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> tuple[int, int, int]:
     """(batch, num_choices, length) of multiple-choice inputs, or a ValueError if they are not shaped that way."""
     reference = check_one_input(input_ids, inputs_embeds)
     if reference.dim() != (3 if input_ids is not None else 4):
@@ -84,7 +81,7 @@ def choice_dimensions(input_ids: Optional[torch.Tensor], inputs_embeds: Optional
 # --------------------------------------------------------------------------------------------------------------
 
 
-def shift_tokens_right(labels: torch.Tensor, pad_token_id: Optional[int], decoder_start_token_id: int) -> torch.Tensor:
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int) -> torch.Tensor:
     """Decoder inputs from labels: [start, y_1 … y_{n-1}], the outputs "offset by one position" of Vaswani et al.
     2017 §3.1 (the decoder reads "<s> i want a beer" to predict "i want a beer </s>"). Ignored label positions
     (-100) become padding."""

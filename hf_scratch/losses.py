@@ -8,15 +8,13 @@ Transformer-XL's loss over the adaptive softmax's target log-probabilities.
 
 from __future__ import annotations
 
-from typing import Optional, Union
-
 import torch
 from torch.nn import functional as F
 
 IGNORE_INDEX = -100  # transformers' label for "nothing to predict here"
 
 
-def per_item(total: torch.Tensor, num_items: Union[int, torch.Tensor]) -> torch.Tensor:
+def per_item(total: torch.Tensor, num_items: int | torch.Tensor) -> torch.Tensor:
     """``total`` / ``num_items``: a summed loss as a mean over the items that count (a count the Trainer passes may
     sit on another device)."""
     if isinstance(num_items, torch.Tensor):
@@ -25,7 +23,7 @@ def per_item(total: torch.Tensor, num_items: Union[int, torch.Tensor]) -> torch.
 
 
 def token_cross_entropy(
-    logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: Optional[int] = None, label_smoothing: float = 0.0
+    logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | None = None, label_smoothing: float = 0.0
 ) -> torch.Tensor:
     """Mean cross-entropy over labels ≠ -100 (with ``num_items_in_batch``: the sum divided by that count), over any
     leading shape; ``label_smoothing`` ε as in Vaswani et al. 2017 §5.4."""
@@ -37,7 +35,7 @@ def token_cross_entropy(
     return per_item(total, num_items_in_batch)
 
 
-def next_token_labels(labels: Optional[torch.Tensor], shift_labels: Optional[torch.Tensor] = None):
+def next_token_labels(labels: torch.Tensor | None, shift_labels: torch.Tensor | None = None):
     """What each position predicts: ``shift_labels`` when given (labels already shifted, as transformers passes them
     under context parallelism), else ``labels`` shifted left by one, ending in -100; None when neither is given.
     Works for any leading shape (batch[, choices], length)."""
@@ -48,10 +46,10 @@ def next_token_labels(labels: Optional[torch.Tensor], shift_labels: Optional[tor
 
 def causal_lm_loss(
     logits: torch.Tensor,
-    labels: Optional[torch.Tensor],
-    num_items_in_batch: Optional[int] = None,
-    shift_labels: Optional[torch.Tensor] = None,
-) -> Optional[torch.Tensor]:
+    labels: torch.Tensor | None,
+    num_items_in_batch: int | None = None,
+    shift_labels: torch.Tensor | None = None,
+) -> torch.Tensor | None:
     """The language-modelling loss L1 (Radford et al. 2018 eq. 1) as a mean negative log-likelihood: the logits at
     position i predict the label at i + 1 (``next_token_labels``); None without labels.
 
