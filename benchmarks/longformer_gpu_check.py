@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 import traceback
+from pathlib import Path
 
 import torch
 import transformers
@@ -28,7 +29,11 @@ from common import CHECKS, check_summary, device_peak_mib, guarded, max_diff, re
 import hf_scratch  # noqa: F401
 from hf_scratch import ScratchLongformerConfig, ScratchLongformerForMaskedLM
 from hf_scratch.convert import from_transformers
-from hf_scratch.modeling_longformer import GlobalTokens, ScratchLongformerSelfAttention, dense_longformer_attention
+from hf_scratch.modeling_longformer import GlobalTokens, ScratchLongformerSelfAttention
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from reference import dense_longformer_attention  # noqa: E402  (the tests' dense oracle)
+
 
 # ---- 1. parity with transformers ------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 from transformers import initialization as init
 
 from .configuration_transfo_xl import ScratchTransfoXLConfig
-from .layers import check_input_ids, embedding_rows
+from .inputs import check_input_ids, embedding_rows
 
 # --------------------------------------------------------------------------------------------------------------
 # The parameters: one table (and projection) per cluster

@@ -6,8 +6,10 @@ Scaled dot-product attention (Vaswani et al. 2017 §3.2.1, eq. 1):
 
 where M is 0 where a query may attend a key and a very large negative number where it may not. Masks are kept
 as boolean "may attend" relations (True = may attend) and combined with logic — key padding ∧ causal ∧ … — and
-only the eager kernel turns them into the additive M, with ``torch.finfo(dtype).min`` (never a fixed constant or infinity, which
-overflow in half precision or give NaN). A query row that may attend nothing returns zeros, never NaN.
+only the eager kernel turns them into the additive M, with ``torch.finfo(dtype).min`` (never a fixed constant or
+infinity, which overflow in half precision or give NaN). A query row that may attend nothing returns zeros, never NaN.
+Families with their own score terms build on this core in their own files: Transformer-XL's relative positions
+(``modeling_transfo_xl.attend_with_score_bias``), Longformer's banded windows (``banded_attention.py``).
 
 Kernels, chosen by ``config._attn_implementation``:
 - ``"eager"``: the equation above written out, and the only one that can return the attention weights;
@@ -445,74 +447,3 @@ class MultiHeadAttention(nn.Module):
             query, key, value, mask, output_attentions=output_attentions, module=self, **kernel_settings(self)
         )
         return self.out_proj(merge_heads(output)), weights
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Sparse patterns (Longformer, Beltagy et al. 2020 §3.1 and Figure 2): sliding window, dilation, global tokens.
-# These are the dense relations, for tests and pictures: the Longformer kernel computes the same relation banded,
-# without ever building an n×n mask.
-# --------------------------------------------------------------------------------------------------------------
-
-
-def sliding_window_mask(length: int, one_sided_window: int, dilation: int = 1, device=None) -> torch.Tensor:
-    """(length, length) bool: query i may attend key j iff j = i + k·d for an integer |k| ≤ w, i.e.
-    |i - j| ≤ w·d and d divides i - j (w = ``one_sided_window``, half the ``attention_window``; d = ``dilation``,
-    1 = the plain sliding window)."""
-    if one_sided_window < 0 or dilation < 1:
-        raise ValueError(f"one_sided_window must be ≥ 0 and dilation ≥ 1, got {one_sided_window} and {dilation}.")
-    offsets = torch.arange(length, device=device)[None, :] - torch.arange(length, device=device)[:, None]
-    return (offsets.abs() <= one_sided_window * dilation) & (offsets % dilation == 0)
-
-
-def longformer_mask(
-    key_is_real: torch.Tensor, is_global: torch.Tensor, one_sided_window: int, dilations: tuple[int, ...]
-) -> torch.Tensor:
-    """(batch, heads, length, length) bool: the Longformer relation
-
-        may_attend(i, j) = [(window ∧ dilation)(i, j) ∨ global(i) ∨ global(j)] ∧ real(i) ∧ real(j)
-
-    with one dilation per head. Padding wins over global: a padded position marked global stays masked, and a
-    padded query row may attend nothing (its output is zero)."""
-    length = key_is_real.shape[-1]
-    is_global = is_global & key_is_real
-    window = torch.stack([sliding_window_mask(length, one_sided_window, d, key_is_real.device) for d in dilations])
-    pattern = window[None] | is_global[:, None, :, None] | is_global[:, None, None, :]
-    return pattern & key_is_real[:, None, :, None] & key_is_real[:, None, None, :]
-
-
-def causal_window_mask(query_length: int, key_length: int, window: int, device: torch.device) -> torch.Tensor:
-    """(1, 1, query_length, key_length) bool: query i (the last ``query_length`` of ``key_length`` positions, as in
-    ``causal_mask``) may attend key j iff 0 ≤ pos(i) - j < ``window`` — the causal mask restricted to the ``window``
-    most recent keys. Transformer-XL's ``same_length`` is this with window = mem_len."""
-    query_positions = torch.arange(query_length, device=device)[:, None] + (key_length - query_length)
-    distance = query_positions - torch.arange(key_length, device=device)[None, :]
-    return ((distance >= 0) & (distance < window))[None, None]
-
-
-def attend_with_score_bias(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    score_bias: torch.Tensor,
-    allowed: Optional[torch.Tensor],
-    *,
-    implementation: str = "sdpa",
-    dropout: float = 0.0,
-    scale: Optional[float] = None,
-    output_attentions: bool = False,
-) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """softmax(Q Kᵀ·scale + B + M) V, for score functions with an extra term B per (query, key) that the caller
-    computes — e.g. Transformer-XL's relative-position terms (b) + (d). ``score_bias`` is broadcastable to
-    (batch, heads, query_length, key_length); ``allowed`` is the usual boolean relation. Returns (output, weights or
-    None); a row that may attend nothing gives zeros with either kernel. SDPA receives B (masked with
-    ``finfo.min``) as its additive mask."""
-    if output_attentions or implementation == "eager":
-        output, weights = eager_attention(query, key, value, allowed, dropout=dropout, scale=scale, score_bias=score_bias)
-        return output, (weights if output_attentions else None)
-    bias = score_bias.to(query.dtype)
-    if allowed is not None:
-        bias = bias.masked_fill(~allowed, torch.finfo(query.dtype).min)
-    output = sdpa_attention(query, key, value, bias, dropout=dropout, scale=scale)
-    if allowed is not None:
-        output = output.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
-    return output, None

@@ -1,6 +1,6 @@
-"""Building blocks shared by the families: input checks, the position-wise
-feed-forward network, the residual + LayerNorm wrapper (post-LN and pre-LN), the input representation and pooler of
-the BERT-style encoders, and the task heads, multiple-choice helpers and losses several families use."""
+"""Building blocks shared by the families: the position-wise feed-forward network, the residual + LayerNorm wrapper
+(post-LN and pre-LN), the stack of N layers, the MLM head, and the input representation and pooler of the BERT-style
+encoders. Input checks are in ``inputs.py``, the training objectives in ``losses.py``."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ from typing import Optional
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 from transformers.activations import ACT2FN
 
-from .attention import values_pass
+from .inputs import check_input_ids, embedding_rows
 from .positional import LearnedPositionalEmbedding
 
 
@@ -29,46 +28,6 @@ def get_activation(name: str) -> nn.Module:
     if name not in ACT2FN:
         raise ValueError(f"Unknown activation {name!r} (hidden_act): choose one of {sorted(ACT2FN.keys())}.")
     return ACT2FN[SAME_FUNCTION_FUSED.get(name, name)]
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Input checks: bad input gets a ValueError before any kernel runs
-# --------------------------------------------------------------------------------------------------------------
-
-
-def embedding_rows(embedding: nn.Module) -> int:
-    """How many ids the live embedding module accepts — its ``num_embeddings`` now, so that the id check follows
-    ``resize_token_embeddings`` and ``set_input_embeddings``. A wrapper without that attribute (a peft adapter
-    around the embedding) is asked for the layer it wraps (``get_base_layer()``)."""
-    while not hasattr(embedding, "num_embeddings") and hasattr(embedding, "get_base_layer"):
-        base = embedding.get_base_layer()
-        if base is embedding:
-            break
-        embedding = base
-    return embedding.num_embeddings
-
-
-def check_input_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input_ids") -> None:
-    """Ids must index the embedding table: 0 ≤ id < vocab_size (pass ``embedding_rows`` of the live table)."""
-    if input_ids.dim() != 2:
-        raise ValueError(f"{name} must have shape (batch, length), got {tuple(input_ids.shape)}.")
-    if input_ids.dtype.is_floating_point:
-        raise ValueError(f"{name} must hold integer token ids, got dtype {input_ids.dtype}.")
-    if input_ids.numel() == 0:
-        raise ValueError(f"{name} is empty: pass at least one token.")
-    fix = "use the tokenizer that belongs to this model, or resize the embeddings (model.resize_token_embeddings)."
-    in_vocabulary = (input_ids >= 0) & (input_ids < vocab_size)
-    if not values_pass(in_vocabulary, f"{name} contains an id outside the vocabulary of {vocab_size} tokens: {fix}"):
-        bad = input_ids[~in_vocabulary][0].item()
-        raise ValueError(f"{name} contains id {bad}, outside the vocabulary of {vocab_size} tokens (vocab_size): {fix}")
-
-
-def check_one_input(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor]) -> torch.Tensor:
-    """The one of ``input_ids`` / ``inputs_embeds`` that is given (its leading dimensions are the batch's shape);
-    a ValueError unless exactly one is."""
-    if (input_ids is None) == (inputs_embeds is None):
-        raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
-    return input_ids if input_ids is not None else inputs_embeds
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -251,131 +210,3 @@ def classifier_dropout(config) -> float:
     ``hidden_dropout_prob`` (transformers' convention)."""
     dropout = getattr(config, "classifier_dropout", None)
     return config.hidden_dropout_prob if dropout is None else dropout
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Multiple choice: each choice is its own sequence
-# --------------------------------------------------------------------------------------------------------------
-
-
-def flatten_choices(x: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    """(batch, choices, length[, hidden]) → (batch·choices, length[, hidden]): each choice is its own sequence."""
-    return None if x is None else x.reshape(-1, *x.shape[2:])
-
-
-def choice_dimensions(input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor]) -> tuple[int, int, int]:
-    """(batch, num_choices, length) of multiple-choice inputs, or a ValueError if they are not shaped that way."""
-    reference = check_one_input(input_ids, inputs_embeds)
-    if reference.dim() != (3 if input_ids is not None else 4):
-        raise ValueError(
-            f"Multiple-choice inputs must be shaped (batch, num_choices, length), got {tuple(reference.shape)}: "
-            "put each example's choices along dimension 1 (for GPT, gpt_input_transforms.multiple_choice_inputs does)."
-        )
-    batch, num_choices, length = reference.shape[:3]
-    return batch, num_choices, length
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Losses shared by the task heads (transformers' conventions: -100 labels are ignored)
-# --------------------------------------------------------------------------------------------------------------
-
-
-def token_cross_entropy(
-    logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: Optional[int] = None, label_smoothing: float = 0.0
-) -> torch.Tensor:
-    """Mean cross-entropy over labels ≠ -100; with ``num_items_in_batch`` (gradient accumulation, from Trainer)
-    the sum is divided by that count instead, so accumulated steps add up to the full-batch loss."""
-    logits = logits.reshape(-1, logits.shape[-1]).float()
-    labels = labels.reshape(-1).to(logits.device)
-    if num_items_in_batch is None:
-        return F.cross_entropy(logits, labels, ignore_index=-100, label_smoothing=label_smoothing)
-    total = F.cross_entropy(logits, labels, ignore_index=-100, reduction="sum", label_smoothing=label_smoothing)
-    if isinstance(num_items_in_batch, torch.Tensor):
-        num_items_in_batch = num_items_in_batch.to(total.device)
-    return total / num_items_in_batch
-
-
-def causal_lm_loss(
-    logits: torch.Tensor,
-    labels: Optional[torch.Tensor],
-    num_items_in_batch: Optional[int] = None,
-    shift_labels: Optional[torch.Tensor] = None,
-) -> Optional[torch.Tensor]:
-    """The language-modelling loss L1 (Radford et al. 2018 eq. 1) as a mean negative log-likelihood: the logits at
-    position i predict the label at i + 1, -100 labels are ignored. ``labels`` are the inputs, shifted inside;
-    ``shift_labels`` are labels already shifted (transformers passes them under context parallelism) and are used
-    as they are. None when neither is given. Works for any leading shape (batch[, choices], length).
-
-    The labels are shifted left and end in -100, so the logits are used as they are — slicing them would copy the
-    largest tensor of the step, and the zero-filled gradient of a slice costs as much."""
-    if shift_labels is None:
-        if labels is None:
-            return None
-        shift_labels = F.pad(labels[..., 1:], (0, 1), value=-100)
-    return token_cross_entropy(logits, shift_labels.to(logits.device), num_items_in_batch)
-
-
-def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:
-    """Regression (MSE), single-label (cross-entropy) or multi-label (BCE) by ``config.problem_type``, inferred from
-    ``num_labels`` and the label dtype when unset — the rule transformers' heads follow."""
-    num_labels = logits.shape[-1]
-    if config.problem_type is None:
-        if num_labels == 1:
-            config.problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            config.problem_type = "single_label_classification"
-        else:
-            config.problem_type = "multi_label_classification"
-    if config.problem_type == "regression":
-        return F.mse_loss(logits.squeeze(-1).float(), labels.squeeze(-1).float()) if num_labels == 1 else F.mse_loss(logits.float(), labels.float())
-    if config.problem_type == "single_label_classification":
-        return F.cross_entropy(logits.view(-1, num_labels).float(), labels.view(-1))
-    if config.problem_type == "multi_label_classification":
-        return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
-    raise ValueError(
-        f"Unknown problem_type {config.problem_type!r}: use 'regression', 'single_label_classification' or "
-        "'multi_label_classification'."
-    )
-
-
-def span_loss(
-    start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor, end_positions: torch.Tensor
-) -> torch.Tensor:
-    """Extractive QA: mean of the start and end cross-entropies; positions outside the sequence are ignored."""
-    length = start_logits.shape[1]
-    start = start_positions.reshape(-1).clamp(0, length)
-    end = end_positions.reshape(-1).clamp(0, length)
-    start_loss = F.cross_entropy(start_logits.float(), start, ignore_index=length)
-    end_loss = F.cross_entropy(end_logits.float(), end, ignore_index=length)
-    return (start_loss + end_loss) / 2
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Sequence-to-sequence helpers
-# --------------------------------------------------------------------------------------------------------------
-
-
-def shift_tokens_right(labels: torch.Tensor, pad_token_id: Optional[int], decoder_start_token_id: int) -> torch.Tensor:
-    """Decoder inputs from labels: [start, y_1 … y_{n-1}], the outputs "offset by one position" of Vaswani et al.
-    2017 §3.1 (the decoder reads "<s> i want a beer" to predict "i want a beer </s>"). Ignored label positions
-    (-100) become padding."""
-    shifted = labels.new_zeros(labels.shape)
-    shifted[:, 1:] = labels[:, :-1]
-    shifted[:, 0] = decoder_start_token_id
-    if (shifted == -100).any():
-        if pad_token_id is None:
-            raise ValueError(
-                "labels contain -100 (ignored positions) but config.pad_token_id is None: set pad_token_id so the "
-                "shifted decoder inputs can be padded there."
-            )
-        shifted = shifted.masked_fill(shifted == -100, pad_token_id)
-    return shifted
-
-
-class DecoderInputsFromLabelsMixin:
-    """For the encoder-decoders' generation heads: the decoder inputs that go with ``labels`` are the labels shifted
-    right (``shift_tokens_right``). ``DataCollatorForSeq2Seq`` calls this method by name to build them in the
-    collator; the heads call it when given labels without decoder inputs."""
-
-    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
-        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

@@ -30,6 +30,7 @@ from transformers.utils import ModelOutput
 
 from .attention import AttentionMask, MultiHeadAttention, check_attention_mask, padding_or_none
 from .configuration_bert import ScratchBertConfig
+from .inputs import check_one_input, choice_dimensions, flatten_choices
 from .layers import (
     EncoderEmbeddings,
     FeedForward,
@@ -37,15 +38,10 @@ from .layers import (
     MaskedLMOutputEmbeddings,
     Pooler,
     ResidualNorm,
-    check_one_input,
-    choice_dimensions,
     classifier_dropout,
-    flatten_choices,
     run_layers,
-    sequence_classification_loss,
-    span_loss,
-    token_cross_entropy,
 )
+from .losses import sequence_classification_loss, span_loss, token_cross_entropy
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
 

@@ -14,7 +14,9 @@ family files keep the papers' code and go through this module for:
   ``TypeError`` naming it and the nearest accepted name — nothing a caller passes is silently lost;
 - ``cache_output`` / ``returned_cache``: the output field holding the cache, under the installed release's name;
 - ``ScratchGenerationMixin``: the hooks ``generate`` calls (the static cache's mask, carrying a family's own decoding
-  state such as Transformer-XL's memory between steps), for whichever supported release is installed.
+  state such as Transformer-XL's memory between steps), for whichever supported release is installed;
+- ``DecoderInputsFromLabelsMixin``: the hook ``DataCollatorForSeq2Seq`` calls on the encoder-decoders to build the
+  decoder inputs from the labels.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .attention import check_attn_implementation
+from .inputs import shift_tokens_right
 
 # The name the installed release gives the cache in model inputs and outputs: "cache" from transformers 5.24 on,
 # "past_key_values" before. Read off transformers' own output class, so that nothing depends on version numbers.
@@ -178,6 +181,14 @@ class ScratchPreTrainedModel(PreTrainedModel):
         super().__init__(config, *inputs, **kwargs)
         check_attn_implementation(config._attn_implementation, registry=self._supports_attention_backend)
 
+    @classmethod
+    def _can_set_attn_implementation(cls) -> bool:
+        """Whether ``set_attn_implementation`` may switch the kernel of a built model: yes, every family reads
+        ``config._attn_implementation`` at each call. (transformers guesses from the modeling file's source, and
+        would keep Transformer-XL and Longformer, whose attention does not go through its AttentionInterface, on the
+        kernel they were built with, logging a warning.)"""
+        return True
+
     if not hasattr(PreTrainedModel, "activation_checkpointing_enable"):  # releases before the rename (5.10): both names
 
         def activation_checkpointing_enable(self, activation_checkpointing_kwargs=None):
@@ -321,3 +332,17 @@ def take_generation_cache(kwargs: dict):
     release's name (removed from ``kwargs``)."""
     found = [kwargs.pop(name) for name in CACHE_ALIASES if name in kwargs]
     return next((state for state in found if state is not None), None)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Encoder-decoders: the collator's hook
+# --------------------------------------------------------------------------------------------------------------
+
+
+class DecoderInputsFromLabelsMixin:
+    """For the encoder-decoders' generation heads: the decoder inputs that go with ``labels`` are the labels shifted
+    right (``inputs.shift_tokens_right``). ``DataCollatorForSeq2Seq`` calls this method by name to build them in the
+    collator; the heads call it when given labels without decoder inputs."""
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

@@ -39,20 +39,9 @@ from transformers.utils import ModelOutput
 
 from .attention import AttentionMask, MultiHeadAttention, cache_layout, check_cache_mask, padding_or_none, values_pass
 from .configuration_gpt import ScratchGPTConfig
-from .layers import (
-    FeedForward,
-    ResidualNorm,
-    check_input_ids,
-    check_one_input,
-    choice_dimensions,
-    embedding_rows,
-    flatten_choices,
-    get_activation,
-    causal_lm_loss,
-    run_layers,
-    sequence_classification_loss,
-    token_cross_entropy,
-)
+from .inputs import check_input_ids, check_one_input, choice_dimensions, embedding_rows, flatten_choices
+from .layers import FeedForward, ResidualNorm, get_activation, run_layers
+from .losses import causal_lm_loss, sequence_classification_loss, token_cross_entropy
 from .modeling_common import (
     ScratchGenerationMixin,
     ScratchPreTrainedModel,

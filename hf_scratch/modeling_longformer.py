@@ -37,17 +37,10 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 
-from .attention import (
-    check_attention_mask,
-    eager_attention,
-    longformer_mask,
-    masked_softmax,
-    merge_heads,
-    split_heads,
-    values_pass,
-)
+from .attention import check_attention_mask, masked_softmax, values_pass
 from .banded_attention import BandedPattern, GlobalTokens, keep_attention_kernels
 from .configuration_longformer import ScratchLongformerConfig
+from .inputs import check_one_input, choice_dimensions, flatten_choices
 from .layers import (
     EncoderEmbeddings,
     FeedForward,
@@ -55,15 +48,10 @@ from .layers import (
     MaskedLMOutputEmbeddings,
     Pooler,
     ResidualNorm,
-    check_one_input,
-    choice_dimensions,
     feed_forward_recomputing_activation,
-    flatten_choices,
     run_layers,
-    sequence_classification_loss,
-    span_loss,
-    token_cross_entropy,
 )
+from .losses import sequence_classification_loss, span_loss, token_cross_entropy
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
 # ---- 1. input representation ---------------------------------------------------------------------------------
@@ -159,25 +147,6 @@ class ScratchLongformerSelfAttention(nn.Module):
                 global_weights = None
         output = self.out_proj(output.reshape(*output.shape[:2], -1))
         return output, local_weights, global_weights
-
-
-def dense_longformer_attention(attention: ScratchLongformerSelfAttention, hidden_states, key_is_real, is_global):
-    """The same layer computed densely, for checking the banded kernel (quadratic time and memory: never used by the
-    models): full n × n attention under ``longformer_mask`` for the local rows, the global projections over every
-    real key for the global rows (padded global tokens are not global), then the output projection."""
-    heads = attention.num_heads
-    query, key, value = (split_heads(x, heads) for x in attention.qkv_proj(hidden_states).chunk(3, dim=-1))
-    allowed = longformer_mask(key_is_real, is_global, attention.pattern.one_sided_window, attention.pattern.dilations)
-    local, _ = eager_attention(query, key, value, allowed)
-    is_global = is_global & key_is_real
-    global_allowed = key_is_real[:, None, None, :] & is_global[:, None, :, None]
-    global_query, global_key, global_value = (
-        split_heads(projection(hidden_states), heads)
-        for projection in (attention.query_global, attention.key_global, attention.value_global)
-    )
-    global_rows, _ = eager_attention(global_query, global_key, global_value, global_allowed)
-    output = torch.where(is_global[:, None, :, None], global_rows, local)
-    return attention.out_proj(merge_heads(output))
 
 
 # ---- 3. the encoder ------------------------------------------------------------------------------------------

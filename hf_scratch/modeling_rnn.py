@@ -31,16 +31,11 @@ from transformers.utils import ModelOutput
 
 from .attention import check_attention_mask, masked_softmax, padding_mask, padding_or_none, values_pass
 from .configuration_rnn import ScratchRNNConfig
-from .layers import (
-    DecoderInputsFromLabelsMixin,
-    check_input_ids,
-    check_one_input,
-    classifier_dropout,
-    embedding_rows,
-    sequence_classification_loss,
-    token_cross_entropy,
-)
+from .inputs import check_input_ids, check_one_input, embedding_rows
+from .layers import classifier_dropout
+from .losses import sequence_classification_loss, token_cross_entropy
 from .modeling_common import (
+    DecoderInputsFromLabelsMixin,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
     cache_output,

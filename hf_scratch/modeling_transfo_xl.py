@@ -35,19 +35,21 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 
 from .attention import (
-    attend_with_score_bias,
     causal_mask,
-    causal_window_mask,
     check_attention_mask,
     combine_masks,
+    eager_attention,
     kernel_settings,
     merge_heads,
     padding_mask,
     padding_or_none,
+    sdpa_attention,
 )
 from .adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax, embedding_tables, init_adaptive_weights
 from .configuration_transfo_xl import ScratchTransfoXLConfig
-from .layers import FeedForward, ResidualNorm, causal_lm_loss, check_one_input
+from .inputs import check_one_input
+from .layers import FeedForward, ResidualNorm
+from .losses import IGNORE_INDEX, causal_lm_loss, next_token_labels, per_item
 from .modeling_common import ScratchGenerationMixin, ScratchPreTrainedModel, normalise_inputs, take_generation_cache
 from .positional import relative_sinusoidal_embedding
 
@@ -68,6 +70,45 @@ def relative_shift(position_scores: torch.Tensor) -> torch.Tensor:
     padded = F.pad(position_scores, (1, 0))
     padded = padded.view(batch, heads, key_length + 1, query_length)
     return padded[:, :, 1:].reshape(batch, heads, query_length, key_length)
+
+
+def attend_with_score_bias(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    score_bias: torch.Tensor,
+    allowed: Optional[torch.Tensor],
+    *,
+    implementation: str = "sdpa",
+    dropout: float = 0.0,
+    scale: Optional[float] = None,
+    output_attentions: bool = False,
+) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """softmax(Q Kᵀ·scale + B + M) V, with B the relative-position terms (b) + (d) of A_rel, computed by the caller
+    and broadcastable to (batch, heads, query_length, key_length); ``allowed`` is the usual boolean relation M.
+    Returns (output, weights or None); a row that may attend nothing gives zeros with either kernel. SDPA receives B
+    (masked with ``finfo.min``) as its additive mask."""
+    if output_attentions or implementation == "eager":
+        output, weights = eager_attention(
+            query, key, value, allowed, dropout=dropout, scale=scale, score_bias=score_bias
+        )
+        return output, (weights if output_attentions else None)
+    bias = score_bias.to(query.dtype)
+    if allowed is not None:
+        bias = bias.masked_fill(~allowed, torch.finfo(query.dtype).min)
+    output = sdpa_attention(query, key, value, bias, dropout=dropout, scale=scale)
+    if allowed is not None:
+        output = output.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+    return output, None
+
+
+def causal_window_mask(query_length: int, key_length: int, window: int, device: torch.device) -> torch.Tensor:
+    """(1, 1, query_length, key_length) bool: query i (the last ``query_length`` of ``key_length`` positions, as in
+    ``attention.causal_mask``) may attend key j iff 0 ≤ pos(i) - j < ``window`` — the causal mask restricted to the
+    ``window`` most recent keys: ``same_length`` (every query sees the same number of keys) with window = mem_len."""
+    query_positions = torch.arange(query_length, device=device)[:, None] + (key_length - query_length)
+    distance = query_positions - torch.arange(key_length, device=device)[None, :]
+    return ((distance >= 0) & (distance < window))[None, None]
 
 
 class ScratchTransfoXLRelativeAttention(nn.Module):
@@ -454,8 +495,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
         if not logits_to_keep:
             loss = causal_lm_loss(logits, labels, num_items_in_batch, shift_labels)
         elif labels is not None or shift_labels is not None:
-            targets = shift_labels if shift_labels is not None else F.pad(labels[:, 1:], (0, 1), value=-100)
-            loss = self._target_only_loss(hidden_states, targets, num_items_in_batch)
+            loss = self._target_only_loss(hidden_states, next_token_labels(labels, shift_labels), num_items_in_batch)
         return ScratchTransfoXLLMHeadModelOutput(
             loss=loss, logits=logits, mems=outputs.mems, hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
@@ -466,11 +506,8 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
         targets' log-probabilities alone."""
         targets = targets.reshape(-1).to(hidden_states.device)
         log_probs = self.lm_head.target_log_probs(hidden_states.reshape(-1, hidden_states.shape[-1]), targets)
-        total = -log_probs.sum()
-        count = (targets != -100).sum() if num_items_in_batch is None else num_items_in_batch
-        if isinstance(count, torch.Tensor):
-            count = count.to(total.device)
-        return total / count
+        count = (targets != IGNORE_INDEX).sum() if num_items_in_batch is None else num_items_in_batch
+        return per_item(-log_probs.sum(), count)
 
     # -- generate() carries the memory: outputs.mems → the generation cache → mems -----------------------------
     @classmethod

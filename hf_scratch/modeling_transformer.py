@@ -43,17 +43,11 @@ from .attention import (
     padding_or_none,
 )
 from .configuration_transformer import ScratchTransformerConfig
-from .layers import (
-    DecoderInputsFromLabelsMixin,
-    FeedForward,
-    ResidualNorm,
-    check_input_ids,
-    check_one_input,
-    embedding_rows,
-    run_layers,
-    token_cross_entropy,
-)
+from .inputs import check_input_ids, check_one_input, embedding_rows
+from .layers import FeedForward, ResidualNorm, run_layers
+from .losses import token_cross_entropy
 from .modeling_common import (
+    DecoderInputsFromLabelsMixin,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
     cache_output,
@@ -220,6 +214,56 @@ class ScratchTransformerDecoderLayer(GradientCheckpointingLayer):
         return hidden_states, self_weights, cross_weights
 
 
+def check_decoder_inputs(input_ids, inputs_embeds, encoder_hidden_states) -> tuple[int, int]:
+    """(batch, length) of the decoder inputs; a ValueError unless exactly one of ``input_ids`` / ``inputs_embeds``
+    is given, with an encoder output of the same batch."""
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError(
+            "Pass exactly one of decoder_input_ids or decoder_inputs_embeds (or labels, from which the decoder "
+            "inputs are built by shifting them right)."
+        )
+    if encoder_hidden_states is None:
+        raise ValueError("The decoder needs encoder_hidden_states (the encoder output) for its cross-attention.")
+    batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+    if encoder_hidden_states.shape[0] != batch:
+        raise ValueError(
+            f"The encoder output has batch size {encoder_hidden_states.shape[0]} but the decoder inputs have "
+            f"{batch}: pass one source sequence per target sequence."
+        )
+    return batch, length
+
+
+def decoder_cache(past_key_values, use_cache: bool) -> Optional[EncoderDecoderCache]:
+    """The cache this step reads and extends: self- and cross-attention kept apart (an ``EncoderDecoderCache``), a
+    new one on the first step of cached decoding, None without ``use_cache``."""
+    if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
+        raise ValueError(
+            f"past_key_values is a {type(past_key_values).__name__}; the decoder caches self- and cross-attention "
+            "separately: pass an EncoderDecoderCache(DynamicCache(), DynamicCache()) or None (one is created)."
+        )
+    if not use_cache:
+        return None
+    return past_key_values if past_key_values is not None else EncoderDecoderCache(DynamicCache(), DynamicCache())
+
+
+def target_mask(attention_mask, batch: int, key_length: int, cache_positions, static: bool) -> AttentionMask:
+    """Masked self-attention (§3.2.3): each target position may attend the real tokens up to itself, the cached
+    ones included (causal ∧ target padding)."""
+    name = "decoder_attention_mask"
+    target_is_real = check_cache_mask(attention_mask, batch, key_length, cache_positions, static, name)
+    return AttentionMask(
+        key_padding=padding_or_none(target_is_real), causal=True, query_positions=cache_positions if static else None
+    )
+
+
+def source_mask(encoder_attention_mask, encoder_hidden_states: torch.Tensor) -> AttentionMask:
+    """Cross-attention (§3.2.3): every target position may attend the source's real tokens."""
+    batch, source_length = encoder_hidden_states.shape[:2]
+    name = "attention_mask (of the source)"
+    source_is_real = check_attention_mask(encoder_attention_mask, batch, source_length, name)
+    return AttentionMask(key_padding=padding_or_none(source_is_real))
+
+
 class ScratchTransformerDecoder(nn.Module):
     """Target embeddings (positions continue after the cached tokens) → N decoder layers (→ final LN when pre-LN).
     ``shared_tokens``: the source token embedding module, used as is when the two sides share their embeddings."""
@@ -244,43 +288,11 @@ class ScratchTransformerDecoder(nn.Module):
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError(
-                "Pass exactly one of decoder_input_ids or decoder_inputs_embeds (or labels, from which the decoder "
-                "inputs are built by shifting them right)."
-            )
-        if encoder_hidden_states is None:
-            raise ValueError("The decoder needs encoder_hidden_states (the encoder output) for its cross-attention.")
-        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
-        if encoder_hidden_states.shape[0] != batch:
-            raise ValueError(
-                f"The encoder output has batch size {encoder_hidden_states.shape[0]} but the decoder inputs have "
-                f"{batch}: pass one source sequence per target sequence."
-            )
-        if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
-            raise ValueError(
-                f"past_key_values is a {type(past_key_values).__name__}; the decoder caches self- and cross-attention "
-                "separately: pass an EncoderDecoderCache(DynamicCache(), DynamicCache()) or None (one is created)."
-            )
-        if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
-        if not use_cache:
-            past_key_values = None
-        device = encoder_hidden_states.device
-        key_length, cache_positions, static = cache_layout(past_key_values, length, device)
-
-        # Masks: the target may attend its own past (causal ∧ padding); the source's real tokens (cross-attention).
-        target_is_real = check_cache_mask(
-            attention_mask, batch, key_length, cache_positions, static, "decoder_attention_mask"
-        )
-        source_is_real = check_attention_mask(
-            encoder_attention_mask, batch, encoder_hidden_states.shape[1], "attention_mask (of the source)"
-        )
-        self_mask = AttentionMask(
-            key_padding=padding_or_none(target_is_real), causal=True, query_positions=cache_positions if static else None
-        )
-        cross_mask = AttentionMask(key_padding=padding_or_none(source_is_real))
-
+        batch, length = check_decoder_inputs(input_ids, inputs_embeds, encoder_hidden_states)
+        past_key_values = decoder_cache(past_key_values, use_cache)
+        key_length, cache_positions, static = cache_layout(past_key_values, length, encoder_hidden_states.device)
+        self_mask = target_mask(attention_mask, batch, key_length, cache_positions, static)
+        cross_mask = source_mask(encoder_attention_mask, encoder_hidden_states)
         hidden_states = self.embeddings(input_ids, inputs_embeds, cache_positions[None, :], name="decoder_input_ids")
         hidden_states, all_hidden_states, (all_self_attentions, all_cross_attentions) = run_layers(
             self.layers, hidden_states,

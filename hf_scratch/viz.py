@@ -1,6 +1,7 @@
 """Pictures: the positional-encoding heatmap (Vaswani et al. 2017, §3.5), the attention weights of one head for a
-sentence, the mask patterns of every family (built from the mask algebra in ``attention.py``), and training curves
-from a run's logs (``trainer_state.json`` or TensorBoard event files).
+sentence, the mask patterns of every family (built from the mask algebra in ``attention.py``; Longformer's relation
+is written out densely here, ``longformer_mask``, since its kernel never builds it), and training curves from a
+run's logs (``trainer_state.json`` or TensorBoard event files).
 
 matplotlib is an optional extra (``pip install hf_scratch[plots]``) imported only when a picture is drawn.
 
@@ -20,7 +21,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from .attention import AttentionMask, causal_mask, combine_masks, longformer_mask, padding_mask
+from .attention import AttentionMask, causal_mask, combine_masks, padding_mask
 from .positional import sinusoidal_table
 
 
@@ -143,6 +144,37 @@ def plot_attention_for_sentence(path, sentence: str, model_dir: Optional[str] = 
 # --------------------------------------------------------------------------------------------------------------
 
 
+# Longformer's pattern (Beltagy et al. 2020 §3.1 and Figure 2: sliding window, dilation, global tokens) as a dense
+# relation, for the pictures and as the tests' oracle (tests/reference.py): the model's kernel (banded_attention.py)
+# computes the same relation banded, without ever building an n×n mask, so no model code uses these.
+
+
+def sliding_window_mask(length: int, one_sided_window: int, dilation: int = 1, device=None) -> torch.Tensor:
+    """(length, length) bool: query i may attend key j iff j = i + k·d for an integer |k| ≤ w, i.e.
+    |i - j| ≤ w·d and d divides i - j (w = ``one_sided_window``, half the ``attention_window``; d = ``dilation``,
+    1 = the plain sliding window)."""
+    if one_sided_window < 0 or dilation < 1:
+        raise ValueError(f"one_sided_window must be ≥ 0 and dilation ≥ 1, got {one_sided_window} and {dilation}.")
+    offsets = torch.arange(length, device=device)[None, :] - torch.arange(length, device=device)[:, None]
+    return (offsets.abs() <= one_sided_window * dilation) & (offsets % dilation == 0)
+
+
+def longformer_mask(
+    key_is_real: torch.Tensor, is_global: torch.Tensor, one_sided_window: int, dilations: tuple[int, ...]
+) -> torch.Tensor:
+    """(batch, heads, length, length) bool: the Longformer relation
+
+        may_attend(i, j) = [(window ∧ dilation)(i, j) ∨ global(i) ∨ global(j)] ∧ real(i) ∧ real(j)
+
+    with one dilation per head. Padding wins over global: a padded position marked global stays masked, and a
+    padded query row may attend nothing (its output is zero)."""
+    length = key_is_real.shape[-1]
+    is_global = is_global & key_is_real
+    window = torch.stack([sliding_window_mask(length, one_sided_window, d, key_is_real.device) for d in dilations])
+    pattern = window[None] | is_global[:, None, :, None] | is_global[:, None, None, :]
+    return pattern & key_is_real[:, None, :, None] & key_is_real[:, None, None, :]
+
+
 def mask_patterns(length: int = 16, memory: int = 8) -> dict[str, torch.Tensor]:
     """(query, key) "may attend" relations for each family's mask, as attention.py builds them."""
     is_real = torch.ones(1, length, dtype=torch.bool)
@@ -158,7 +190,7 @@ def mask_patterns(length: int = 16, memory: int = 8) -> dict[str, torch.Tensor]:
 
 
 def _longformer_patterns(length: int, one_sided_window: int = 3) -> dict[str, torch.Tensor]:
-    """Window, dilated window and window + global, from attention.py's Longformer relations."""
+    """Window, dilated window and window + global, from ``longformer_mask``."""
     is_real = torch.ones(1, length, dtype=torch.bool)
     is_global = torch.zeros(1, length, dtype=torch.bool)
     is_global[:, 0] = True

@@ -1,18 +1,21 @@
 """Kernels of transformers' attention registry (``AttentionInterface``) on the families whose attention is standard
 scaled dot-product attention — BERT, GPT, the encoder-decoder: ``flex_attention`` (on CPU it runs compiled, here
 through Dynamo + AOTAutograd, and inference only: torch has no FlexAttention backward on CPU) and a kernel a user
-registers (training step included) give the outputs of SDPA on a padded batch; the other families refuse them with a ValueError when the model is built.
+registers (training step included) give the outputs of SDPA on a padded batch; the other families refuse them with a
+ValueError when the model is built. And on every family, ``set_attn_implementation`` takes effect at the next call.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+from dispatch import dispatched_ops
 from families import FAMILIES, NAMES, close, fixed_sizes
 from transformers import AttentionInterface
 
 import hf_scratch
 from hf_scratch.attention import mask_to_bias
+from hf_scratch.banded_attention import ATTENTION_KERNELS
 
 ATOL = 1e-5
 STANDARD = ["bert", "gpt", "transformer"]
@@ -112,3 +115,21 @@ def test_models_say_which_families_run_registered_kernels():
     for name in NAMES:
         model_class = getattr(hf_scratch, FAMILIES[name].head)
         assert model_class._supports_attention_backend is (name in STANDARD)
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if not FAMILIES[name].fast_switch])
+def test_set_attn_implementation_takes_effect_at_the_next_call(name):
+    """The kernel is read from the config at every call: after ``set_attn_implementation("eager")`` no SDPA kernel
+    runs, after ``set_attn_implementation("sdpa")`` it runs again (the two agree: test_robustness.py)."""
+    model = FAMILIES[name].build(fixed_sizes(), "sdpa")
+    kwargs = {key: value for key, value in padded(name).items() if key != "labels"}
+
+    def sdpa_runs() -> bool:
+        with torch.no_grad():
+            return any(op in ATTENTION_KERNELS for op in dispatched_ops(lambda: model(**kwargs)))
+
+    assert sdpa_runs()
+    model.set_attn_implementation("eager")
+    assert model.config._attn_implementation == "eager" and not sdpa_runs()
+    model.set_attn_implementation("sdpa")
+    assert sdpa_runs()

@@ -1,6 +1,8 @@
-"""BERT: parity with transformers on converted weights, the real all-MiniLM-L6-v2 checkpoint, properties, the
-HF contract (pipelines, Trainer), and bad input. The checks every family shares (bad configurations and inputs,
-gradient checkpointing, num_items_in_batch, save → load through the Auto classes) are in test_every_family.py."""
+"""BERT: parity with transformers on converted weights, the real all-MiniLM-L6-v2 checkpoint, the task losses, the
+HF contract (pipelines, Trainer) and pre-training data.
+
+What every family shares is checked once, in the cross-family files (test_robustness.py, test_every_family.py,
+test_conformance.py, test_generation.py, …: CONTRIBUTING.md, "A family, step by step", 6. Tests)."""
 
 import json
 
@@ -121,63 +123,7 @@ def test_convert_command_line(tmp_path):
     assert diff[attention_mask.bool()].abs().max() <= 1e-4
 
 
-# ---- properties ----------------------------------------------------------------------------------------------
-
-
-def test_padding_invariance():
-    model = ScratchBertForMaskedLM(tiny_config()).eval()
-    input_ids = torch.randint(5, 97, (1, 9))
-    padded = torch.cat([input_ids, torch.zeros(1, 6, dtype=torch.long)], dim=1)
-    mask = torch.cat([torch.ones(1, 9), torch.zeros(1, 6)], dim=1).long()
-    with torch.no_grad():
-        alone = model(input_ids=input_ids).logits
-        with_padding = model(input_ids=padded, attention_mask=mask).logits[:, :9]
-    assert (alone - with_padding).abs().max() <= 1e-5
-
-
-def test_eager_equals_sdpa():
-    torch.manual_seed(0)
-    eager = ScratchBertForSequenceClassification._from_config(tiny_config(num_labels=2), attn_implementation="eager").eval()
-    sdpa = ScratchBertForSequenceClassification._from_config(tiny_config(num_labels=2), attn_implementation="sdpa").eval()
-    sdpa.load_state_dict(eager.state_dict())
-    assert eager.config._attn_implementation == "eager" and sdpa.config._attn_implementation == "sdpa"
-    input_ids, attention_mask, token_type_ids = padded_batch()
-    with torch.no_grad():
-        a = eager(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, output_attentions=True)
-        b = sdpa(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-    assert (a.logits - b.logits).abs().max() <= 1e-5
-    # the eager path returns the attention weights: rows sum to 1 and padded keys get exactly zero
-    weights = a.attentions[0]
-    assert torch.allclose(weights.sum(-1), torch.ones_like(weights.sum(-1)), atol=1e-5)
-    assert (weights[2, :, :, 4:] == 0).all()
-    # switching after construction works too: the kernel is read from the config at call time
-    sdpa.set_attn_implementation("eager")
-    with torch.no_grad():
-        switched = sdpa(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, output_attentions=True)
-    assert switched.attentions is not None and torch.allclose(switched.attentions[0], weights, atol=1e-6)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-def test_fully_masked_rows_give_no_nan(dtype, attn_implementation):
-    model = ScratchBertModel._from_config(tiny_config(), attn_implementation=attn_implementation).to(dtype).eval()
-    input_ids, attention_mask, _ = padded_batch()
-    attention_mask[0] = 0  # a row that may attend nothing at all
-    with torch.no_grad():
-        out = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=attn_implementation == "eager")
-    assert torch.isfinite(out.last_hidden_state).all()
-    if out.attentions:
-        assert (out.attentions[0][0] == 0).all()
-
-
-def test_bf16_autocast_runs():
-    model = ScratchBertForMaskedLM(tiny_config()).train()
-    input_ids, attention_mask, _ = padded_batch()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = model(input_ids=input_ids, attention_mask=attention_mask, labels=input_ids)
-    assert out.logits.dtype == torch.bfloat16 and torch.isfinite(out.loss)
-    out.loss.backward()
-    assert model.model.embeddings.word.weight.grad is not None
+# ---- task losses ---------------------------------------------------------------------------------------------
 
 
 def test_heads_compute_losses_by_problem_type():
@@ -194,14 +140,6 @@ def test_heads_compute_losses_by_problem_type():
     tokens = ScratchBertForTokenClassification(tiny_config(num_labels=4))
     labels = torch.randint(0, 4, input_ids.shape).masked_fill(attention_mask == 0, -100)
     assert tokens(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss > 0
-
-
-# ---- bad input -----------------------------------------------------------------------------------------------
-
-
-def test_unknown_attention_implementation():
-    with pytest.raises(ValueError, match="attn"):
-        ScratchBertModel._from_config(tiny_config(), attn_implementation="flash_magic")
 
 
 # ---- pipelines -----------------------------------------------------------------------------------------------

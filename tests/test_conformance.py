@@ -28,7 +28,7 @@ from copy import deepcopy
 
 import pytest
 import torch
-from families import FAMILIES, NAMES, changed, fixed_sizes, randomise
+from families import FAMILIES, NAMES, changed, close_to_fp32, fixed_sizes, randomise
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -41,10 +41,11 @@ CHOICES = 2
 
 def family_sizes() -> dict:
     """Two layers; each family's richer variant: GPT-2's pre-LN with a final LayerNorm, the pre-LN encoder-decoder,
-    Transformer-XL's adaptive clusters of different widths (div_val 2), Longformer with a global first token, the
-    RNN with a bidirectional encoder."""
+    Transformer-XL's adaptive clusters of different widths (div_val 2), Longformer with a global first token and
+    per-head dilations, the RNN with a bidirectional encoder."""
     s = fixed_sizes()
     s["layers"], s["variant"] = LAYERS, True
+    s["dilation"] = [1, [1, 2]]  # Longformer: the second layer's two heads with their own dilations
     generator = torch.Generator().manual_seed(1)
     s["ids"] = torch.randint(3, s["vocab"], (s["batch"], s["length"]), generator=generator)
     s["decoder_ids"] = torch.randint(3, s["vocab"], (s["batch"], 3), generator=generator)
@@ -280,6 +281,25 @@ def expected_maps(name: str, cls, model, kwargs: dict) -> dict:
     return maps
 
 
+def assert_no_weight_on_padding_or_the_future(name: str, cls, kwargs: dict, output, maps: dict) -> None:
+    """The weights a model returns are the ones it applied: none on padded keys (self-attention over the tokens,
+    cross-attention over the source), none on later positions in causal self-attention, so none at all for a
+    left-padded query. (Longformer's maps are per key offset; their layout is checked in test_longformer.py.)"""
+    if name == "longformer":
+        return
+    mask = kwargs["attention_mask"]
+    padded_key = (mask.reshape(-1, mask.shape[-1]) == 0)[:, None, None, :]
+    over_the_tokens = [field for field in ("attentions", "encoder_attentions", "cross_attentions") if field in maps]
+    for field in over_the_tokens:
+        assert all((weights.masked_select(padded_key) == 0).all() for weights in output[field]), f"{field}: padding"
+    causal = "decoder_attentions" if is_seq2seq(name, cls) else "attentions" if FAMILIES[name].causal else None
+    if causal in maps:
+        assert all((weights.triu(diagonal=1) == 0).all() for weights in output[causal]), f"{causal}: the future"
+    if causal == "attentions" and FAMILIES[name].padding_side == "left":  # a padded query has no real key before it
+        padded_query = padded_key.transpose(-1, -2)
+        assert all((weights.masked_select(padded_query) == 0).all() for weights in output[causal]), "padded query"
+
+
 @heads
 def test_hidden_states_and_attentions(name, cls):
     model = build(name, cls)
@@ -301,6 +321,7 @@ def test_hidden_states_and_attentions(name, cls):
             sums = torch.stack([t.sum(-1) for t in full[field]])
             real = sums[sums != 0]
             torch.testing.assert_close(real, torch.ones_like(real), atol=1e-5, rtol=0)
+    assert_no_weight_on_padding_or_the_future(name, cls, kwargs, full, maps)
     torch.testing.assert_close(full[0], plain[0])  # asking for them changes nothing else
     if full.get("last_hidden_state") is not None and "hidden_states" in maps:  # a base model's last one is its output
         torch.testing.assert_close(full.hidden_states[-1], full.last_hidden_state)
@@ -529,12 +550,17 @@ def test_sharded_save_round_trips(name, cls, checkpoints):
 
 @heads
 def test_from_pretrained_in_bfloat16(name, cls, checkpoints):
-    directory, _ = checkpoints(name, cls)
+    """Loaded in bf16, every output (loss, logits, hidden states) is the fp32 model's within bf16 rounding
+    (``families.close_to_fp32`` says why that tolerance)."""
+    directory, model = checkpoints(name, cls)
     loaded = cls.from_pretrained(directory, dtype=torch.bfloat16).eval()
     assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16}
     assert loaded.dtype == torch.bfloat16
-    output = run(loaded, inputs_for(name, cls, labels=True))
-    assert all(torch.isfinite(t).all() for t in output.values() if isinstance(t, torch.Tensor))
+    kwargs = inputs_for(name, cls, labels=True)
+    output, expected = run(loaded, kwargs), run(model, kwargs)
+    for key, value in expected.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            close_to_fp32(output[key], value)
 
 
 @heads
@@ -602,6 +628,8 @@ def test_gradient_checkpointing(name, cls):
         warnings.simplefilter("ignore", FutureWarning)  # transformers 5 renamed it activation_checkpointing_enable
         model.activation_checkpointing_enable()
     assert model.is_activation_checkpointing
+    layers = [module for module in model.modules() if isinstance(module, GradientCheckpointingLayer)]
+    assert all(layer.gradient_checkpointing for layer in layers), "a layer is not checkpointed"
     checkpointed, checkpointed_calls = gradients(model, kwargs)
     assert plain_calls > 0 and checkpointed_calls > plain_calls, "the layers were not recomputed"
     assert checkpointed.keys() == plain.keys()

@@ -1,7 +1,8 @@
 """The checks every family's own tests make, written once and run for each family on its fixed tiny model
-(``families.py``): impossible configurations and bad inputs are refused with a ValueError naming the field, gradient
-checkpointing gives the plain gradients, the loss honours ``num_items_in_batch``, and save → load through the Auto
-classes gives the same model. What only one family has stays in its own file (``test_<family>.py``)."""
+(``families.py``): impossible configurations and bad inputs are refused with a ValueError naming the field, the loss
+honours ``num_items_in_batch`` and ``shift_labels``, a bf16 autocast training step is the fp32 one within rounding,
+the Trainer reports the model's loss and resumes without missing keys, and save → load through the Auto classes
+gives the same model. What only one family has stays in its own file (``test_<family>.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,16 @@ from typing import Callable, Optional
 import pytest
 import torch
 import transformers
-from families import FAMILIES, NAMES, bert_batch, gpt_batch, longformer_batch, rnn_batch, transformer_sources
+from families import (
+    FAMILIES,
+    NAMES,
+    bert_batch,
+    close_to_fp32,
+    gpt_batch,
+    longformer_batch,
+    rnn_batch,
+    transformer_sources,
+)
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
@@ -21,7 +31,6 @@ from transformers import (
     AutoModelForSeq2SeqLM,
     AutoModelForSequenceClassification,
 )
-from transformers.modeling_layers import GradientCheckpointingLayer
 
 import hf_scratch
 
@@ -92,11 +101,14 @@ def without_dropout(name: str) -> dict:
 
 CONFIG_CASES = [  # (family, overrides of the tiny configuration, words the message must contain)
     ("bert", dict(hidden_size=30, num_attention_heads=4), "num_attention_heads"),
+    ("bert", dict(vocab_size=0), "vocab_size"),
+    ("gpt", dict(num_hidden_layers=0), "num_hidden_layers"),
     ("gpt", dict(hidden_size=30), "num_attention_heads"),
     ("gpt", dict(layer_norm_placement="middle"), "layer_norm_placement"),
     ("gpt", dict(lm_loss_weight=-1.0), "lm_loss_weight"),
     ("gpt", dict(embedding_dropout_prob=1.5), "embedding_dropout_prob"),
     ("transformer", dict(d_model=30, encoder_attention_heads=4), "encoder_attention_heads"),
+    ("transformer", dict(hidden_dropout_prob=1.5), "hidden_dropout_prob"),
     ("transformer", dict(decoder_attention_heads=5), "decoder_attention_heads"),
     ("transformer", dict(sinusoidal_layout="rotary"), "sinusoidal_layout"),
     ("transformer", dict(decoder_vocab_size=50), "share_encoder_decoder_embeddings"),
@@ -136,47 +148,28 @@ def _ids(*rows):
     return torch.tensor(rows)
 
 
+# What each family's inputs can get wrong beyond the mistakes every family refuses alike (a sequence longer than the
+# positions, an id outside the vocabulary, a mask of the wrong shape or values, Transformer-XL memory of the wrong
+# shape: test_robustness.py)
 INPUT_CASES = [  # (family, the inputs, words the message must contain)
-    ("bert", lambda: dict(input_ids=torch.randint(0, 97, (2, 41))), "max_position_embeddings"),
-    ("bert", lambda: dict(input_ids=_ids([1, 2, 97])), "vocab"),
-    ("bert", lambda: dict(input_ids=_ids([1, 2, 3]), attention_mask=torch.ones(1, 4)), "attention_mask"),
     ("bert", lambda: dict(input_ids=_ids([1, 2, 3]), attention_mask=torch.ones(3)), "attention_mask"),
     ("bert", lambda: dict(input_ids=_ids([1, 2, 3]), token_type_ids=_ids([0, 1, 2])), "token_type_ids"),
-    ("gpt", lambda: dict(input_ids=torch.randint(3, 97, (1, 49))), "max_position_embeddings"),
-    ("gpt", lambda: dict(input_ids=_ids([1, 2, 97])), "vocab"),
-    ("gpt", lambda: dict(input_ids=_ids([1, 2, 3]), attention_mask=torch.ones(1, 4)), "attention_mask"),
     ("gpt", lambda: dict(input_ids=_ids([1, 2, 3]), attention_mask=torch.full((1, 3), 2)), "0 and 1"),
     ("gpt", lambda: dict(input_ids=_ids([1, 2, 3]), inputs_embeds=torch.zeros(1, 3, 32)), "exactly one"),
-    ("transformer", lambda: dict(input_ids=torch.randint(3, 61, (1, 33)), decoder_input_ids=_ids([1])),
-     "max_position_embeddings"),
-    ("transformer", lambda: dict(input_ids=_ids([3, 61]), decoder_input_ids=_ids([1])), "vocab"),
     ("transformer", lambda: dict(input_ids=_ids([3, 4]), decoder_input_ids=_ids([1, 70])), "decoder_input_ids"),
-    ("transformer", lambda: dict(input_ids=_ids([3, 4]), attention_mask=torch.ones(1, 3), decoder_input_ids=_ids([1])),
-     "attention_mask"),
     ("transformer", lambda: dict(input_ids=_ids([3, 4]), decoder_input_ids=_ids([1, 3]),
                                  decoder_attention_mask=torch.ones(1, 5)), "decoder_attention_mask"),
     ("transformer", lambda: dict(input_ids=_ids([3, 4])), "decoder_input_ids"),
     ("transformer", lambda: dict(input_ids=_ids([3, 4]), labels=torch.tensor([1, 2])), "labels"),
     ("transformer", lambda: dict(input_ids=_ids([3, 4]), decoder_input_ids=_ids([1]),
                                  past_key_values=transformers.DynamicCache()), "EncoderDecoderCache"),
-    ("transfo_xl", lambda: dict(input_ids=_ids([1, 40])), "outside the vocabulary"),
-    ("transfo_xl", lambda: dict(input_ids=torch.randint(0, 40, (2, 5)), mems=[torch.zeros(2, 3, 16)]),
-     "mems must be a list of 2"),
-    ("transfo_xl", lambda: dict(input_ids=torch.randint(0, 40, (2, 5)), mems=[torch.zeros(3, 3, 16)] * 2), "batch=2"),
     ("transfo_xl", lambda: dict(input_ids=torch.randint(0, 40, (2, 5)), labels=torch.randint(0, 40, (2, 3))),
      "labels must have the shape"),
-    ("transfo_xl", lambda: dict(input_ids=torch.randint(0, 40, (2, 5)), attention_mask=torch.ones(2, 3)), "attention_mask"),
     ("transfo_xl", lambda: dict(), "exactly one"),
-    ("longformer", lambda: dict(input_ids=torch.randint(3, 97, (2, 63))), "max_position_embeddings"),
-    ("longformer", lambda: dict(input_ids=_ids([3, 4, 97])), "vocab"),
-    ("longformer", lambda: dict(input_ids=_ids([3, 4, 5]), attention_mask=torch.ones(1, 4)), "attention_mask"),
     ("longformer", lambda: dict(input_ids=_ids([3, 4, 5]), global_attention_mask=torch.ones(1, 2)), "global_attention_mask"),
     ("longformer", lambda: dict(input_ids=_ids([3, 4, 5]), global_attention_mask=torch.full((1, 3), 2)),
      "global_attention_mask"),
-    ("rnn", lambda: dict(input_ids=_ids([1, 2, 61]), decoder_input_ids=_ids([1])), "vocab"),
     ("rnn", lambda: dict(input_ids=_ids([1, 2]), decoder_input_ids=_ids([1, 70])), "decoder_input_ids"),
-    ("rnn", lambda: dict(input_ids=_ids([1, 2, 3]), attention_mask=torch.ones(1, 4), decoder_input_ids=_ids([1])),
-     "attention_mask"),
     ("rnn", lambda: dict(input_ids=_ids([0, 2, 3]), attention_mask=_ids([0, 1, 1]), decoder_input_ids=_ids([1])),
      "padding_side"),
     ("rnn", lambda: dict(input_ids=_ids([1, 2]), decoder_input_ids=_ids([1]), past_key_values=(torch.zeros(1),)),
@@ -198,19 +191,36 @@ def test_bad_inputs_raise_value_error(name, make_inputs, message):
 # --------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_gradient_checkpointing_gives_same_gradients(name):
-    plain = tiny(name, **without_dropout(name)).train()
-    checkpointed = tiny(name, **without_dropout(name)).train()
-    checkpointed.load_state_dict(plain.state_dict())
-    checkpointed.activation_checkpointing_enable()
-    layers = [module for module in checkpointed.modules() if isinstance(module, GradientCheckpointingLayer)]
-    assert layers and all(layer.gradient_checkpointing for layer in layers)
+# The RNN on each of torch's cells: its fused CPU recurrence has no bf16 kernel (it raises under autocast), so the
+# recurrence runs in fp32 while the projections around it run in bf16.
+AUTOCAST_CASES = [(name, {}) for name in NAMES if name != "rnn"]
+AUTOCAST_CASES += [("rnn", {"cell_type": cell}) for cell in ("lstm", "gru", "rnn")]
+AUTOCAST_IDS = [(name + "-" + overrides.get("cell_type", "")).rstrip("-") for name, overrides in AUTOCAST_CASES]
+
+
+def training_step(model, batch: dict, bf16: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, every gradient flattened) of one forward (under bf16 autocast if asked) and backward pass."""
+    model.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = model(**batch).loss
+    loss.backward()
+    return loss.detach(), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+@pytest.mark.parametrize("name,overrides", AUTOCAST_CASES, ids=AUTOCAST_IDS)
+def test_bf16_autocast_training_step_is_the_fp32_one_within_rounding(name, overrides):
+    """A training step under ``torch.autocast("cpu", torch.bfloat16)`` runs in bf16 (the loss is not the fp32 one to
+    the bit) and gives the fp32 step's loss within bf16 rounding (``families.close_to_fp32``), and its gradients
+    within 25% of their norm: the gradients chain about twice as many rounded operations as the loss, and where
+    softmaxes saturate they amplify the rounding (measured: 0.2–3.5%, and 12% for the encoder-decoder, whose tiny
+    configuration is initialised with std 0.2); a gradient that is lost, doubled or flipped is off by 100%."""
+    model = tiny(name, **without_dropout(name), **overrides).train()
     batch = BATCHES[name]()
-    for model in (plain, checkpointed):
-        model(**batch).loss.backward()
-    for (key, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters()):
-        assert torch.allclose(a.grad, b.grad, atol=1e-6), key
+    loss, gradients = training_step(model, batch, bf16=False)
+    bf16_loss, bf16_gradients = training_step(model, batch, bf16=True)
+    assert not torch.equal(bf16_loss, loss), "autocast did not run in bf16"
+    close_to_fp32(bf16_loss, loss)
+    assert (bf16_gradients - gradients).norm() <= 0.25 * gradients.norm()
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -331,7 +341,8 @@ SAVED = {
 
 def module_files(name: str) -> list[str]:
     """The code a checkpoint carries for trust_remote_code: the family's pair and the core they import."""
-    core = ["configuration_common.py", "modeling_common.py", "attention.py", "layers.py", "positional.py"]
+    core = ["configuration_common.py", "modeling_common.py", "attention.py", "inputs.py", "layers.py", "losses.py",
+            "positional.py"]
     own = {"rnn": ["recurrent.py"], "transfo_xl": ["adaptive_softmax.py"], "longformer": ["banded_attention.py"]}
     return [f"modeling_{name}.py", f"configuration_{name}.py", *core, *own.get(name, [])]
 

@@ -1,7 +1,9 @@
-"""GPT-1 / GPT-2: parity with transformers' GPT2* and OpenAIGPT* classes on converted weights, checkpoint
-directories, exact cached generation, properties (causal no-leak, left padding, eager ≡ SDPA, save → load), the
-HF contract (remote code, pipelines) and bad input. The checks every family shares (bad configurations and inputs,
-gradient checkpointing, num_items_in_batch, save → load through the Auto classes) are in test_every_family.py."""
+"""GPT-1 / GPT-2: parity with transformers' GPT2* and OpenAIGPT* classes on converted weights (left padding, greedy
+generation), checkpoint directories, the task heads' bad input, the HF contract (remote code, pipelines), the fused
+tanh GELU and multiple choice.
+
+What every family shares is checked once, in the cross-family files (test_robustness.py, test_every_family.py,
+test_conformance.py, test_generation.py, …: CONTRIBUTING.md, "A family, step by step", 6. Tests)."""
 
 import json
 
@@ -10,8 +12,6 @@ import torch
 import transformers
 from families import FAMILIES, assert_converts_back, max_diff_on_real
 from families import gpt_batch as right_padded_batch
-from hypothesis import given
-from hypothesis import strategies as st
 from safetensors.torch import save_file
 from transformers import AutoModelForMultipleChoice, AutoModelForSequenceClassification
 
@@ -25,7 +25,6 @@ from hf_scratch import (
     ScratchGPTModel,
 )
 from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_transformers
-from hf_scratch.modeling_common import returned_cache
 
 GPT = FAMILIES["gpt"]
 VOCAB = GPT.tiny["vocab_size"]
@@ -200,115 +199,6 @@ def test_convert_command_line_and_auto_loading(tmp_path):
     with torch.no_grad():
         expected = reference(input_ids=input_ids, attention_mask=attention_mask).logits
         assert (expected - ours(input_ids=input_ids, attention_mask=attention_mask).logits).abs().max() <= 1e-4
-
-
-# ---- generation and properties -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("placement", ["pre", "post"])
-def test_cached_generation_equals_uncached_greedy_and_beam(placement):
-    torch.manual_seed(0)
-    model = ScratchGPTLMHeadModel(tiny_config(placement)).eval()
-    input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9], [11, 12, 13]])
-    for settings in (dict(do_sample=False), dict(do_sample=False, num_beams=3, num_return_sequences=2)):
-        common = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, pad_token_id=0,
-                      eos_token_id=None, **settings)
-        with torch.no_grad():
-            cached = model.generate(**common, use_cache=True)
-            uncached = model.generate(**common, use_cache=False)
-        assert torch.equal(cached, uncached), settings
-
-
-def test_cache_step_logits_equal_full_forward():
-    model = ScratchGPTLMHeadModel(tiny_config()).eval()
-    input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]])
-    with torch.no_grad():
-        full = model(input_ids=input_ids, attention_mask=attention_mask).logits
-        prefix = model(input_ids=input_ids[:, :4], attention_mask=attention_mask[:, :4], use_cache=True)
-        cache = returned_cache(prefix)
-        assert cache.get_seq_length() == 4
-        steps = [prefix.logits]
-        for t in range(4, 7):
-            out = model(input_ids=input_ids[:, t : t + 1], attention_mask=attention_mask[:, : t + 1], past_key_values=cache)
-            steps.append(out.logits)
-    assert max_diff_on_real(full, torch.cat(steps, dim=1), attention_mask) <= 1e-5
-
-
-def test_sampling_runs_and_is_reproducible():
-    model = ScratchGPTLMHeadModel(tiny_config()).eval()
-    input_ids = torch.tensor([[5, 6, 7]])
-    runs = []
-    for _ in range(2):
-        torch.manual_seed(3)
-        runs.append(model.generate(input_ids=input_ids, do_sample=True, top_k=20, max_new_tokens=8, pad_token_id=0))
-    assert runs[0].shape == (1, 11) and torch.equal(runs[0], runs[1])
-
-
-@given(t=st.integers(min_value=0, max_value=8), seed=st.integers(min_value=0, max_value=10_000))
-def test_causal_no_leak(t, seed):
-    model = _no_leak_model()
-    generator = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(3, VOCAB, (2, 10), generator=generator)
-    changed = input_ids.clone()
-    changed[:, t + 1 :] = torch.randint(3, VOCAB, changed[:, t + 1 :].shape, generator=generator)
-    with torch.no_grad():
-        a, b = model(input_ids=input_ids).logits, model(input_ids=changed).logits
-    assert (a[:, : t + 1] - b[:, : t + 1]).abs().max() <= 1e-5
-    if t < 8:  # the test can fail: later positions do see the change
-        assert (a[:, t + 1 :] - b[:, t + 1 :]).abs().max() > 1e-4
-
-
-_NO_LEAK = {}
-
-
-def _no_leak_model():
-    if "model" not in _NO_LEAK:
-        torch.manual_seed(0)
-        _NO_LEAK["model"] = ScratchGPTLMHeadModel(tiny_config("post")).eval()
-    return _NO_LEAK["model"]
-
-
-@pytest.mark.parametrize("placement", ["pre", "post"])
-def test_left_padding_invariance(placement):
-    model = ScratchGPTLMHeadModel(tiny_config(placement)).eval()
-    alone = torch.tensor([[21, 22, 23, 24]])
-    input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9, 10, 11], [21, 22, 23, 24]])
-    with torch.no_grad():
-        expected = model(input_ids=alone).logits[0]
-        actual = model(input_ids=input_ids, attention_mask=attention_mask).logits[1, 3:]
-        generated_alone = model.generate(input_ids=alone, max_new_tokens=6, do_sample=False, pad_token_id=0)
-        generated_batch = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6,
-                                         do_sample=False, pad_token_id=0)
-    assert (expected - actual).abs().max() <= 1e-5
-    assert torch.equal(generated_alone[0], generated_batch[1, 3:])
-
-
-def test_eager_equals_sdpa_with_padding_and_cache():
-    torch.manual_seed(0)
-    eager = ScratchGPTLMHeadModel._from_config(tiny_config(), attn_implementation="eager").eval()
-    sdpa = ScratchGPTLMHeadModel._from_config(tiny_config(), attn_implementation="sdpa").eval()
-    sdpa.load_state_dict(eager.state_dict())
-    input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9], [11, 12]])
-    with torch.no_grad():
-        a = eager(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
-        b = sdpa(input_ids=input_ids, attention_mask=attention_mask)
-        generated = [m.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, do_sample=False,
-                                pad_token_id=0) for m in (eager, sdpa)]
-    assert max_diff_on_real(a.logits, b.logits, attention_mask) <= 1e-5
-    assert torch.equal(generated[0], generated[1])
-    weights = a.attentions[0]  # (batch, heads, query, key): causal and no weight on padding
-    assert torch.allclose(weights[0].sum(-1), torch.ones_like(weights[0].sum(-1)), atol=1e-5)
-    assert (weights[0].triu(diagonal=1) == 0).all()
-    assert (weights[1, :, 3:, :3] == 0).all() and (weights[1, :, :3] == 0).all()  # padded keys; padded queries → 0
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_fully_padded_rows_give_no_nan(dtype):
-    model = ScratchGPTModel(tiny_config()).to(dtype).eval()
-    input_ids, attention_mask = right_padded_batch()
-    attention_mask[0] = 0
-    with torch.no_grad():
-        assert torch.isfinite(model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state).all()
 
 
 # ---- bad input -----------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Longformer: parity with transformers on converted weights, the banded kernel against dense attention under the
-equivalent boolean mask (hypothesis, forward and gradients), properties, the HF contract, and bad input. The checks
-every family shares (bad configurations and inputs, gradient checkpointing, save → load through the Auto classes)
-are in test_every_family.py."""
+equivalent boolean mask (hypothesis, forward and gradients; tests/reference.py), global tokens and dilation, the
+attention maps' layout, the HF contract, and bad input.
+
+What every family shares is checked once, in the cross-family files (test_robustness.py, test_every_family.py,
+test_conformance.py, test_generation.py, …: CONTRIBUTING.md, "A family, step by step", 6. Tests)."""
 
 import pytest
 import torch
@@ -12,6 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from dispatch import dispatched_ops
 from families import ENCODER_HEADS, FAMILIES, assert_converts_back, assert_multiple_choice_parity, max_diff_on_real
 from families import longformer_batch as padded_batch
+from reference import dense_longformer_attention, sliding_window_mask
 from transformers import LongformerConfig, pipeline
 
 from hf_scratch import (
@@ -22,10 +25,9 @@ from hf_scratch import (
     ScratchLongformerForTokenClassification,
     ScratchLongformerModel,
 )
-from hf_scratch.attention import sliding_window_mask
 from hf_scratch.convert import from_transformers, to_transformers
 from hf_scratch.banded_attention import ATTENTION_KERNELS, GlobalTokens
-from hf_scratch.modeling_longformer import ScratchLongformerSelfAttention, dense_longformer_attention
+from hf_scratch.modeling_longformer import ScratchLongformerSelfAttention
 from hf_scratch.tokenization import train_tokenizer
 
 TINY = FAMILIES["longformer"].tiny  # windows [4, 8]: transformers pads to the largest, a multiple of the others
@@ -225,7 +227,9 @@ def test_eager_equals_sdpa_with_dilation_and_globals():
     assert torch.allclose(a.global_attentions[0].sum(2), slot_is_real.expand(-1, 4, -1), atol=1e-5)
 
 
-def test_padding_invariance_and_global_on_padding_is_ignored():
+def test_global_attention_on_padding_is_ignored():
+    """A padded position marked global changes nothing: padding wins over global (the cross-family padding
+    invariance, test_robustness.py, marks no padding global)."""
     model = ScratchLongformerForMaskedLM(tiny_config()).eval()
     input_ids = torch.randint(3, 97, (1, 9))
     padded = torch.cat([input_ids, torch.full((1, 6), PAD)], dim=1)
@@ -253,17 +257,18 @@ def test_dilation_changes_what_a_token_sees():
             assert bool(moved) == changes, position
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-def test_padded_rows_and_padded_globals_give_no_nan(dtype, attn_implementation):
+def test_padded_rows_and_padded_globals_get_no_weight(attn_implementation):
+    """Beyond the cross-family check of fully masked rows (test_robustness.py): global tokens on padding and on a
+    row of padding only, with per-head dilations; padded queries get no weight at all."""
     config = tiny_config(attention_dilation=[[1, 2, 1, 2], 1])
-    model = ScratchLongformerModel._from_config(config, attn_implementation=attn_implementation).to(dtype)
+    model = ScratchLongformerModel._from_config(config, attn_implementation=attn_implementation)
     input_ids, attention_mask, global_attention_mask = padded_batch()
     attention_mask[0] = 0  # a row that may attend nothing at all, with global tokens on it
     out = model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
                 output_attentions=attn_implementation == "eager")
     assert torch.isfinite(out.last_hidden_state).all()
-    out.last_hidden_state.float().sum().backward()
+    out.last_hidden_state.sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     if out.attentions:
         assert (out.attentions[0][0] == 0).all() and (out.attentions[0][2, :, 6:] == 0).all()
@@ -294,17 +299,6 @@ def test_training_runs_the_attention_kernel_once_per_layer():
                       labels=input_ids.masked_fill(attention_mask == 0, -100)).loss.backward()
     )
     assert sum(op in ATTENTION_KERNELS for op in ops) == len(model.model.layers)
-
-def test_bf16_autocast_trains():
-    model = ScratchLongformerForMaskedLM(tiny_config(attention_dilation=[1, [1, 2, 1, 2]])).train()
-    input_ids, attention_mask, global_attention_mask = padded_batch()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
-                    labels=input_ids.masked_fill(attention_mask == 0, -100))
-    assert out.logits.dtype == torch.bfloat16 and torch.isfinite(out.loss)
-    out.loss.backward()
-    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
-
 
 def test_trainer_masked_lm_loss_falls(wordpiece, fixtures_dir, tmp_path):
     from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments

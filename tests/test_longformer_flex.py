@@ -22,12 +22,12 @@ import torch.nn.attention.flex_attention as torch_flex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from families import FAMILIES, longformer_batch, max_diff_on_real
+from reference import longformer_mask
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModelForMaskedLM
 
 from hf_scratch import ScratchLongformerConfig, ScratchLongformerForMaskedLM, ScratchLongformerModel
 from hf_scratch import banded_attention
-from hf_scratch.attention import longformer_mask
 from hf_scratch.banded_attention import GlobalTokens, flex_block_mask
 from hf_scratch.modeling_longformer import ScratchLongformerSelfAttention
 
@@ -105,7 +105,7 @@ def tiles_of(block_mask) -> tuple[torch.Tensor, torch.Tensor]:
 @settings(max_examples=12)
 @given(attention_problems())
 def test_block_mask_tiles_and_relation(problem):
-    """The mask_mod is Longformer's relation (``attention.longformer_mask``) on every row but the global tokens' own
+    """The mask_mod is Longformer's relation (``reference.longformer_mask``) on every row but the global tokens' own
     (computed apart, with their projections); every tile holding an allowed pair is visited, and a tile skips the
     mask only when every pair in it is allowed — compared with torch's ``create_block_mask``, which evaluates the
     mask_mod densely."""

@@ -1,8 +1,9 @@
 """RNN seq2seq baselines: cells against torch.nn on copied weights (outputs and gradients), the GRU of Cho et al.
-2014 (``gru_cho``) on a hand-worked example, attention weights on padding, generation (greedy, beam, cache ≡ no
-cache), the HF contract (remote code, pipelines, Trainer) and bad input. The checks every family shares (bad
-configurations and inputs, gradient checkpointing, num_items_in_batch, save → load through the Auto classes) are in
-test_every_family.py."""
+2014 (``gru_cho``) on a hand-worked example, attention weights and encoder states on padding, beam search, the HF
+contract (pipelines, Trainer). (Loading as remote code, where hf_scratch is not installed: test_pipelines.py.)
+
+What every family shares is checked once, in the cross-family files (test_robustness.py, test_every_family.py,
+test_conformance.py, test_generation.py, …: CONTRIBUTING.md, "A family, step by step", 6. Tests)."""
 
 import json
 import math
@@ -18,29 +19,15 @@ from transformers import pipeline
 
 from hf_scratch import (
     ScratchRNNConfig,
-    ScratchRNNDecoderState,
     ScratchRNNForConditionalGeneration,
     ScratchRNNForSequenceClassification,
     ScratchRNNModel,
 )
 from hf_scratch.modeling_rnn import ScratchRNNStack
 from hf_scratch.tokenization import train_tokenizer
-from hf_scratch.modeling_common import returned_cache
 
 tiny_config = FAMILIES["rnn"].tiny_config
 ATTENTION_TYPES = ["none", "bahdanau", "luong-dot", "luong-general", "luong-concat"]
-
-
-@pytest.mark.parametrize("cell_type", ["lstm", "gru", "rnn"])
-def test_bf16_autocast_trains_on_cpu(cell_type):
-    """torch's fused CPU recurrence has no bfloat16 kernel here (it raises under autocast): ours runs it in fp32."""
-    model = ScratchRNNForConditionalGeneration(tiny_config(cell_type=cell_type, bidirectional_encoder=True)).train()
-    input_ids, attention_mask = padded_batch()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = model(input_ids=input_ids, attention_mask=attention_mask, labels=input_ids[:, :5])
-    assert torch.isfinite(out.loss)
-    out.loss.backward()
-    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
 # ---- cells against torch.nn on copied weights ----------------------------------------------------------------
@@ -155,20 +142,6 @@ def test_attention_weights_sum_to_one_over_real_tokens_and_are_zero_on_padding(a
     assert torch.allclose(weights.sum(-1), torch.ones(3, 1, 5), atol=1e-6)
 
 
-@pytest.mark.parametrize("implementation", ["cells", "fused"])
-@pytest.mark.parametrize("attention_type", ATTENTION_TYPES)
-def test_padding_invariance(attention_type, implementation):
-    """A sentence decoded in a padded batch gives the logits it gives alone."""
-    config = tiny_config(attention_type=attention_type, bidirectional_encoder=True, rnn_implementation=implementation)
-    model = ScratchRNNForConditionalGeneration(config).eval()
-    input_ids, attention_mask = padded_batch()
-    decoder_input_ids = torch.randint(4, 61, (3, 4))
-    with torch.no_grad():
-        batched = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
-        alone = model(input_ids=input_ids[2:, :3], decoder_input_ids=decoder_input_ids[2:]).logits
-    assert (batched[2:] - alone).abs().max() <= 1e-5
-
-
 @given(lengths=st.lists(st.integers(1, 8), min_size=1, max_size=4), cell_type=st.sampled_from(["rnn", "lstm", "gru", "gru_cho"]),
        implementation=st.sampled_from(["cells", "fused"]))
 def test_encoder_states_do_not_depend_on_padding(lengths, cell_type, implementation):
@@ -183,18 +156,6 @@ def test_encoder_states_do_not_depend_on_padding(lengths, cell_type, implementat
             assert (batched.last_hidden_state[row, :length] - alone.last_hidden_state[0]).abs().max() <= 1e-5
             assert (batched.last_hidden_state[row, length:] == 0).all()
             assert (batched.final_hidden_state[row] - alone.final_hidden_state[0]).abs().max() <= 1e-5
-
-
-def test_fused_equals_cells_for_the_whole_model():
-    fused = ScratchRNNForConditionalGeneration(tiny_config(bidirectional_encoder=True)).eval()
-    cells = ScratchRNNForConditionalGeneration(tiny_config(bidirectional_encoder=True, rnn_implementation="cells")).eval()
-    cells.load_state_dict(fused.state_dict())
-    input_ids, attention_mask = padded_batch()
-    labels = torch.randint(4, 61, (3, 5))
-    with torch.no_grad():
-        a = fused(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
-        b = cells(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
-    assert (a.logits - b.logits).abs().max() <= 1e-5 and abs(a.loss - b.loss) <= 1e-5
 
 
 @pytest.mark.parametrize("cell_type", ["lstm", "gru"])
@@ -219,50 +180,7 @@ def test_fused_recurrence_gets_contiguous_states_and_layers_return_no_views(cell
     assert len(views) >= 4 and not any(views)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_source_without_real_tokens_gives_no_nan(dtype):
-    model = ScratchRNNForConditionalGeneration(tiny_config(attention_type="bahdanau")).to(dtype).eval()
-    input_ids, attention_mask = padded_batch()
-    attention_mask[0] = 0
-    input_ids[0] = 0
-    with torch.no_grad():
-        out = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=torch.ones(3, 2, dtype=torch.long),
-                    output_attentions=True)
-    assert torch.isfinite(out.logits).all()
-    assert (out.cross_attentions[0][0] == 0).all()
-
-
 # ---- generation ----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("attention_type", ["none", "bahdanau", "luong-general"])
-def test_incremental_decoding_with_the_recurrent_state_equals_full_decoding(attention_type):
-    model = ScratchRNNForConditionalGeneration(tiny_config(attention_type=attention_type, cell_type="lstm")).eval()
-    input_ids, attention_mask = padded_batch()
-    decoder_input_ids = torch.randint(4, 61, (3, 5))
-    with torch.no_grad():
-        full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
-        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-        cache, steps = None, []
-        for t in range(5):
-            out = model(attention_mask=attention_mask, encoder_outputs=encoder_outputs,
-                        decoder_input_ids=decoder_input_ids[:, t : t + 1], past_key_values=cache, use_cache=True)
-            cache = returned_cache(out)
-            steps.append(out.logits)
-    assert isinstance(cache, ScratchRNNDecoderState) and cache.get_seq_length() == 5
-    assert (torch.cat(steps, dim=1) - full).abs().max() <= 1e-5
-
-
-@pytest.mark.parametrize("cell_type", ["lstm", "gru"])
-@pytest.mark.parametrize("num_beams", [1, 3])
-def test_generate_with_cache_equals_without(num_beams, cell_type):
-    model = ScratchRNNForConditionalGeneration(tiny_config(cell_type=cell_type, bidirectional_encoder=True)).eval()
-    input_ids, attention_mask = padded_batch()
-    kwargs = dict(attention_mask=attention_mask, max_new_tokens=6, num_beams=num_beams, do_sample=False)
-    with_cache = model.generate(input_ids, use_cache=True, **kwargs)
-    without = model.generate(input_ids, use_cache=False, **kwargs)
-    assert torch.equal(with_cache, without)
-    assert (with_cache[:, 0] == model.config.decoder_start_token_id).all()
 
 
 def test_beam_search_scores_at_least_greedy():
@@ -281,25 +199,6 @@ def test_beam_search_scores_at_least_greedy():
 
 
 # ---- the HF contract -----------------------------------------------------------------------------------------
-
-
-def test_remote_code_loads_without_hf_scratch(tmp_path):
-    """The saved directory carries its modeling code: load it in a fresh interpreter where hf_scratch is hidden."""
-    import subprocess
-    import sys
-
-    ScratchRNNForConditionalGeneration(tiny_config()).save_pretrained(tmp_path)
-    script = (
-        "import sys; sys.modules['hf_scratch'] = None\n"
-        "import torch; from transformers import AutoModelForSeq2SeqLM\n"
-        f"m = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True)\n"
-        "print(type(m).__module__, m.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=3).shape[1])\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                            env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
-    assert result.returncode == 0, result.stderr[-2000:]
-    module, length = result.stdout.split()[-2:]
-    assert "modeling_rnn" in module and not module.startswith("hf_scratch") and int(length) == 4
 
 
 def test_loss_ignores_minus_100():

@@ -1,6 +1,9 @@
-"""Transformer-XL: reference parity (side-environment fixtures), memory equivalence, checkpoint conversion,
-generation with mems, properties and bad input. The checks every family shares (bad configurations and inputs,
-gradient checkpointing, num_items_in_batch, save → load through the Auto classes) are in test_every_family.py."""
+"""Transformer-XL: reference parity (side-environment fixtures), the memory (detached, mem_len, same_length,
+clamp_len; with checkpointing and both kernels), the adaptive softmax, checkpoint conversion and generation with
+mems. (Memory ≡ full context is in test_robustness.py.)
+
+What every family shares is checked once, in the cross-family files (test_robustness.py, test_every_family.py,
+test_conformance.py, test_generation.py, …: CONTRIBUTING.md, "A family, step by step", 6. Tests)."""
 
 from __future__ import annotations
 
@@ -66,21 +69,6 @@ def test_reference_config_translation(fixtures_dir):
 # ---- memory ---------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("overrides", [{}, {"same_length": True}, {"pre_lnorm": True, "untie_r": False}, {"cutoffs": []}])
-def test_two_segments_with_memory_equal_one_pass(overrides):
-    model = tiny_model(**overrides)
-    ids = torch.randint(0, 40, (2, 12))
-    with torch.no_grad():
-        whole = model(ids, output_hidden_states=True)
-        first = model(ids[:, :6])
-        second = model(ids[:, 6:], mems=first.mems)
-    assert (second.logits - whole.logits[:, 6:]).abs().max() <= 1e-5
-    # the memory is the last mem_len inputs of every layer, detached
-    assert len(second.mems) == 2 and all(m.shape == (2, 8, 16) and not m.requires_grad for m in second.mems)
-    for memory, layer_input in zip(second.mems, whole.hidden_states):
-        assert (memory - layer_input[:, -8:]).abs().max() <= 1e-5
-
-
 def test_memory_is_detached_from_the_graph():
     model = tiny_model().train()
     ids = torch.randint(0, 40, (2, 6))
@@ -89,7 +77,9 @@ def test_memory_is_detached_from_the_graph():
     model(ids, mems=first.mems, labels=ids).loss.backward()  # no error: nothing flows into the first segment
 
 
-def test_activation_checkpointing_gives_the_same_gradients():
+def test_activation_checkpointing_with_memory_gives_the_same_gradients():
+    """The cross-family check (test_conformance.py) runs one segment; here the checkpointed layers also read the
+    previous segment's memory."""
     model = tiny_model().train()
     ids = torch.randint(0, 40, (2, 6))
     memory = model(ids).mems
@@ -129,10 +119,12 @@ def test_clamp_len_shares_far_distances():
     assert torch.equal(far[0], far[3]) and not torch.equal(far[3], far[4])
 
 
-# ---- kernels and properties -----------------------------------------------------------------------------------
+# ---- kernels and the adaptive softmax ---------------------------------------------------------------------------
 
 
 def test_eager_equals_sdpa_with_memory_and_padding():
+    """The cross-family check (test_robustness.py) runs one segment; here the queries also attend the memory, under
+    same_length's window, with left padding."""
     eager, sdpa = tiny_model("eager", same_length=True), tiny_model("sdpa", same_length=True)
     ids = torch.randint(0, 40, (2, 5))
     mask = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])
@@ -141,28 +133,6 @@ def test_eager_equals_sdpa_with_memory_and_padding():
         a = eager(ids, mems=memory, attention_mask=mask).logits
         b = sdpa(ids, mems=memory, attention_mask=mask).logits
     assert (a - b).abs().max() <= 1e-5
-
-
-def test_left_padding_does_not_change_real_tokens():
-    model = tiny_model("sdpa")
-    ids = torch.randint(1, 40, (1, 5))
-    padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), ids], dim=1)
-    mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1]])
-    with torch.no_grad():
-        alone = model(ids).logits
-        batched = model(padded, attention_mask=mask).logits[:, 3:]
-    assert (alone - batched).abs().max() <= 1e-5  # relative positions: padding on the left shifts nothing
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_fully_masked_rows_give_no_nan(dtype):
-    model = tiny_model("sdpa").to(dtype)
-    ids = torch.randint(0, 40, (2, 4))
-    mask = torch.tensor([[1, 1, 1, 1], [0, 0, 0, 0]])
-    with torch.no_grad():
-        out = model(ids, attention_mask=mask, output_attentions=False)
-        eager = model(ids, attention_mask=mask, output_attentions=True)
-    assert not out.logits.isnan().any() and not eager.logits.isnan().any()
 
 
 def test_adaptive_softmax_is_a_distribution_and_loss_is_mean_of_token_losses():

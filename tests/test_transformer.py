@@ -1,7 +1,9 @@
-"""The encoder-decoder Transformer (scratch-transformer): parity with transformers' Marian, generation, properties,
-bad input, a toy German → English translation (tests/fixtures/de_en_toy.jsonl) trained with the Trainer, and the
-scratch-seq2seq pipeline. The checks every family shares (bad configurations and inputs, gradient checkpointing,
-num_items_in_batch, save → load through the Auto classes) are in test_every_family.py."""
+"""The encoder-decoder Transformer (scratch-transformer): the paper's pieces (sinusoids, shifted labels, label
+smoothing, shared embeddings), parity with transformers' Marian, the options, a toy German → English
+translation (tests/fixtures/de_en_toy.jsonl) trained with the Trainer, and the scratch-seq2seq pipeline.
+
+What every family shares is checked once, in the cross-family files (test_robustness.py, test_every_family.py,
+test_conformance.py, test_generation.py, …: CONTRIBUTING.md, "A family, step by step", 6. Tests)."""
 
 import json
 
@@ -19,10 +21,9 @@ from hf_scratch import (
     ScratchTransformerModel,
 )
 from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_transformers
-from hf_scratch.layers import shift_tokens_right
+from hf_scratch.inputs import shift_tokens_right
 from hf_scratch.positional import sinusoidal_table
 from hf_scratch.tokenization import train_tokenizer
-from hf_scratch.modeling_common import returned_cache
 
 PAD = 98  # Marian's convention: pad = decoder start = the last id, eos = 0
 MARIAN_TINY = dict(
@@ -307,84 +308,7 @@ def test_checkpoint_with_other_position_table_is_refused():
         conversion.weight_map(config).to_ours(state)
 
 
-# ---- properties ----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("num_beams", [1, 3])
-def test_cached_generation_equals_uncached(num_beams):
-    model = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
-    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
-    settings = dict(num_beams=num_beams, max_new_tokens=10, do_sample=False, min_new_tokens=10)
-    cached = model.generate(input_ids=input_ids, attention_mask=attention_mask, use_cache=True, **settings)
-    uncached = model.generate(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **settings)
-    assert torch.equal(cached, uncached)
-    # step by step, the cached logits equal a full forward pass over the prefix
-    decoder_input_ids = targets(start=1, vocab=61, length=6)
-    with torch.no_grad():
-        full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
-        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-        past, steps = None, []
-        for t in range(decoder_input_ids.shape[1]):
-            out = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
-                        decoder_input_ids=decoder_input_ids[:, t : t + 1], past_key_values=past, use_cache=True)
-            past = returned_cache(out)
-            steps.append(out.logits)
-    assert isinstance(past, transformers.EncoderDecoderCache) and past.get_seq_length() == 6
-    assert (torch.cat(steps, dim=1) - full).abs().max() <= 1e-4
-
-
-def test_decoder_cannot_see_the_future():
-    model = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
-    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
-    decoder_input_ids = targets(start=1, vocab=61, length=8)
-    changed = decoder_input_ids.clone()
-    changed[:, 5:] = torch.randint(3, 61, (3, 3))
-    with torch.no_grad():
-        a = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
-        b = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=changed).logits
-    assert (a[:, :5] - b[:, :5]).abs().max() <= 1e-5
-    assert (a[:, 5:] - b[:, 5:]).abs().max() > 1e-3
-
-
-def test_source_padding_invariance():
-    model = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
-    source = torch.randint(3, 61, (1, 5))
-    decoder_input_ids = targets(start=1, vocab=61, length=6)[:1]
-    padded = torch.cat([source, torch.zeros(1, 4, dtype=torch.long)], dim=1)
-    mask = torch.tensor([[1] * 5 + [0] * 4])
-    with torch.no_grad():
-        alone = model(input_ids=source, decoder_input_ids=decoder_input_ids).logits
-        with_padding = model(input_ids=padded, attention_mask=mask, decoder_input_ids=decoder_input_ids).logits
-        # garbage in the padded positions changes nothing either
-        garbage = model(input_ids=padded.masked_fill(mask == 0, 17), attention_mask=mask,
-                        decoder_input_ids=decoder_input_ids).logits
-    assert (alone - with_padding).abs().max() <= 1e-5
-    assert (alone - garbage).abs().max() <= 1e-5
-
-
-@pytest.mark.parametrize("pre_norm", [False, True])
-def test_eager_equals_sdpa(pre_norm):
-    eager = ScratchTransformerForConditionalGeneration._from_config(
-        tiny_config(pre_norm=pre_norm), attn_implementation="eager"
-    ).eval()
-    sdpa = ScratchTransformerForConditionalGeneration._from_config(
-        tiny_config(pre_norm=pre_norm), attn_implementation="sdpa"
-    ).eval()
-    sdpa.load_state_dict(eager.state_dict())
-    assert eager.config._attn_implementation == "eager" and sdpa.config._attn_implementation == "sdpa"
-    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
-    decoder_input_ids = targets(start=1, vocab=61)
-    decoder_attention_mask = torch.ones_like(decoder_input_ids)
-    decoder_attention_mask[2, 5:] = 0
-    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
-                  decoder_attention_mask=decoder_attention_mask)
-    with torch.no_grad():
-        a, b = eager(**kwargs), sdpa(**kwargs)
-        weights = sdpa(**kwargs, output_attentions=True)  # weights requested: the eager kernel runs
-    assert (a.logits - b.logits).abs().max() <= 1e-5
-    assert len(weights.cross_attentions) == 2 and weights.cross_attentions[0].shape == (3, 4, 7, 9)
-    assert (weights.cross_attentions[0][2, :, :, 3:] == 0).all()  # source padding gets no attention
-    assert (weights.decoder_attentions[0][0].triu(1) == 0).all()  # nor does the future
+# ---- the options ---------------------------------------------------------------------------------------------
 
 
 def test_pre_norm_and_interleaved_layout_are_real_options():
@@ -407,48 +331,6 @@ def test_split_sinusoid_table_is_rebuilt_on_loading(tmp_path):
     ScratchTransformerForConditionalGeneration(tiny_config(sinusoidal_layout="split")).save_pretrained(tmp_path)
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
     assert torch.equal(reloaded.model.decoder.embeddings.positions.table, sinusoidal_table(32, 32, "split"))
-
-
-def test_remote_code_generates_the_same_without_hf_scratch(tmp_path):
-    """The saved directory carries its modeling code: a fresh interpreter with hf_scratch hidden loads it with
-    trust_remote_code and generates the same tokens (beam search over the EncoderDecoderCache)."""
-    import os
-    import subprocess
-    import sys
-
-    model = ScratchTransformerForConditionalGeneration(tiny_config()).eval()
-    model.save_pretrained(tmp_path)
-    source = [[5, 6, 7, 8]]
-    expected = model.generate(torch.tensor(source), num_beams=3, max_new_tokens=5, min_new_tokens=5)
-    script = (
-        "import sys; sys.modules['hf_scratch'] = None\n"
-        "import torch; from transformers import AutoModelForSeq2SeqLM\n"
-        f"m = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True).eval()\n"
-        f"out = m.generate(torch.tensor({source}), num_beams=3, max_new_tokens=5, min_new_tokens=5)\n"
-        "print(type(m).__module__, ','.join(map(str, out[0].tolist())))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
-    assert result.returncode == 0, result.stderr[-2000:]
-    module, tokens = result.stdout.split()[-2:]
-    assert "modeling_transformer" in module and not module.startswith("hf_scratch")
-    assert [int(t) for t in tokens.split(",")] == expected[0].tolist()
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-def test_fully_padded_source_gives_no_nan(dtype, attn_implementation):
-    model = ScratchTransformerForConditionalGeneration._from_config(
-        tiny_config(), attn_implementation=attn_implementation
-    ).to(dtype).eval()
-    input_ids, attention_mask = padded_sources(vocab=61, pad=0)
-    attention_mask[0] = 0  # a source with no real token at all
-    with torch.no_grad():
-        out = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=targets(start=1, vocab=61),
-                    output_attentions=attn_implementation == "eager")
-    assert torch.isfinite(out.logits).all()
-    if out.cross_attentions:
-        assert (out.cross_attentions[0][0] == 0).all()
 
 
 # ---- the toy German → English pairs with the Trainer, then the pipeline ---------------------------------------

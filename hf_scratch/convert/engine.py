@@ -74,13 +74,6 @@ class WeightMap:
     # is present and is dropped otherwise; going out, it is written as a copy of its key.
     reference_aliases: Mapping[str, str] = field(default_factory=dict)
 
-    def _match(self, key: str, templates: Sequence[str]):
-        for index, template in enumerate(templates):
-            found = _template_regex(template).match(key)
-            if found:
-                return index, found.groupdict()
-        return None, None
-
     def to_ours(self, reference_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         ignored = [_template_regex(t) for t in self.ignore_reference]
         pending = {k: v for k, v in reference_state.items() if not any(p.match(k) for p in ignored)}
