@@ -8,7 +8,7 @@ own and the two neighbouring blocks (a fixed band mask keeps |i - j| ≤ w/2) pl
 costs what no dilation costs. Both kernels — ``"eager"`` (softmax written out; returns the weights) and ``"sdpa"``
 (``scaled_dot_product_attention`` on the blocks) — go through ``attention``. ``GlobalTokens`` says where the global
 tokens are and keeps the block masks the layers share; the dense relation, for tests and pictures, is
-``attention.longformer_mask``.
+``viz.longformer_mask``.
 
 A third kernel, ``"flex_attention"``, computes the same local rows with torch's ``flex_attention`` on the unsplit
 sequence: a ``mask_mod`` states the relation (``longformer_mask_mod``), and a ``BlockMask`` of 128 × 128 tiles built
