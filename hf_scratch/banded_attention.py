@@ -79,7 +79,7 @@ def block_mask(
     key_is_local: torch.Tensor, query_is_real: torch.Tensor, block: int, global_slot_is_real: Optional[torch.Tensor]
 ) -> torch.Tensor:
     """The "may attend" relation of ``block_attention``, block by block: (batch·n/block, 1, block,
-    [G +] 3·block) bool — the G global slots that exist, then |i - j| ≤ w among local keys; padded queries none."""
+    [G +] 3·block) bool — the G global slots that exist, then |i - j| ≤ block (= w/2) among local keys; padded queries none."""
     batch, length = key_is_local.shape
     blocks = length // block
     query_ok = query_is_real.reshape(batch, blocks, block, 1)
@@ -118,8 +118,8 @@ def from_blocks(x: torch.Tensor, batch: int) -> torch.Tensor:
 
 
 def block_attention(queries, keys, values, allowed, implementation: str, dropout: float, output_attentions: bool):
-    """softmax(Q Kᵀ/√d + M) V in every block at once: ``queries`` (blocks, heads, w, d) against ``keys`` /
-    ``values`` (blocks, heads, G + 3w, d) from ``key_windows``, M from ``block_mask``. Returns (output, weights or
+    """softmax(Q Kᵀ/√d + M) V in every block at once: ``queries`` (blocks, heads, w/2, d) against ``keys`` /
+    ``values`` (blocks, heads, G + 3·w/2, d) from ``key_windows``, M from ``block_mask``. Returns (output, weights or
     None); the eager kernel is the one that can return the weights."""
     if output_attentions or implementation == "eager":
         output, weights = eager_attention(queries, keys, values, allowed, dropout=dropout)
@@ -387,7 +387,7 @@ class BandedPattern:
         outputs, all_weights = [], []
         for dilation, group in groups:
             outputs.append(merge_residues(from_blocks(output[:, group], batch * dilation), dilation)[:, :length])
-            if weights is not None:  # → (batch, heads, n, G + 2w + 1): global columns, then offsets -w … w
+            if weights is not None:  # → (batch, heads, n, G + w + 1): global columns, then offsets -w/2 … w/2
                 weight = weights[:, group]
                 weight = torch.cat([weight[..., :num_global], band_to_diagonals(weight[..., num_global:], block)], dim=-1)
                 weight = merge_residues(from_blocks(weight, batch * dilation), dilation)[:, :length]

@@ -95,7 +95,7 @@ class ScratchGPTEmbeddings(nn.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
-class ScratchGPTBlock(GradientCheckpointingLayer):
+class ScratchGPTLayer(GradientCheckpointingLayer):
     """GPT-1 (post-LN):  h = LN(x + MaskedMultiHead(x)),       out = LN(h + FFN(h))
     GPT-2 (pre-LN):   h = x + MaskedMultiHead(LN(x)),       out = h + FFN(LN(h))
 
@@ -136,7 +136,7 @@ class ScratchGPTPreTrainedModel(ScratchPreTrainedModel):
     _can_compile_fullgraph = True  # every head, forward and backward; decoding with a StaticCache too
     _supports_attention_backend = True  # standard attention: kernels of transformers' AttentionInterface run it
     _supports_flex_attn = True
-    _no_split_modules = ["ScratchGPTBlock"]
+    _no_split_modules = ["ScratchGPTLayer"]
     _skip_keys_device_placement = ["past_key_values"]
 
     @torch.no_grad()
@@ -144,7 +144,7 @@ class ScratchGPTPreTrainedModel(ScratchPreTrainedModel):
         """N(0, initializer_range) everywhere (GPT-1 §4.1); the projections that write into the residual stream
         are scaled down by 1/√(2·layers), as GPT-2 does (§2.3), so the residual sum keeps its scale with depth."""
         super()._init_weights(module)
-        if isinstance(module, ScratchGPTBlock):
+        if isinstance(module, ScratchGPTLayer):
             std = self.config.initializer_range / math.sqrt(2 * self.config.num_hidden_layers)
             init.normal_(module.attention.out_proj.weight, mean=0.0, std=std)
             init.normal_(module.feed_forward.fc_out.weight, mean=0.0, std=std)
@@ -156,7 +156,7 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
     def __init__(self, config: ScratchGPTConfig):
         super().__init__(config)
         self.embeddings = ScratchGPTEmbeddings(config)
-        self.layers = nn.ModuleList(ScratchGPTBlock(config, i) for i in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(ScratchGPTLayer(config, i) for i in range(config.num_hidden_layers))
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
         self.post_init()
 

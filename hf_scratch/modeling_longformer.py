@@ -37,7 +37,7 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 
-from .attention import check_attention_mask, masked_softmax, values_pass
+from .attention import check_attention_mask, masked_softmax, split_heads, values_pass
 from .banded_attention import BandedPattern, GlobalTokens, keep_attention_kernels
 from .configuration_longformer import ScratchLongformerConfig
 from .inputs import check_one_input, choice_dimensions, flatten_choices
@@ -97,16 +97,18 @@ class ScratchLongformerSelfAttention(nn.Module):
         self.value_global = nn.Linear(hidden, hidden)
         self.out_proj = nn.Linear(hidden, hidden)
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+    def _by_head(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, n, heads·d) → (batch, n, heads, d): the banded kernel's layout (``attention.split_heads`` gives
+        the (batch, heads, n, d) of dense attention)."""
         return x.reshape(*x.shape[:2], self.num_heads, self.head_dim)
 
     def _global(self, hidden_states, key_is_real, globals_, dropout):
         """The global tokens' rows: softmax(q_g K_gᵀ/√d) V_g over every real token, with the global projections
         (§3.1), each called as a module so that hooks, adapters and quantized replacements see it."""
         dim = self.head_dim
-        query = self._heads(self.query_global(globals_.gather(hidden_states))).transpose(1, 2) * dim**-0.5
-        key = self._heads(self.key_global(hidden_states)).transpose(1, 2)  # (batch, heads, n, dim)
-        value = self._heads(self.value_global(hidden_states)).transpose(1, 2)
+        query = split_heads(self.query_global(globals_.gather(hidden_states)), self.num_heads) * dim**-0.5
+        key = split_heads(self.key_global(hidden_states), self.num_heads)  # (batch, heads, n, dim)
+        value = split_heads(self.value_global(hidden_states), self.num_heads)
         scores = torch.matmul(query, key.transpose(-1, -2))  # (batch, heads, G, n)
         allowed = key_is_real[:, None, None, :] & globals_.is_real[:, None, :, None]
         weights = masked_softmax(scores, allowed)
@@ -116,7 +118,7 @@ class ScratchLongformerSelfAttention(nn.Module):
     def forward(self, hidden_states, key_is_real, globals_: GlobalTokens, output_attentions: bool = False):
         implementation = self.config._attn_implementation
         dropout = self.dropout if self.training else 0.0
-        query, key, value = (self._heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
+        query, key, value = (self._by_head(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
         flex = implementation == "flex_attention" and not output_attentions  # (weights: the eager kernel)
         allowed = None if flex else self.pattern.block_masks(key_is_real, globals_)
         if flex:

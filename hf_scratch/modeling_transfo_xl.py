@@ -44,6 +44,7 @@ from .attention import (
     padding_mask,
     padding_or_none,
     sdpa_attention,
+    split_heads,
 )
 from .adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax, embedding_tables, init_adaptive_weights
 from .configuration_transfo_xl import ScratchTransfoXLConfig
@@ -133,10 +134,6 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
             self.content_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
             self.position_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, length, heads·d) → (batch, heads, length, d)."""
-        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(-3, -2)
-
     def forward(
         self,
         context: torch.Tensor,
@@ -153,8 +150,8 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
         # One call of the projection for memory + segment (hooks and adapters see it); queries are read for the
         # current segment only, keys and values for memory + segment.
         qkv = self.qkv_proj(context)
-        query = self._heads(qkv[:, -query_length:, :inner])
-        key, value = self._heads(qkv[..., inner : 2 * inner]), self._heads(qkv[..., 2 * inner :])
+        query = split_heads(qkv[:, -query_length:, :inner], self.num_heads)
+        key, value = split_heads(qkv[..., inner : 2 * inner], self.num_heads), split_heads(qkv[..., 2 * inner :], self.num_heads)
         positions = self.position_proj(relative_positions).view(-1, self.num_heads, self.head_dim).transpose(0, 1)
 
         scale = 1.0 / math.sqrt(self.head_dim)

@@ -85,7 +85,7 @@ class ScratchTransformerEmbeddings(nn.Module):
             scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
             tokens = ScaledTokenEmbedding(vocab_size, config.hidden_size, config.pad_token_id, scale)
         self.tokens = tokens
-        self.positions = SinusoidalPositionalEmbedding(
+        self.position = SinusoidalPositionalEmbedding(
             config.max_position_embeddings, config.hidden_size, layout=config.sinusoidal_layout
         )
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
@@ -100,7 +100,7 @@ class ScratchTransformerEmbeddings(nn.Module):
         if position_ids is None:
             position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None, :]
         # (.to: the device too, for device_map="auto" over several devices)
-        return self.dropout(inputs_embeds + self.positions(position_ids).to(inputs_embeds.device, inputs_embeds.dtype))
+        return self.dropout(inputs_embeds + self.position(position_ids).to(inputs_embeds.device, inputs_embeds.dtype))
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -104,13 +104,13 @@ FUSED_CELLS = ("rnn", "lstm", "gru")
 # --------------------------------------------------------------------------------------------------------------
 
 
-def reverse_padded(sequence: torch.Tensor, key_is_real: Optional[torch.Tensor]) -> torch.Tensor:
+def reverse_padded(sequence: torch.Tensor, is_real: Optional[torch.Tensor]) -> torch.Tensor:
     """Reverse every (batch, length, …) sequence within its real length, padding staying at the end: the backward
     direction's input, and (applied again) its output back in source order."""
-    if key_is_real is None:
+    if is_real is None:
         return sequence.flip(1)
     length = sequence.shape[1]
-    lengths = key_is_real.sum(-1, keepdim=True)
+    lengths = is_real.sum(-1, keepdim=True)
     positions = torch.arange(length, device=sequence.device)[None, :]
     index = torch.where(positions < lengths, lengths - 1 - positions, positions)
     return sequence.gather(1, index[..., None].expand_as(sequence))
@@ -148,75 +148,75 @@ class ScratchRNNLayer(GradientCheckpointingLayer):
     def forward(
         self,
         inputs: torch.Tensor,
-        key_is_real: Optional[torch.Tensor] = None,
+        is_real: Optional[torch.Tensor] = None,
         hidden: Optional[torch.Tensor] = None,
         cell: Optional[torch.Tensor] = None,
     ) -> tuple[torch.Tensor, LayerState]:
-        """(outputs (batch, length, directions · hidden), final state). ``key_is_real``: (batch, length) bool,
+        """(outputs (batch, length, directions · hidden), final state). ``is_real``: (batch, length) bool,
         right-padded, or None; ``hidden`` / ``cell``: the initial state (zeros when None). Tensors are passed
         positionally so that gradient checkpointing propagates their gradients."""
         state = self.zero_state(inputs) if hidden is None else (hidden, cell)
         if self.fused and not torch.compiler.is_compiling():  # Dynamo does not trace torch.nn's fused RNN kernels
-            return self._fused(inputs, key_is_real, state)
-        return self._cells(inputs, key_is_real, state)
+            return self._fused(inputs, is_real, state)
+        return self._cells(inputs, is_real, state)
 
-    def _fused(self, inputs, key_is_real, state: LayerState):
+    def _fused(self, inputs, is_real, state: LayerState):
         if inputs.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
             # oneDNN's fused recurrence has no bfloat16 kernel on CPUs without native bfloat16 ("could not create a
             # primitive descriptor"): run it outside autocast, in the precision of the weights
             dtype = self.recurrence.weight_ih_l0.dtype
             with torch.autocast("cpu", enabled=False):
                 state = tuple(None if s is None else s.to(dtype) for s in state)
-                return self._fused(inputs.to(dtype), key_is_real, state)
+                return self._fused(inputs.to(dtype), is_real, state)
         # cuDNN refuses a non-contiguous initial state ("rnn: hx is not contiguous"); the decoder's is a slice of the
         # encoder's (batch, layers, hidden) final states
         initial = tuple(s.contiguous() for s in state) if self.has_cell_state else state[0].contiguous()
-        if key_is_real is None:
+        if is_real is None:
             outputs, final = self.recurrence(inputs, initial)
             # torch.nn.LSTM returns batch-first outputs as a view (transposed): give them their own memory (a view
             # returned by an FSDP2 unit loses its pre-backward hook to any in-place op; the next kernel wants them
             # contiguous anyway). A copy, also when the view is contiguous (one token, or one row).
             outputs = outputs.clone(memory_format=torch.contiguous_format)
         else:
-            lengths = key_is_real.sum(-1)
+            lengths = is_real.sum(-1)
             # a row without real tokens is packed as length 1, then given back its initial state and zero outputs
             packed = pack_padded_sequence(inputs, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False)
             outputs, final = self.recurrence(packed, initial)
             outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=inputs.shape[1])
-            outputs = outputs.masked_fill(~key_is_real[..., None], 0.0)
+            outputs = outputs.masked_fill(~is_real[..., None], 0.0)
         final = final if self.has_cell_state else (final, None)
-        if key_is_real is not None:
-            final = select_state((key_is_real.sum(-1) == 0)[None, :, None], state, final)
+        if is_real is not None:
+            final = select_state((is_real.sum(-1) == 0)[None, :, None], state, final)
         return outputs, final
 
-    def _cells(self, inputs, key_is_real, state: LayerState):
+    def _cells(self, inputs, is_real, state: LayerState):
         hidden, cell = state
         outputs, final_hidden, final_cell = [], [], []
         for direction in range(self.num_directions):
             suffix = "_l0_reverse" if direction else "_l0"
             names = ("weight_ih", "bias_ih", "weight_hh", "bias_hh")
             weights = [getattr(self.recurrence, name + suffix) for name in names]
-            sequence = reverse_padded(inputs, key_is_real) if direction else inputs
+            sequence = reverse_padded(inputs, is_real) if direction else inputs
             direction_state = (hidden[direction], cell[direction] if cell is not None else None)
-            output, (h, c) = self._run_direction(sequence, key_is_real, direction_state, *weights)
-            outputs.append(reverse_padded(output, key_is_real) if direction else output)
+            output, (h, c) = self._run_direction(sequence, is_real, direction_state, *weights)
+            outputs.append(reverse_padded(output, is_real) if direction else output)
             final_hidden.append(h)
             final_cell.append(c)
         final = (torch.stack(final_hidden), torch.stack(final_cell) if self.has_cell_state else None)
         return torch.cat(outputs, dim=-1), final
 
-    def _run_direction(self, sequence, key_is_real, state, weight_ih, bias_ih, weight_hh, bias_hh):
+    def _run_direction(self, sequence, is_real, state, weight_ih, bias_ih, weight_hh, bias_hh):
         x_projected = F.linear(sequence, weight_ih, bias_ih)  # W_ih x_t + b_ih for every t in one matmul
         steps = []
         for t in range(sequence.shape[1]):
             new_state = self.cell(x_projected[:, t], state, weight_hh, bias_hh, self.nonlinearity)
-            if key_is_real is not None:  # padding: keep the state of the last real token
-                new_state = select_state(~key_is_real[:, t, None], state, new_state)
+            if is_real is not None:  # padding: keep the state of the last real token
+                new_state = select_state(~is_real[:, t, None], state, new_state)
             state = new_state
             steps.append(state[0])
         outputs = torch.stack(steps, dim=1)
-        if key_is_real is not None:
-            outputs = outputs.masked_fill(~key_is_real[..., None], 0.0)
+        if is_real is not None:
+            outputs = outputs.masked_fill(~is_real[..., None], 0.0)
         return outputs, state
 
 
@@ -233,13 +233,13 @@ class ScratchRNNStack(nn.Module):
         )
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, inputs, key_is_real=None, states: Optional[list[LayerState]] = None, output_hidden_states=False):
+    def forward(self, inputs, is_real=None, states: Optional[list[LayerState]] = None, output_hidden_states=False):
         """(top-layer outputs, final state of every layer, every layer's outputs if asked)."""
         hidden, finals, all_hidden = inputs, [], ()
         for index, layer in enumerate(self.layers):
             if index > 0:
                 hidden = self.dropout(hidden)
-            hidden, final = layer(hidden, key_is_real, *(states[index] if states is not None else ()))
+            hidden, final = layer(hidden, is_real, *(states[index] if states is not None else ()))
             finals.append(final)
             if output_hidden_states:
                 all_hidden += (hidden,)

@@ -86,7 +86,7 @@ def test_fsdp2_shards_parameters_and_optimizer_state(fsdp_run, family):
     assert sum(rank["param_local_bytes"] for rank in ranks) == full_params
     assert sum(rank["optim_local_bytes"] for rank in ranks) == full_optim
     # the blocks are units of their own, besides the root
-    block = {"gpt": "ScratchGPTBlock", "bert": "ScratchBertLayer"}[family]
+    block = {"gpt": "ScratchGPTLayer", "bert": "ScratchBertLayer"}[family]
     units = ranks[0]["fsdp_units"]
     assert units.count(block) == worker.SIZES["layers"] and FAMILIES[family].head in units
 

@@ -330,7 +330,7 @@ def test_split_sinusoid_table_is_rebuilt_on_loading(tmp_path):
     """The checkpoint holds no position table (a buffer): loading rebuilds it in the saved layout."""
     ScratchTransformerForConditionalGeneration(tiny_config(sinusoidal_layout="split")).save_pretrained(tmp_path)
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
-    assert torch.equal(reloaded.model.decoder.embeddings.positions.table, sinusoidal_table(32, 32, "split"))
+    assert torch.equal(reloaded.model.decoder.embeddings.position.table, sinusoidal_table(32, 32, "split"))
 
 
 # ---- the toy German → English pairs with the Trainer, then the pipeline ---------------------------------------
