@@ -382,19 +382,23 @@ class BandedPattern:
         keys = stacked(lambda d, g: key_windows(residues(key, d, g), block, shared(global_keys, d, g)))
         values = stacked(lambda d, g: key_windows(residues(value, d, g), block, shared(global_values, d, g)))
         output, weights = block_attention(queries, keys, values, allowed, implementation, dropout, output_attentions)
+        output, weights = self._unblock(output, weights, groups, keys.shape[2] - 3 * block, batch, length)
+        if not sorted_already:
+            inverse = torch.argsort(torch.tensor(head_order, device=output.device))
+            output, weights = output[:, :, inverse], (None if weights is None else weights[:, inverse])
+        return output, weights
 
-        num_global = keys.shape[2] - 3 * block
+    def _unblock(self, output, weights, groups, num_global: int, batch: int, length: int):
+        """The blocks of every dilation group back in sequence order: output (batch, n, heads, d) and weights
+        (batch, heads, n, G + w + 1) — the global columns, then the key offsets -w/2 … w/2 — or None."""
+        block = self.one_sided_window
         outputs, all_weights = [], []
         for dilation, group in groups:
             outputs.append(merge_residues(from_blocks(output[:, group], batch * dilation), dilation)[:, :length])
-            if weights is not None:  # → (batch, heads, n, G + w + 1): global columns, then offsets -w/2 … w/2
+            if weights is not None:
                 weight = weights[:, group]
                 weight = torch.cat([weight[..., :num_global], band_to_diagonals(weight[..., num_global:], block)], dim=-1)
                 weight = merge_residues(from_blocks(weight, batch * dilation), dilation)[:, :length]
                 all_weights.append(weight.transpose(1, 2))
         output = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
-        weights = None if not all_weights else torch.cat(all_weights, dim=1)
-        if not sorted_already:
-            inverse = torch.argsort(torch.tensor(head_order, device=output.device))
-            output, weights = output[:, :, inverse], (None if weights is None else weights[:, inverse])
-        return output, weights
+        return output, (None if not all_weights else torch.cat(all_weights, dim=1))
