@@ -11,8 +11,6 @@ ties them by ``_tied_weights_keys``.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -64,9 +62,11 @@ class AdaptiveEmbedding(nn.Module):
         self.scale = config.hidden_size**0.5
         tables = embedding_tables(config)
         self.embeddings = nn.ModuleList(nn.Embedding(high - low, width) for low, high, width in tables)
-        self.projections = _Projections(
-            nn.Parameter(torch.empty(config.hidden_size, width)) for _, _, width in tables
-        ) if config.has_projection else _Projections()
+        self.projections = (
+            _Projections(nn.Parameter(torch.empty(config.hidden_size, width)) for _, _, width in tables)
+            if config.has_projection
+            else _Projections()
+        )
 
     @property
     def num_embeddings(self) -> int:
@@ -80,7 +80,9 @@ class AdaptiveEmbedding(nn.Module):
         accelerate's FSDP recognises the tied output embeddings by it. Read-only; with one table per cluster there is
         no single matrix, and reading it raises AttributeError (``getattr(embedding, "weight", None)`` is None)."""
         if len(self.embeddings) != 1:
-            raise AttributeError("the adaptive input has one embedding table per cluster (div_val > 1), no single weight")
+            raise AttributeError(
+                "the adaptive input has one embedding table per cluster (div_val > 1), no single weight"
+            )
         return self.embeddings[0].weight
 
     def table_bounds(self) -> list[tuple[int, int]]:
@@ -152,7 +154,9 @@ class AdaptiveSoftmax(nn.Module):
         """The output embedding matrix when there is one table (``div_val == 1``), as a linear output layer has it
         (accelerate's FSDP groups it with the input embedding it is tied to); AttributeError otherwise."""
         if len(self.weights) != 1:
-            raise AttributeError("the adaptive softmax has one output table per cluster (div_val > 1), no single weight")
+            raise AttributeError(
+                "the adaptive softmax has one output table per cluster (div_val > 1), no single weight"
+            )
         return self.weights[0]
 
     def cluster_bounds(self) -> list[tuple[int, int]]:
@@ -182,7 +186,7 @@ class AdaptiveSoftmax(nn.Module):
                 std = self.config.initializer_range
                 self.weights[-1] = resized(self.weights[-1], lambda rows_: rows_.normal_(0.0, std))
 
-    def cluster_parameters(self, cluster: int, device: Optional[torch.device] = None):
+    def cluster_parameters(self, cluster: int, device: torch.device | None = None):
         """(W_c, b_c, P_c or None) of one cluster, on ``device`` if given (the hidden states'): with
         device_map="auto" over several devices the softmax's tensors may sit on different ones (its parameter lists
         have no forward for accelerate to hook)."""
@@ -224,7 +228,9 @@ class AdaptiveSoftmax(nn.Module):
             tail = torch.log_softmax(
                 self._logits(hidden_states[rows], *self.cluster_parameters(cluster, device)).float(), dim=-1
             )
-            log_probs[rows] = head[rows, shortlist + cluster - 1] + tail.gather(-1, (targets[rows] - low)[:, None])[:, 0]
+            log_probs[rows] = (
+                head[rows, shortlist + cluster - 1] + tail.gather(-1, (targets[rows] - low)[:, None])[:, 0]
+            )
         return log_probs
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -239,7 +245,9 @@ class AdaptiveSoftmax(nn.Module):
         shortlist = bounds[0][1]
         pieces = [head[..., :shortlist]]
         for cluster in range(1, len(bounds)):
-            tail = torch.log_softmax(self._logits(hidden_states, *self.cluster_parameters(cluster, device)).float(), dim=-1)
+            tail = torch.log_softmax(
+                self._logits(hidden_states, *self.cluster_parameters(cluster, device)).float(), dim=-1
+            )
             pieces.append(head[..., shortlist + cluster - 1, None] + tail)
         return torch.cat(pieces, dim=-1)
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -45,12 +44,13 @@ OTHER_MASK_FORMATS = ("flash_attention", "paged|", "kernels-community/")
 def registered_kernels() -> list[str]:
     """Kernels in transformers' ``AttentionInterface`` (built-in and user-registered) that take the 4-D mask."""
     return [
-        name for name in AttentionInterface()
+        name
+        for name in AttentionInterface()
         if not name.startswith(OTHER_MASK_FORMATS) and name not in ATTENTION_IMPLEMENTATIONS
     ]
 
 
-def check_attn_implementation(name: Optional[str], registry: bool = False) -> str:
+def check_attn_implementation(name: str | None, registry: bool = False) -> str:
     """Return a supported attention implementation name or raise a ValueError that lists the choices.
     ``registry``: the family also runs the kernels of transformers' ``AttentionInterface`` (``registered_kernels``).
     ``"flex_attention"`` passes: transformers has already refused it unless the model sets ``_supports_flex_attn``."""
@@ -60,7 +60,8 @@ def check_attn_implementation(name: Optional[str], registry: bool = False) -> st
     if name not in choices:
         raise ValueError(
             f"Unknown attention implementation {name!r}: this model supports {choices}. Pass attn_implementation="
-            "'eager' or 'sdpa'" + (", or a kernel registered with transformers.AttentionInterface." if registry else ".")
+            "'eager' or 'sdpa'"
+            + (", or a kernel registered with transformers.AttentionInterface." if registry else ".")
         )
     return name
 
@@ -86,7 +87,7 @@ def values_pass(ok: torch.Tensor, message: str) -> bool:
     return bool(ok.all())
 
 
-def padding_or_none(key_is_real: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+def padding_or_none(key_is_real: torch.Tensor | None) -> torch.Tensor | None:
     """The key-padding part of a mask, or None when it restricts nothing.
 
     In eager mode an all-ones mask is dropped (one read of the mask), so that SDPA runs unmasked or with its own
@@ -104,13 +105,15 @@ def padding_or_none(key_is_real: Optional[torch.Tensor]) -> Optional[torch.Tenso
 
 
 def check_attention_mask(
-    attention_mask: Optional[torch.Tensor], batch_size: int, length: int, name: str = "attention_mask"
-) -> Optional[torch.Tensor]:
+    attention_mask: torch.Tensor | None, batch_size: int, length: int, name: str = "attention_mask"
+) -> torch.Tensor | None:
     """Validate a (batch, length) 0/1 mask as users pass it and return it as bool (True = real token)."""
     if attention_mask is None:
         return None
     if not isinstance(attention_mask, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor of shape (batch, length), got {type(attention_mask).__name__}.")
+        raise ValueError(
+            f"{name} must be a torch.Tensor of shape (batch, length), got {type(attention_mask).__name__}."
+        )
     if attention_mask.dim() != 2 or tuple(attention_mask.shape) != (batch_size, length):
         raise ValueError(
             f"{name} has shape {tuple(attention_mask.shape)} but the inputs need ({batch_size}, {length}): "
@@ -118,7 +121,13 @@ def check_attention_mask(
         )
     if attention_mask.dtype == torch.bool:
         return attention_mask
-    if attention_mask.is_floating_point() or attention_mask.dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
+    if attention_mask.is_floating_point() or attention_mask.dtype in (
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.uint8,
+    ):
         message = (
             f"{name} must contain only 0 and 1 (1 = attend, 0 = padding); got other values. "
             "Pass the tokenizer's attention_mask, not an additive bias."
@@ -135,7 +144,7 @@ def padding_mask(key_is_real: torch.Tensor) -> torch.Tensor:
 
 
 def causal_mask(
-    query_length: int, key_length: int, device: torch.device, query_positions: Optional[torch.Tensor] = None
+    query_length: int, key_length: int, device: torch.device, query_positions: torch.Tensor | None = None
 ) -> torch.Tensor:
     """(1, 1, query_length, key_length) bool: query i may attend key j iff j ≤ pos(i) — the decoder's mask of
     "subsequent positions" (Vaswani et al. 2017 §3.1, §3.2.3). pos(i), the key slot of query i, is by default among
@@ -148,7 +157,7 @@ def causal_mask(
     return (key_positions <= query_positions[:, None])[None, None]
 
 
-def combine_masks(*masks: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     """Logical AND of the masks that are given (None means "no restriction")."""
     combined = None
     for mask in masks:
@@ -174,11 +183,11 @@ class AttentionMask:
     transformers' ``StaticCache`` the keys are all ``max_cache_len`` slots, written or not (see ``cache_layout``).
     """
 
-    key_padding: Optional[torch.Tensor] = None
+    key_padding: torch.Tensor | None = None
     causal: bool = False
-    query_positions: Optional[torch.Tensor] = None
+    query_positions: torch.Tensor | None = None
 
-    def to_bool(self, query_length: int, key_length: int, device: torch.device) -> Optional[torch.Tensor]:
+    def to_bool(self, query_length: int, key_length: int, device: torch.device) -> torch.Tensor | None:
         """The combined relation, broadcastable to (batch, heads, query_length, key_length), or None."""
         causal = None
         if self.causal and (query_length > 1 or self.query_positions is not None):
@@ -198,13 +207,16 @@ def softmax_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def masked_softmax(scores: torch.Tensor, allowed: Optional[torch.Tensor]) -> torch.Tensor:
+def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
     """softmax over the last dimension of ``scores`` + M, M = 0 / ``finfo.min`` from the boolean "may attend" mask
     (broadcastable to ``scores``): exactly 0 where a key may not be attended, and an all-zero row (never NaN) where
-    none may. The eager kernel uses it, and so do other score functions (the RNN baselines' additive and Luong scores)."""
+    none may. The eager kernel uses it, and so do other score functions (the RNN baselines' additive and Luong
+    scores)."""
     if allowed is None:
         return torch.softmax(scores, dim=-1, dtype=softmax_dtype(scores.dtype)).to(scores.dtype)
-    weights = torch.softmax(scores + mask_to_bias(allowed, scores.dtype), dim=-1, dtype=softmax_dtype(scores.dtype)).to(scores.dtype)
+    weights = torch.softmax(scores + mask_to_bias(allowed, scores.dtype), dim=-1, dtype=softmax_dtype(scores.dtype)).to(
+        scores.dtype
+    )
     return weights.masked_fill(~allowed, 0.0)
 
 
@@ -212,10 +224,10 @@ def eager_attention(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    allowed: Optional[torch.Tensor],
+    allowed: torch.Tensor | None,
     dropout: float = 0.0,
-    scale: Optional[float] = None,
-    score_bias: Optional[torch.Tensor] = None,
+    scale: float | None = None,
+    score_bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(Q Kᵀ/√d + B + M) V, written out; returns (output, weights). Inputs are (batch, heads, length,
     head_dim); B is an optional extra score term (e.g. Transformer-XL's relative-position terms)."""
@@ -232,9 +244,9 @@ def sdpa_attention(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    allowed: Optional[torch.Tensor],
+    allowed: torch.Tensor | None,
     dropout: float = 0.0,
-    scale: Optional[float] = None,
+    scale: float | None = None,
     is_causal: bool = False,
 ) -> torch.Tensor:
     """The fused kernel; a fully masked row gives zeros (torch ≥ 2.5 kernels return 0 for such rows)."""
@@ -248,10 +260,10 @@ def registered_attention(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    allowed: Optional[torch.Tensor],
+    allowed: torch.Tensor | None,
     implementation: str,
     dropout: float = 0.0,
-    scale: Optional[float] = None,
+    scale: float | None = None,
 ) -> torch.Tensor:
     """softmax(Q Kᵀ·scale + M) V by a kernel of transformers' ``AttentionInterface``, called the way transformers'
     models call it: ``kernel(module, query, key, value, attention_mask, dropout=, scaling=, is_causal=False)`` with
@@ -275,14 +287,14 @@ def attend(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    mask: Optional[AttentionMask] = None,
+    mask: AttentionMask | None = None,
     *,
     implementation: str = "sdpa",
     dropout: float = 0.0,
-    scale: Optional[float] = None,
+    scale: float | None = None,
     output_attentions: bool = False,
-    module: Optional[nn.Module] = None,
-) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    module: nn.Module | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Run attention with the chosen kernel; returns (output, weights or None).
 
     Asking for the weights always runs the eager kernel (SDPA cannot return them). Another ``implementation`` than
@@ -298,7 +310,13 @@ def attend(
         allowed = mask.to_bool(query_length, key_length, query.device) if mask is not None else None
         output, weights = eager_attention(query, key, value, allowed, dropout=dropout, scale=scale)
         return output, (weights if output_attentions else None)
-    if mask is not None and mask.key_padding is None and mask.causal and mask.query_positions is None and query_length == key_length:
+    if (
+        mask is not None
+        and mask.key_padding is None
+        and mask.causal
+        and mask.query_positions is None
+        and query_length == key_length
+    ):
         # Pure causal self-attention: let the kernel use its own (faster) triangular mask.
         return sdpa_attention(query, key, value, None, dropout=dropout, scale=scale, is_causal=True), None
     allowed = mask.to_bool(query_length, key_length, query.device) if mask is not None else None
@@ -328,9 +346,13 @@ def cache_layout(past_key_values, query_length: int, device) -> tuple[int, torch
 
 
 def check_cache_mask(
-    attention_mask: Optional[torch.Tensor], batch_size: int, key_length: int, cache_positions: torch.Tensor,
-    static: bool, name: str = "attention_mask",
-) -> Optional[torch.Tensor]:
+    attention_mask: torch.Tensor | None,
+    batch_size: int,
+    key_length: int,
+    cache_positions: torch.Tensor,
+    static: bool,
+    name: str = "attention_mask",
+) -> torch.Tensor | None:
     """The 0/1 mask of a decoder with a cache, as (batch, key_length) bool over the key slots.
 
     It covers the cached tokens and the new ones: exactly ``key_length`` columns for a growing cache; for a static
@@ -389,7 +411,7 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         is_cross_attention: bool = False,
-        layer_idx: Optional[int] = None,
+        layer_idx: int | None = None,
     ):
         super().__init__()
         if hidden_size % num_heads != 0:
@@ -437,11 +459,11 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        mask: Optional[AttentionMask] = None,
-        key_value_states: Optional[torch.Tensor] = None,
+        mask: AttentionMask | None = None,
+        key_value_states: torch.Tensor | None = None,
         past_key_values=None,
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         query, key, value = self._project(hidden_states, key_value_states, past_key_values)
         output, weights = attend(
             query, key, value, mask, output_attentions=output_attentions, module=self, **kernel_settings(self)

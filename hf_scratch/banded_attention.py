@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -48,7 +47,11 @@ def split_residues(x: torch.Tensor, dilation: int) -> torch.Tensor:
         return x
     batch, length = x.shape[:2]
     rest = x.shape[2:]
-    return x.reshape(batch, length // dilation, dilation, *rest).transpose(1, 2).reshape(batch * dilation, length // dilation, *rest)
+    return (
+        x.reshape(batch, length // dilation, dilation, *rest)
+        .transpose(1, 2)
+        .reshape(batch * dilation, length // dilation, *rest)
+    )
 
 
 def merge_residues(x: torch.Tensor, dilation: int) -> torch.Tensor:
@@ -60,7 +63,7 @@ def merge_residues(x: torch.Tensor, dilation: int) -> torch.Tensor:
     return x.reshape(batch, dilation, length // dilation, *rest).transpose(1, 2).reshape(batch, length, *rest)
 
 
-def key_windows(x: torch.Tensor, block: int, prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
+def key_windows(x: torch.Tensor, block: int, prefix: torch.Tensor | None = None) -> torch.Tensor:
     """(batch, n, heads, d) → (batch·n/block, heads, [G +] 3·block, d): for every query block, the keys of the
     previous, the same and the next block (zeros beyond the ends), after the G ``prefix`` keys (batch, G, heads, d)
     shared by all blocks. One copy: the windows are a strided view until then."""
@@ -76,10 +79,11 @@ def key_windows(x: torch.Tensor, block: int, prefix: Optional[torch.Tensor] = No
 
 
 def block_mask(
-    key_is_local: torch.Tensor, query_is_real: torch.Tensor, block: int, global_slot_is_real: Optional[torch.Tensor]
+    key_is_local: torch.Tensor, query_is_real: torch.Tensor, block: int, global_slot_is_real: torch.Tensor | None
 ) -> torch.Tensor:
     """The "may attend" relation of ``block_attention``, block by block: (batch·n/block, 1, block,
-    [G +] 3·block) bool — the G global slots that exist, then |i - j| ≤ block (= w/2) among local keys; padded queries none."""
+    [G +] 3·block) bool — the G global slots that exist, then |i - j| ≤ block (= w/2) among local keys; padded
+    queries none."""
     batch, length = key_is_local.shape
     blocks = length // block
     query_ok = query_is_real.reshape(batch, blocks, block, 1)
@@ -100,7 +104,10 @@ def band_mask(block: int, device) -> torch.Tensor:
 def band_to_diagonals(weights: torch.Tensor, block: int) -> torch.Tensor:
     """Block weights (…, block, 3·block) → (…, block, 2·block + 1), column t = key offset t - block (the layout
     transformers returns for Longformer attentions)."""
-    index = torch.arange(block, device=weights.device)[:, None] + torch.arange(2 * block + 1, device=weights.device)[None, :]
+    index = (
+        torch.arange(block, device=weights.device)[:, None]
+        + torch.arange(2 * block + 1, device=weights.device)[None, :]
+    )
     return weights.gather(-1, index.expand(*weights.shape[:-2], block, 2 * block + 1))
 
 
@@ -114,7 +121,9 @@ def from_blocks(x: torch.Tensor, batch: int) -> torch.Tensor:
     """Inverse of ``query_blocks`` for any last dimension: (batch·blocks, heads, block, C) → (batch, n, heads, C)."""
     blocks_total, heads, block, channels = x.shape
     blocks = blocks_total // batch
-    return x.reshape(batch, blocks, heads, block, channels).transpose(2, 3).reshape(batch, blocks * block, heads, channels)
+    return (
+        x.reshape(batch, blocks, heads, block, channels).transpose(2, 3).reshape(batch, blocks * block, heads, channels)
+    )
 
 
 def block_attention(queries, keys, values, allowed, implementation: str, dropout: float, output_attentions: bool):
@@ -190,7 +199,10 @@ def ordered_tiles(tiles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def flex_block_mask(
-    key_is_real: torch.Tensor, is_global: torch.Tensor, one_sided_window: int, dilations: tuple[int, ...],
+    key_is_real: torch.Tensor,
+    is_global: torch.Tensor,
+    one_sided_window: int,
+    dilations: tuple[int, ...],
     tile: int = FLEX_BLOCK_SIZE,
 ) -> BlockMask:
     """The ``BlockMask`` of ``longformer_mask_mod`` over (batch, heads, n, n), built from per-tile summaries (which
@@ -214,8 +226,11 @@ def flex_block_mask(
     every_real = real_tiles.all(-1)
     full = every_real[:, None, :, None] & by_key(every_real) & (covered | by_key(global_tiles.all(-1)))
     return BlockMask.from_kv_blocks(
-        *ordered_tiles(visited & ~full), *ordered_tiles(full), BLOCK_SIZE=tile,
-        mask_mod=longformer_mask_mod(real, is_global, one_sided_window, per_head), seq_lengths=(length, length),
+        *ordered_tiles(visited & ~full),
+        *ordered_tiles(full),
+        BLOCK_SIZE=tile,
+        mask_mod=longformer_mask_mod(real, is_global, one_sided_window, per_head),
+        seq_lengths=(length, length),
     )
 
 
@@ -248,6 +263,7 @@ class GlobalTokens:
     def block_mask(self, key_is_real: torch.Tensor, block: int, dilation: int, multiple: int) -> torch.Tensor:
         """``block_mask`` for the residue classes of ``dilation``, the length padded to a multiple of ``multiple``."""
         if (block, dilation, multiple) not in self.block_masks:
+
             def prepare(x):
                 return split_residues(pad_length(x, multiple, False), dilation)
 
@@ -265,7 +281,7 @@ class GlobalTokens:
         return self.block_masks[key]
 
     @classmethod
-    def from_mask(cls, is_global: torch.Tensor) -> "GlobalTokens":
+    def from_mask(cls, is_global: torch.Tensor) -> GlobalTokens:
         counts = is_global.sum(dim=1)
         num_global = counts.max().item() if is_global.numel() else 0  # (.item(): a symbol when traced, not a guess)
         torch._check(num_global >= 0)  # what a compiled graph must know when G is a symbol
@@ -329,7 +345,10 @@ class BandedPattern:
         if len(groups) == 1:
             return globals_.block_mask(key_is_real, block, groups[0][0], multiple)
         return torch.cat(
-            [globals_.block_mask(key_is_real, block, d, multiple).expand(-1, g.stop - g.start, -1, -1) for d, g in groups],
+            [
+                globals_.block_mask(key_is_real, block, d, multiple).expand(-1, g.stop - g.start, -1, -1)
+                for d, g in groups
+            ],
             dim=1,
         )
 
@@ -365,7 +384,9 @@ class BandedPattern:
         def by_dilation(x):
             return x if x is None or sorted_already else x[:, :, head_order]
 
-        query, key, value, global_keys, global_values = map(by_dilation, (query, key, value, global_keys, global_values))
+        query, key, value, global_keys, global_values = map(
+            by_dilation, (query, key, value, global_keys, global_values)
+        )
         groups = self.groups()
 
         def stacked(make):
@@ -397,7 +418,9 @@ class BandedPattern:
             outputs.append(merge_residues(from_blocks(output[:, group], batch * dilation), dilation)[:, :length])
             if weights is not None:
                 weight = weights[:, group]
-                weight = torch.cat([weight[..., :num_global], band_to_diagonals(weight[..., num_global:], block)], dim=-1)
+                weight = torch.cat(
+                    [weight[..., :num_global], band_to_diagonals(weight[..., num_global:], block)], dim=-1
+                )
                 weight = merge_residues(from_blocks(weight, batch * dilation), dilation)[:, :length]
                 all_weights.append(weight.transpose(1, 2))
         output = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)

@@ -5,7 +5,6 @@ encoders. Input checks are in ``inputs.py``, the training objectives in ``losses
 from __future__ import annotations
 
 import functools
-from typing import Optional
 
 import torch
 from torch import nn
@@ -14,7 +13,6 @@ from transformers.activations import ACT2FN
 
 from .inputs import check_input_ids, embedding_rows
 from .positional import LearnedPositionalEmbedding
-
 
 # The tanh approximation of GELU, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) — GPT-2's "gelu_new" — is written in
 # transformers as six elementwise operations; torch's fused kernel computes the same formula (|Δ| ≈ 2e-7) in about
@@ -70,8 +68,12 @@ def feed_forward_recomputing_activation(feed_forward: FeedForward, hidden_states
         return feed_forward.output(inner)
     if torch.compiler.is_compiling():  # the compiler's partitioner chooses what to keep (Inductor recomputes act(x))
         return feed_forward.output(inner)
-    return checkpoint(feed_forward.output, inner, use_reentrant=False,
-                      context_fn=functools.partial(create_selective_checkpoint_contexts, keep_matmuls))
+    return checkpoint(
+        feed_forward.output,
+        inner,
+        use_reentrant=False,
+        context_fn=functools.partial(create_selective_checkpoint_contexts, keep_matmuls),
+    )
 
 
 class ResidualNorm(nn.Module):
@@ -161,7 +163,7 @@ class EncoderEmbeddings(nn.Module):
     ``default_position_ids`` (Longformer counts RoBERTa's way); ``position_padding_idx`` is the position row that
     padding keeps (RoBERTa's pad_token_id), None for BERT."""
 
-    def __init__(self, config, position_padding_idx: Optional[int] = None):
+    def __init__(self, config, position_padding_idx: int | None = None):
         super().__init__()
         self.word = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.position = LearnedPositionalEmbedding(
@@ -171,7 +173,7 @@ class EncoderEmbeddings(nn.Module):
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def default_position_ids(self, input_ids: Optional[torch.Tensor], inputs_embeds: torch.Tensor) -> torch.Tensor:
+    def default_position_ids(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor) -> torch.Tensor:
         """(1, length): 0, 1, 2, … — the positions when the caller passes none."""
         return torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None, :]
 

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import nn
@@ -51,15 +50,20 @@ class ScratchBertLayer(GradientCheckpointingLayer):
     def __init__(self, config: ScratchBertConfig, layer_idx: int):
         super().__init__()
         self.attention = MultiHeadAttention(
-            config, config.hidden_size, config.num_attention_heads, config.attention_probs_dropout_prob,
+            config,
+            config.hidden_size,
+            config.num_attention_heads,
+            config.attention_probs_dropout_prob,
             layer_idx=layer_idx,
         )
         self.attention_residual = ResidualNorm(config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob)
         self.feed_forward = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act)
         self.feed_forward_residual = ResidualNorm(config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob)
 
-    def forward(self, hidden_states, mask: Optional[AttentionMask] = None, output_attentions: bool = False):
-        attended, weights = self.attention(self.attention_residual.before(hidden_states), mask, output_attentions=output_attentions)
+    def forward(self, hidden_states, mask: AttentionMask | None = None, output_attentions: bool = False):
+        attended, weights = self.attention(
+            self.attention_residual.before(hidden_states), mask, output_attentions=output_attentions
+        )
         hidden_states = self.attention_residual.after(hidden_states, attended)
         transformed = self.feed_forward(self.feed_forward_residual.before(hidden_states))
         return self.feed_forward_residual.after(hidden_states, transformed), weights
@@ -87,13 +91,13 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        token_type_ids: Optional[torch.Tensor] = None,
-        position_ids: Optional[torch.Tensor] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> BaseModelOutputWithPooling:
         batch, length = check_one_input(input_ids, inputs_embeds).shape[:2]
         key_is_real = check_attention_mask(attention_mask, batch, length)
@@ -101,8 +105,11 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         mask = AttentionMask(key_padding=padding_or_none(key_is_real))
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
-            self.layers, hidden_states, lambda layer, x: layer(x, mask, output_attentions),
-            output_hidden_states, output_attentions,
+            self.layers,
+            hidden_states,
+            lambda layer, x: layer(x, mask, output_attentions),
+            output_hidden_states,
+            output_attentions,
         )
         pooled = self.pooler(hidden_states) if self.pooler is not None else None
         return BaseModelOutputWithPooling(
@@ -120,11 +127,11 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
 class ScratchBertForPreTrainingOutput(ModelOutput):
     """loss = masked-LM cross-entropy (over labels ≠ -100) + next-sentence cross-entropy."""
 
-    loss: Optional[torch.Tensor] = None
-    prediction_logits: Optional[torch.Tensor] = None
-    seq_relationship_logits: Optional[torch.Tensor] = None
-    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
-    attentions: Optional[tuple[torch.Tensor, ...]] = None
+    loss: torch.Tensor | None = None
+    prediction_logits: torch.Tensor | None = None
+    seq_relationship_logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
 
 
 class ScratchBertForPreTraining(MaskedLMOutputEmbeddings, ScratchBertPreTrainedModel):
@@ -154,8 +161,13 @@ class ScratchBertForPreTraining(MaskedLMOutputEmbeddings, ScratchBertPreTrainedM
         num_items_in_batch=None,
     ) -> ScratchBertForPreTrainingOutput:
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
-            inputs_embeds=inputs_embeds, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         prediction_logits = self.mlm_head(outputs.last_hidden_state)
@@ -199,13 +211,20 @@ class ScratchBertForMaskedLM(MaskedLMOutputEmbeddings, ScratchBertPreTrainedMode
         num_items_in_batch=None,
     ) -> MaskedLMOutput:
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
-            inputs_embeds=inputs_embeds, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         logits = self.mlm_head(outputs.last_hidden_state)
         loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
-        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 class ScratchBertForNextSentencePrediction(ScratchBertPreTrainedModel):
@@ -230,13 +249,20 @@ class ScratchBertForNextSentencePrediction(ScratchBertPreTrainedModel):
         output_hidden_states=None,
     ) -> NextSentencePredictorOutput:
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
-            inputs_embeds=inputs_embeds, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         logits = self.nsp_head(outputs.pooler_output)
         loss = token_cross_entropy(logits, labels) if labels is not None else None
-        return NextSentencePredictorOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return NextSentencePredictorOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 # ---- fine-tuning heads (Devlin et al. 2019 §3.2, §4) ---------------------------------------------------------
@@ -266,13 +292,20 @@ class ScratchBertForSequenceClassification(ScratchBertPreTrainedModel):
         output_hidden_states=None,
     ) -> SequenceClassifierOutput:
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
-            inputs_embeds=inputs_embeds, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
-        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 class ScratchBertForTokenClassification(ScratchBertPreTrainedModel):
@@ -300,13 +333,20 @@ class ScratchBertForTokenClassification(ScratchBertPreTrainedModel):
         num_items_in_batch=None,
     ) -> TokenClassifierOutput:
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
-            inputs_embeds=inputs_embeds, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
-        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 class ScratchBertForQuestionAnswering(ScratchBertPreTrainedModel):
@@ -332,8 +372,13 @@ class ScratchBertForQuestionAnswering(ScratchBertPreTrainedModel):
         output_hidden_states=None,
     ) -> QuestionAnsweringModelOutput:
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
-            inputs_embeds=inputs_embeds, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
@@ -374,14 +419,20 @@ class ScratchBertForMultipleChoice(ScratchBertPreTrainedModel):
     ) -> MultipleChoiceModelOutput:
         _, num_choices, _ = choice_dimensions(input_ids, inputs_embeds)
         outputs = self.model(
-            input_ids=flatten_choices(input_ids), attention_mask=flatten_choices(attention_mask),
-            token_type_ids=flatten_choices(token_type_ids), position_ids=flatten_choices(position_ids),
-            inputs_embeds=flatten_choices(inputs_embeds), output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=flatten_choices(input_ids),
+            attention_mask=flatten_choices(attention_mask),
+            token_type_ids=flatten_choices(token_type_ids),
+            position_ids=flatten_choices(position_ids),
+            inputs_embeds=flatten_choices(inputs_embeds),
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
         loss = token_cross_entropy(logits, labels) if labels is not None else None
-        return MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return MultipleChoiceModelOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 __all__ = [

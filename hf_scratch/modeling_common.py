@@ -26,7 +26,7 @@ import difflib
 import functools
 import inspect
 import os
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 from safetensors import SafetensorError
@@ -69,7 +69,7 @@ def cache_output(cache) -> dict:
     return {CACHE_NAME: cache}
 
 
-def take_cache(arguments: dict, cache_parameter: Optional[str], owner: str) -> None:
+def take_cache(arguments: dict, cache_parameter: str | None, owner: str) -> None:
     """Move the cache, given under either release's name, to the forward's own parameter ``cache_parameter``."""
     given = [name for name in CACHE_ALIASES if name in arguments and name != cache_parameter]
     if not given:
@@ -108,7 +108,7 @@ def resolve_flags(model, arguments: dict) -> None:
         arguments["use_cache"] = False
 
 
-def visible_signature(signature: inspect.Signature, cache_parameter: Optional[str], unlisted: tuple):
+def visible_signature(signature: inspect.Signature, cache_parameter: str | None, unlisted: tuple):
     """What ``inspect.signature(forward)`` shows transformers (the Trainer's label names, ``generate``'s checks): the
     forward's own parameters without the ``unlisted`` ones, plus ``return_dict`` and the cache's other name."""
     parameters = [p for name, p in signature.parameters.items() if name not in unlisted]
@@ -117,7 +117,7 @@ def visible_signature(signature: inspect.Signature, cache_parameter: Optional[st
     return signature.replace(parameters=parameters)
 
 
-def normalise_inputs(forward: Optional[Callable] = None, *, unlisted: tuple = ()):
+def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
     """Decorator for every public ``forward`` (see the module docstring). The forward lists every name it takes;
     the cache parameter is the one named ``past_key_values`` (the other release's name, ``cache``, is accepted too).
     ``unlisted``: parameters the forward takes but hides from ``inspect.signature`` (a second label tensor the
@@ -209,7 +209,7 @@ class ScratchPreTrainedModel(PreTrainedModel):
         return "num_items_in_batch" in inspect.signature(self.forward).parameters
 
     # -- tied weights ------------------------------------------------------------------------------------------
-    def configured_ties(self) -> Optional[dict]:
+    def configured_ties(self) -> dict | None:
         """{target: source} weights this configuration ties, for the families whose ties depend on more than
         ``tie_word_embeddings`` (the encoder-decoder's shared embeddings, Transformer-XL's per-cluster projections);
         None: the class's ``_tied_weights_keys``, applied when ``tie_word_embeddings`` is set (transformers' rule)."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import nn
@@ -163,21 +162,23 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
+        input_ids: torch.Tensor | None = None,
         past_key_values=None,
-        attention_mask: Optional[torch.Tensor] = None,
-        token_type_ids: Optional[torch.Tensor] = None,
-        position_ids: Optional[torch.Tensor] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        use_cache: Optional[bool] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> BaseModelOutputWithPast:
         reference = check_one_input(input_ids, inputs_embeds)
         if input_ids is not None:
             check_input_ids(input_ids, embedding_rows(self.embeddings.word))
         elif inputs_embeds.dim() != 3:
-            raise ValueError(f"inputs_embeds must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}.")
+            raise ValueError(
+                f"inputs_embeds must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}."
+            )
         batch, length = reference.shape[:2]
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=self.config)
@@ -198,9 +199,12 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
 
         hidden_states = self.embeddings(input_ids, position_ids, token_type_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
-            self.layers, hidden_states,
+            self.layers,
+            hidden_states,
             lambda layer, x: layer(x, mask, past_key_values=past_key_values, output_attentions=output_attentions),
-            output_hidden_states, output_attentions, self.final_norm,
+            output_hidden_states,
+            output_attentions,
+            self.final_norm,
         )
         return BaseModelOutputWithPast(
             last_hidden_state=hidden_states,
@@ -213,9 +217,6 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
 # --------------------------------------------------------------------------------------------------------------
 # 3. Unsupervised pre-training: the language-modelling head
 # --------------------------------------------------------------------------------------------------------------
-
-
-
 
 
 class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
@@ -233,27 +234,34 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
     @normalise_inputs(unlisted=("shift_labels",))  # a second label name would hide the loss from the Trainer
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
+        input_ids: torch.Tensor | None = None,
         past_key_values=None,
-        attention_mask: Optional[torch.Tensor] = None,
-        token_type_ids: Optional[torch.Tensor] = None,
-        position_ids: Optional[torch.Tensor] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        labels: Optional[torch.Tensor] = None,
-        use_cache: Optional[bool] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
         logits_to_keep: int = 0,
-        num_items_in_batch: Optional[int] = None,
-        shift_labels: Optional[torch.Tensor] = None,
+        num_items_in_batch: int | None = None,
+        shift_labels: torch.Tensor | None = None,
     ) -> CausalLMOutputWithPast:
         """``labels`` are the inputs (shifted inside); ``shift_labels``, already shifted (what transformers passes
         under context parallelism), take their place when given. ``logits_to_keep``: logits for the last n
         positions only (0: all); ``generate`` asks for 1."""
         outputs = self.model(
-            input_ids=input_ids, past_key_values=past_key_values, attention_mask=attention_mask,
-            token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds, use_cache=use_cache,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=input_ids,
+            past_key_values=past_key_values,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         hidden_states = outputs.last_hidden_state
         if logits_to_keep:  # generation needs only the last position's distribution
@@ -327,15 +335,15 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
     @normalise_inputs(unlisted=("lm_labels",))
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        token_type_ids: Optional[torch.Tensor] = None,
-        position_ids: Optional[torch.Tensor] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        labels: Optional[torch.Tensor] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
-        lm_labels: Optional[torch.Tensor] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        lm_labels: torch.Tensor | None = None,
     ) -> SequenceClassifierOutputWithPast:
         given = check_one_input(input_ids, inputs_embeds)
         several_orderings = given.dim() == (3 if input_ids is not None else 4)
@@ -345,9 +353,15 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
             flat(x) for x in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
         )
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-            position_ids=position_ids, inputs_embeds=inputs_embeds, use_cache=False,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            use_cache=False,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         hidden_states = outputs.last_hidden_state
         batch, length = hidden_states.shape[:2]
@@ -392,13 +406,13 @@ class ScratchGPTMultipleChoiceHead(nn.Module):
 class ScratchGPTDoubleHeadsModelOutput(ModelOutput):
     """loss = mc_loss + λ·lm_loss (GPT-1 eq. 5) with whichever parts have labels; both parts are also returned."""
 
-    loss: Optional[torch.Tensor] = None
-    lm_loss: Optional[torch.Tensor] = None
-    mc_loss: Optional[torch.Tensor] = None
-    logits: Optional[torch.Tensor] = None
-    mc_logits: Optional[torch.Tensor] = None
-    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
-    attentions: Optional[tuple[torch.Tensor, ...]] = None
+    loss: torch.Tensor | None = None
+    lm_loss: torch.Tensor | None = None
+    mc_loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    mc_logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
 
 
 class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
@@ -419,16 +433,16 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        token_type_ids: Optional[torch.Tensor] = None,
-        position_ids: Optional[torch.Tensor] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        mc_token_ids: Optional[torch.Tensor] = None,
-        labels: Optional[torch.Tensor] = None,
-        mc_labels: Optional[torch.Tensor] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        mc_token_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        mc_labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> ScratchGPTDoubleHeadsModelOutput:
         batch, num_choices, length = choice_dimensions(input_ids, inputs_embeds)
         device = check_one_input(input_ids, inputs_embeds).device
@@ -445,10 +459,15 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
                 raise ValueError(message)
 
         outputs = self.model(
-            input_ids=flatten_choices(input_ids), attention_mask=flatten_choices(attention_mask),
-            token_type_ids=flatten_choices(token_type_ids), position_ids=flatten_choices(position_ids),
-            inputs_embeds=flatten_choices(inputs_embeds), use_cache=False, output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=flatten_choices(input_ids),
+            attention_mask=flatten_choices(attention_mask),
+            token_type_ids=flatten_choices(token_type_ids),
+            position_ids=flatten_choices(position_ids),
+            inputs_embeds=flatten_choices(inputs_embeds),
+            use_cache=False,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         hidden_states = outputs.last_hidden_state.view(batch, num_choices, length, -1)
         lm_logits = self.lm_head(hidden_states)
@@ -489,15 +508,15 @@ class ScratchGPTForMultipleChoice(ScratchGPTPreTrainedModel):
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        token_type_ids: Optional[torch.Tensor] = None,
-        position_ids: Optional[torch.Tensor] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        labels: Optional[torch.Tensor] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
-        num_items_in_batch: Optional[int] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | None = None,
     ) -> MultipleChoiceModelOutput:
         batch, num_choices, length = choice_dimensions(input_ids, inputs_embeds)
         if labels is not None and tuple(labels.shape) != (batch,):
@@ -508,9 +527,15 @@ class ScratchGPTForMultipleChoice(ScratchGPTPreTrainedModel):
             )
         flat_ids, flat_mask = flatten_choices(input_ids), flatten_choices(attention_mask)
         outputs = self.model(
-            input_ids=flat_ids, attention_mask=flat_mask, token_type_ids=flatten_choices(token_type_ids),
-            position_ids=flatten_choices(position_ids), inputs_embeds=flatten_choices(inputs_embeds), use_cache=False,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=flat_ids,
+            attention_mask=flat_mask,
+            token_type_ids=flatten_choices(token_type_ids),
+            position_ids=flatten_choices(position_ids),
+            inputs_embeds=flatten_choices(inputs_embeds),
+            use_cache=False,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         hidden_states = outputs.last_hidden_state.view(batch, num_choices, length, -1)
         extract = last_real_token_index(

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -65,7 +64,7 @@ class ScratchLongformerEmbeddings(EncoderEmbeddings):
         super().__init__(config, position_padding_idx=config.pad_token_id)
         self.padding_idx = config.pad_token_id
 
-    def default_position_ids(self, input_ids: Optional[torch.Tensor], inputs_embeds: torch.Tensor) -> torch.Tensor:
+    def default_position_ids(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor) -> torch.Tensor:
         if input_ids is not None:
             is_token = input_ids.ne(self.padding_idx).long()
             return torch.cumsum(is_token, dim=1) * is_token + self.padding_idx
@@ -131,8 +130,18 @@ class ScratchLongformerSelfAttention(nn.Module):
             # sure the checkpointed region does not contain in-place ops" for any selective checkpoint it compiles:
             # ``attend`` runs none (tests/test_compile.py checks it), so the warning is harmless here.
             output, local_weights = checkpoint(
-                self.pattern.attend, query, key, value, key_is_real, allowed, globals_, implementation, dropout, False,
-                use_reentrant=False, context_fn=functools.partial(create_selective_checkpoint_contexts, keep_attention_kernels),
+                self.pattern.attend,
+                query,
+                key,
+                value,
+                key_is_real,
+                allowed,
+                globals_,
+                implementation,
+                dropout,
+                False,
+                use_reentrant=False,
+                context_fn=functools.partial(create_selective_checkpoint_contexts, keep_attention_kernels),
             )
         else:
             output, local_weights = self.pattern.attend(
@@ -166,7 +175,9 @@ class ScratchLongformerLayer(GradientCheckpointingLayer):
         self.feed_forward_residual = ResidualNorm(config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob)
 
     def forward(self, hidden_states, key_is_real, globals_: GlobalTokens, output_attentions: bool = False):
-        attended, local_weights, global_weights = self.attention(hidden_states, key_is_real, globals_, output_attentions)
+        attended, local_weights, global_weights = self.attention(
+            hidden_states, key_is_real, globals_, output_attentions
+        )
         hidden_states = self.attention_residual.after(hidden_states, attended)
         transformed = feed_forward_recomputing_activation(self.feed_forward, hidden_states)
         return self.feed_forward_residual.after(hidden_states, transformed), local_weights, global_weights
@@ -178,7 +189,7 @@ class ScratchLongformerModelOutput(BaseModelOutputWithPooling):
     -w/2 … w/2 (times the head's dilation); ``global_attentions``: (batch, heads, n, G), the global tokens' weights
     on every token."""
 
-    global_attentions: Optional[tuple[torch.Tensor, ...]] = None
+    global_attentions: tuple[torch.Tensor, ...] | None = None
 
 
 class ScratchLongformerPreTrainedModel(ScratchPreTrainedModel):
@@ -205,14 +216,14 @@ class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        global_attention_mask: Optional[torch.Tensor] = None,
-        token_type_ids: Optional[torch.Tensor] = None,
-        position_ids: Optional[torch.Tensor] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        global_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> ScratchLongformerModelOutput:
         given = check_one_input(input_ids, inputs_embeds)
         (batch, length), device = given.shape[:2], given.device
@@ -226,8 +237,12 @@ class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
 
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions, all_global_attentions) = run_layers(
-            self.layers, hidden_states, lambda layer, x: layer(x, key_is_real, globals_, output_attentions),
-            output_hidden_states, output_attentions, kinds=2,
+            self.layers,
+            hidden_states,
+            lambda layer, x: layer(x, key_is_real, globals_, output_attentions),
+            output_hidden_states,
+            output_attentions,
+            kinds=2,
         )
         if not globals_.present:  # no global token: no global attentions (as in transformers)
             all_global_attentions = None
@@ -244,7 +259,7 @@ class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
 # ---- 4. heads ------------------------------------------------------------------------------------------------
 
 
-def tokens_before_first(input_ids: Optional[torch.Tensor], token_id: Optional[int], what: str) -> torch.Tensor:
+def tokens_before_first(input_ids: torch.Tensor | None, token_id: int | None, what: str) -> torch.Tensor:
     """(batch, n) bool: True before the first ``token_id`` of each row (the question, for QA)."""
     if input_ids is None or token_id is None:
         raise ValueError(
@@ -263,32 +278,34 @@ def tokens_before_first(input_ids: Optional[torch.Tensor], token_id: Optional[in
 
 
 def _output_fields(outputs) -> dict:
-    return dict(hidden_states=outputs.hidden_states, attentions=outputs.attentions, global_attentions=outputs.global_attentions)
+    return dict(
+        hidden_states=outputs.hidden_states, attentions=outputs.attentions, global_attentions=outputs.global_attentions
+    )
 
 
 @dataclass
 class ScratchLongformerMaskedLMOutput(MaskedLMOutput):
-    global_attentions: Optional[tuple[torch.Tensor, ...]] = None
+    global_attentions: tuple[torch.Tensor, ...] | None = None
 
 
 @dataclass
 class ScratchLongformerSequenceClassifierOutput(SequenceClassifierOutput):
-    global_attentions: Optional[tuple[torch.Tensor, ...]] = None
+    global_attentions: tuple[torch.Tensor, ...] | None = None
 
 
 @dataclass
 class ScratchLongformerTokenClassifierOutput(TokenClassifierOutput):
-    global_attentions: Optional[tuple[torch.Tensor, ...]] = None
+    global_attentions: tuple[torch.Tensor, ...] | None = None
 
 
 @dataclass
 class ScratchLongformerQuestionAnsweringOutput(QuestionAnsweringModelOutput):
-    global_attentions: Optional[tuple[torch.Tensor, ...]] = None
+    global_attentions: tuple[torch.Tensor, ...] | None = None
 
 
 @dataclass
 class ScratchLongformerMultipleChoiceOutput(MultipleChoiceModelOutput):
-    global_attentions: Optional[tuple[torch.Tensor, ...]] = None
+    global_attentions: tuple[torch.Tensor, ...] | None = None
 
 
 class ScratchLongformerForMaskedLM(MaskedLMOutputEmbeddings, ScratchLongformerPreTrainedModel):
@@ -317,9 +334,15 @@ class ScratchLongformerForMaskedLM(MaskedLMOutputEmbeddings, ScratchLongformerPr
         num_items_in_batch=None,
     ) -> ScratchLongformerMaskedLMOutput:
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
-            token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            global_attention_mask=global_attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         logits = self.mlm_head(outputs.last_hidden_state)
         loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
@@ -368,9 +391,15 @@ class ScratchLongformerForSequenceClassification(ScratchLongformerPreTrainedMode
             global_attention_mask = torch.zeros(given.shape[:2], dtype=torch.long, device=given.device)
             global_attention_mask[:, 0] = 1
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
-            token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            global_attention_mask=global_attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         logits = self.classifier(outputs.last_hidden_state)
         loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
@@ -403,9 +432,15 @@ class ScratchLongformerForTokenClassification(ScratchLongformerPreTrainedModel):
         num_items_in_batch=None,
     ) -> ScratchLongformerTokenClassifierOutput:
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
-            token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            global_attention_mask=global_attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
@@ -438,16 +473,25 @@ class ScratchLongformerForQuestionAnswering(ScratchLongformerPreTrainedModel):
         if global_attention_mask is None:
             global_attention_mask = tokens_before_first(input_ids, self.config.sep_token_id, "on the question")
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
-            token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            global_attention_mask=global_attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
         if start_positions is not None and end_positions is not None:
             loss = span_loss(start_logits, end_logits, start_positions, end_positions)
         return ScratchLongformerQuestionAnsweringOutput(
-            loss=loss, start_logits=start_logits.contiguous(), end_logits=end_logits.contiguous(), **_output_fields(outputs)
+            loss=loss,
+            start_logits=start_logits.contiguous(),
+            end_logits=end_logits.contiguous(),
+            **_output_fields(outputs),
         )
 
 
@@ -483,9 +527,15 @@ class ScratchLongformerForMultipleChoice(ScratchLongformerPreTrainedModel):
         else:
             flat_global = flat(global_attention_mask)
         outputs = self.model(
-            input_ids=flat(input_ids), attention_mask=flat(attention_mask), global_attention_mask=flat_global,
-            token_type_ids=flat(token_type_ids), position_ids=flat(position_ids), inputs_embeds=flat(inputs_embeds),
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=flat(input_ids),
+            attention_mask=flat(attention_mask),
+            global_attention_mask=flat_global,
+            token_type_ids=flat(token_type_ids),
+            position_ids=flat(position_ids),
+            inputs_embeds=flat(inputs_embeds),
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
         loss = token_cross_entropy(logits, labels) if labels is not None else None

@@ -9,7 +9,8 @@ encoder-decoder of Sutskever et al. 2014 (§2), the attention of Bahdanau et al.
    real source tokens, c_t = Σ_i α_ti h_i (Bahdanau eq. 5-6; Luong eq. 7);
 4. the decoder, in each paper's order of computation:
        Bahdanau: s_{t-1} → e_ti → c_t → s_t = RNN([y_{t-1}; c_t], s_{t-1}) → y_t = softmax(V s_t)      (§3.1, eq. 4)
-       Luong:    s_{t-1} → s_t = RNN(y_{t-1}, s_{t-1}) → e_ti → c_t → s̃_t = tanh(W_c[s_t; c_t] + b_c) → y_t = softmax(V s̃_t)
+       Luong:    s_{t-1} → s_t = RNN(y_{t-1}, s_{t-1}) → e_ti → c_t → s̃_t = tanh(W_c[s_t; c_t] + b_c)
+                 → y_t = softmax(V s̃_t)
                  (§3, eq. 5-6, with a bias b_c; global attention, without §3.3's input feeding)
        none:     s_{t-1} → s_t = RNN(y_{t-1}, s_{t-1}) → y_t = softmax(V s_t)                    (Sutskever et al.)
    Bahdanau's output layer is simplified to the linear V s_t (the paper's deep output with a maxout layer,
@@ -21,7 +22,6 @@ encoder-decoder of Sutskever et al. 2014 (§2), the attention of Bahdanau et al.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import nn
@@ -44,7 +44,6 @@ from .modeling_common import (
 )
 from .recurrent import LayerState, ScratchRNNStack, stack_states, unstack_states
 
-
 # --------------------------------------------------------------------------------------------------------------
 # 2. Encoder (the cells and recurrent layers it stacks, step 1, are in recurrent.py)
 # --------------------------------------------------------------------------------------------------------------
@@ -56,11 +55,11 @@ class ScratchRNNEncoderOutput(ModelOutput):
     ``final_hidden_state`` / ``final_cell_state``: every layer's state after the whole source
     (batch, layers, hidden; cell only for the LSTM), both directions concatenated for a BiRNN."""
 
-    last_hidden_state: Optional[torch.Tensor] = None
-    final_hidden_state: Optional[torch.Tensor] = None
-    final_cell_state: Optional[torch.Tensor] = None
-    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
-    attentions: Optional[tuple[torch.Tensor, ...]] = None
+    last_hidden_state: torch.Tensor | None = None
+    final_hidden_state: torch.Tensor | None = None
+    final_cell_state: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
 
 
 class ScratchRNNEncoder(nn.Module):
@@ -84,11 +83,11 @@ class ScratchRNNEncoder(nn.Module):
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> ScratchRNNEncoderOutput:
         hidden_states = self.embed(input_ids, inputs_embeds)
         key_is_real = source_padding(attention_mask, hidden_states.shape[:2])
@@ -114,7 +113,7 @@ def check_right_padded(key_is_real: torch.Tensor, name: str = "attention_mask") 
         raise ValueError(message)
 
 
-def source_padding(attention_mask: Optional[torch.Tensor], shape) -> Optional[torch.Tensor]:
+def source_padding(attention_mask: torch.Tensor | None, shape) -> torch.Tensor | None:
     """The validated (batch, source_length) bool mask of real source tokens; None when nothing is padded."""
     key_is_real = padding_or_none(check_attention_mask(attention_mask, shape[0], shape[1]))
     if key_is_real is not None:
@@ -239,7 +238,7 @@ class ScratchRNNDecoderState:
     is_compileable = False
     is_croppable = False
 
-    def __init__(self, hidden: torch.Tensor, cell: Optional[torch.Tensor], seen_tokens: int):
+    def __init__(self, hidden: torch.Tensor, cell: torch.Tensor | None, seen_tokens: int):
         self.hidden, self.cell, self.seen_tokens = hidden, cell, seen_tokens
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -321,17 +320,17 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        decoder_input_ids: Optional[torch.Tensor] = None,
-        decoder_attention_mask: Optional[torch.Tensor] = None,
-        encoder_outputs: Optional[ScratchRNNEncoderOutput] = None,
-        past_key_values: Optional[ScratchRNNDecoderState] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        decoder_inputs_embeds: Optional[torch.Tensor] = None,
-        use_cache: Optional[bool] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: ScratchRNNEncoderOutput | None = None,
+        past_key_values: ScratchRNNDecoderState | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> Seq2SeqModelOutput:
         if self.decoder is None:
             raise ValueError("This ScratchRNNModel was built with add_decoder=False: call model.encoder(...) instead.")
@@ -343,8 +342,11 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
 
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
-                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                output_hidden_states=output_hidden_states, return_dict=True,
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                output_hidden_states=output_hidden_states,
+                return_dict=True,
             )
         elif not isinstance(encoder_outputs, ScratchRNNEncoderOutput):
             encoder_outputs = ScratchRNNEncoderOutput(*encoder_outputs)
@@ -358,7 +360,9 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
             states, seen = past_key_values.layer_states(), past_key_values.get_seq_length()
         else:
             states, seen = self.initial_decoder_states(encoder_outputs), 0
-        outputs, states, weights, all_hidden = self.decoder(target, encoder_states, key_is_real, states, output_hidden_states)
+        outputs, states, weights, all_hidden = self.decoder(
+            target, encoder_states, key_is_real, states, output_hidden_states
+        )
 
         next_cache = ScratchRNNDecoderState(*stack_states(states), seen + target.shape[1]) if use_cache else None
         return Seq2SeqModelOutput(
@@ -371,7 +375,9 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         )
 
 
-class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, DecoderInputsFromLabelsMixin, ScratchGenerationMixin):
+class ScratchRNNForConditionalGeneration(
+    ScratchRNNPreTrainedModel, DecoderInputsFromLabelsMixin, ScratchGenerationMixin
+):
     """y_t = softmax(V · Dropout(decoder output)); loss = cross-entropy against the (non-shifted) labels, -100
     ignored. Decoder inputs are the labels shifted right behind ``decoder_start_token_id`` when not given."""
 
@@ -383,7 +389,7 @@ class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, DecoderInput
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         # the labels are the decoder's targets as they are (not shifted inside): the Trainer must count every one of
-        # them for num_items_in_batch (a "…ForConditionalGeneration" name would make some releases count from the second)
+        # them for num_items_in_batch (a "…ForConditionalGeneration" name makes some releases count from the second)
         self.loss_type = "ForMaskedLM"
         self.post_init()
 
@@ -394,29 +400,36 @@ class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, DecoderInput
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        decoder_input_ids: Optional[torch.Tensor] = None,
-        decoder_attention_mask: Optional[torch.Tensor] = None,
-        encoder_outputs: Optional[ScratchRNNEncoderOutput] = None,
-        past_key_values: Optional[ScratchRNNDecoderState] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        decoder_inputs_embeds: Optional[torch.Tensor] = None,
-        labels: Optional[torch.Tensor] = None,
-        use_cache: Optional[bool] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
-        num_items_in_batch: Optional[int] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: ScratchRNNEncoderOutput | None = None,
+        past_key_values: ScratchRNNDecoderState | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | None = None,
     ) -> Seq2SeqLMOutput:
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values, inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
-            use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         logits = self.lm_head(self.dropout(outputs.last_hidden_state))
@@ -448,16 +461,19 @@ class ScratchRNNForSequenceClassification(ScratchRNNPreTrainedModel):
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        labels: Optional[torch.Tensor] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> SequenceClassifierOutput:
         outputs = self.model.encoder(
-            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-            output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            inputs_embeds=inputs_embeds,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.final_hidden_state[:, -1]))
         loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import nn
@@ -34,6 +33,7 @@ from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 
+from .adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax, embedding_tables, init_adaptive_weights
 from .attention import (
     causal_mask,
     check_attention_mask,
@@ -46,14 +46,12 @@ from .attention import (
     sdpa_attention,
     split_heads,
 )
-from .adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax, embedding_tables, init_adaptive_weights
 from .configuration_transfo_xl import ScratchTransfoXLConfig
 from .inputs import check_one_input
 from .layers import FeedForward, ResidualNorm
 from .losses import IGNORE_INDEX, causal_lm_loss, next_token_labels, per_item
 from .modeling_common import ScratchGenerationMixin, ScratchPreTrainedModel, normalise_inputs, take_generation_cache
 from .positional import relative_sinusoidal_embedding
-
 
 # --------------------------------------------------------------------------------------------------------------
 # 3. Relative multi-head attention: A_rel = (a) + (b) + (c) + (d)
@@ -78,13 +76,13 @@ def attend_with_score_bias(
     key: torch.Tensor,
     value: torch.Tensor,
     score_bias: torch.Tensor,
-    allowed: Optional[torch.Tensor],
+    allowed: torch.Tensor | None,
     *,
     implementation: str = "sdpa",
     dropout: float = 0.0,
-    scale: Optional[float] = None,
+    scale: float | None = None,
     output_attentions: bool = False,
-) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(Q Kᵀ·scale + B + M) V, with B the relative-position terms (b) + (d) of A_rel, computed by the caller
     and broadcastable to (batch, heads, query_length, key_length); ``allowed`` is the usual boolean relation M.
     Returns (output, weights or None); a row that may attend nothing gives zeros with either kernel. SDPA receives B
@@ -139,11 +137,11 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
         context: torch.Tensor,
         query_length: int,
         relative_positions: torch.Tensor,
-        allowed: Optional[torch.Tensor],
-        content_bias: Optional[torch.Tensor] = None,
-        position_bias: Optional[torch.Tensor] = None,
+        allowed: torch.Tensor | None,
+        content_bias: torch.Tensor | None = None,
+        position_bias: torch.Tensor | None = None,
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if content_bias is None:  # this layer's own u and v (untie_r); otherwise the model's shared ones
             content_bias, position_bias = self.content_bias, self.position_bias
         inner = self.num_heads * self.head_dim
@@ -151,7 +149,10 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
         # current segment only, keys and values for memory + segment.
         qkv = self.qkv_proj(context)
         query = split_heads(qkv[:, -query_length:, :inner], self.num_heads)
-        key, value = split_heads(qkv[..., inner : 2 * inner], self.num_heads), split_heads(qkv[..., 2 * inner :], self.num_heads)
+        key, value = (
+            split_heads(qkv[..., inner : 2 * inner], self.num_heads),
+            split_heads(qkv[..., 2 * inner :], self.num_heads),
+        )
         positions = self.position_proj(relative_positions).view(-1, self.num_heads, self.head_dim).transpose(0, 1)
 
         scale = 1.0 / math.sqrt(self.head_dim)
@@ -186,7 +187,10 @@ class ScratchTransfoXLLayer(GradientCheckpointingLayer):
             config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob, pre_norm=config.pre_norm
         )
         self.feed_forward = FeedForward(
-            config.hidden_size, config.intermediate_size, config.hidden_act, activation_dropout=config.hidden_dropout_prob
+            config.hidden_size,
+            config.intermediate_size,
+            config.hidden_act,
+            activation_dropout=config.hidden_dropout_prob,
         )
         self.feed_forward_residual = ResidualNorm(
             config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob, pre_norm=config.pre_norm
@@ -196,18 +200,23 @@ class ScratchTransfoXLLayer(GradientCheckpointingLayer):
         self,
         hidden_states: torch.Tensor,
         relative_positions: torch.Tensor,
-        allowed: Optional[torch.Tensor],
-        memory: Optional[torch.Tensor],
-        content_bias: Optional[torch.Tensor] = None,
-        position_bias: Optional[torch.Tensor] = None,
+        allowed: torch.Tensor | None,
+        memory: torch.Tensor | None,
+        content_bias: torch.Tensor | None = None,
+        position_bias: torch.Tensor | None = None,
         output_attentions: bool = False,
     ):
         """``content_bias`` / ``position_bias``: the model's u and v when every layer shares them (``untie_r=False``),
         None when the attention has its own."""
         context = hidden_states if memory is None else torch.cat([memory, hidden_states], dim=1)
         attended, weights = self.attention(
-            self.attention_residual.before(context), hidden_states.shape[1], relative_positions, allowed,
-            content_bias, position_bias, output_attentions,
+            self.attention_residual.before(context),
+            hidden_states.shape[1],
+            relative_positions,
+            allowed,
+            content_bias,
+            position_bias,
+            output_attentions,
         )
         hidden_states = self.attention_residual.after(hidden_states, attended)
         transformed = self.feed_forward(self.feed_forward_residual.before(hidden_states))
@@ -224,10 +233,10 @@ class ScratchTransfoXLModelOutput(ModelOutput):
     """``mems``: the memory for the next segment, one (batch, ≤ mem_len, hidden) tensor per layer (None when
     ``mem_len == 0``)."""
 
-    last_hidden_state: Optional[torch.Tensor] = None
-    mems: Optional[list[torch.Tensor]] = None
-    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
-    attentions: Optional[tuple[torch.Tensor, ...]] = None
+    last_hidden_state: torch.Tensor | None = None
+    mems: list[torch.Tensor] | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
 
 
 @dataclass
@@ -235,11 +244,11 @@ class ScratchTransfoXLLMHeadModelOutput(ModelOutput):
     """``loss``: mean cross-entropy over predicted tokens (labels ≠ -100, shifted inside); ``logits``: the
     log-probabilities of the adaptive softmax (valid logits: their softmax is the distribution)."""
 
-    loss: Optional[torch.Tensor] = None
-    logits: Optional[torch.Tensor] = None
-    mems: Optional[list[torch.Tensor]] = None
-    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
-    attentions: Optional[tuple[torch.Tensor, ...]] = None
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    mems: list[torch.Tensor] | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
 
 
 class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
@@ -270,7 +279,9 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
             init.zeros_(module.bias)
         else:
             init_adaptive_weights(module, std, self.config.proj_init_std)
-        if isinstance(module, (ScratchTransfoXLRelativeAttention, ScratchTransfoXLModel)) and hasattr(module, "content_bias"):
+        if isinstance(module, (ScratchTransfoXLRelativeAttention, ScratchTransfoXLModel)) and hasattr(
+            module, "content_bias"
+        ):
             init.normal_(module.content_bias, mean=0.0, std=std)
             init.normal_(module.position_bias, mean=0.0, std=std)
 
@@ -325,7 +336,7 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         self.post_init()
 
     # -- memory ----------------------------------------------------------------------------------------------
-    def _check_mems(self, mems, batch_size: int) -> Optional[list[torch.Tensor]]:
+    def _check_mems(self, mems, batch_size: int) -> list[torch.Tensor] | None:
         if mems is None:
             return None
         if not isinstance(mems, (list, tuple)) or len(mems) != self.config.num_hidden_layers:
@@ -343,7 +354,7 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
             )
         return list(mems) if shape[1] > 0 else None
 
-    def _update_mems(self, layer_inputs: list[torch.Tensor], mems: Optional[list[torch.Tensor]]):
+    def _update_mems(self, layer_inputs: list[torch.Tensor], mems: list[torch.Tensor] | None):
         """New memory of each layer: the last ``mem_len`` of [old memory ∘ this segment's layer input], detached
         (the stop-gradient SG(·) of Dai et al. 2019 §3.2). ``mem_len`` is read from the config now. Each memory
         is its own contiguous tensor: a view would keep the whole layer input alive, and give every segment other
@@ -391,12 +402,12 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        mems: Optional[list[torch.Tensor]] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
+        input_ids: torch.Tensor | None = None,
+        mems: list[torch.Tensor] | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> ScratchTransfoXLModelOutput:
         check_one_input(input_ids, inputs_embeds)
         batch, query_length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
@@ -417,8 +428,12 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         for index, layer in enumerate(self.layers):
             layer_inputs.append(hidden_states)
             hidden_states, weights = layer(
-                hidden_states, relative_positions, allowed, None if mems is None else mems[index],
-                *shared_biases, output_attentions,
+                hidden_states,
+                relative_positions,
+                allowed,
+                None if mems is None else mems[index],
+                *shared_biases,
+                output_attentions,
             )
             if output_attentions:
                 all_attentions += (weights,)
@@ -460,24 +475,29 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
     @normalise_inputs(unlisted=("shift_labels",))  # a second label name would hide the loss from the Trainer
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        mems: Optional[list[torch.Tensor]] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        labels: Optional[torch.Tensor] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
-        num_items_in_batch: Optional[int] = None,
+        input_ids: torch.Tensor | None = None,
+        mems: list[torch.Tensor] | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | None = None,
         logits_to_keep: int = 0,
-        shift_labels: Optional[torch.Tensor] = None,
+        shift_labels: torch.Tensor | None = None,
     ) -> ScratchTransfoXLLMHeadModelOutput:
         """``labels`` are the inputs (shifted inside); ``shift_labels``, already shifted (what transformers passes
         under context parallelism), take their place when given. ``logits_to_keep``: log-probabilities only for the
         last n positions (0: all); ``generate`` asks for 1. The loss never needs them: with ``logits_to_keep`` set it
         scores only each target (the adaptive softmax's cheap path), the way perplexity evaluation should."""
         outputs = self.model(
-            input_ids=input_ids, mems=mems, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=input_ids,
+            mems=mems,
+            attention_mask=attention_mask,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         hidden_states = outputs.last_hidden_state
         logits = self.lm_head(hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states)
@@ -494,7 +514,10 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
         elif labels is not None or shift_labels is not None:
             loss = self._target_only_loss(hidden_states, next_token_labels(labels, shift_labels), num_items_in_batch)
         return ScratchTransfoXLLMHeadModelOutput(
-            loss=loss, logits=logits, mems=outputs.mems, hidden_states=outputs.hidden_states,
+            loss=loss,
+            logits=logits,
+            mems=outputs.mems,
+            hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
 

@@ -20,7 +20,6 @@ position" of §3.1 (the decoder reads "<s> i want a beer" to predict "i want a b
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 from torch import nn
@@ -56,7 +55,6 @@ from .modeling_common import (
 )
 from .positional import SinusoidalPositionalEmbedding, sinusoidal_table
 
-
 # --------------------------------------------------------------------------------------------------------------
 # 1. Input representation
 # --------------------------------------------------------------------------------------------------------------
@@ -67,7 +65,7 @@ class ScaledTokenEmbedding(nn.Embedding):
     that ``get_input_embeddings`` returns, so embeddings built with it (soft prompts, ``inputs_embeds``) equal what
     ``input_ids`` give, as in transformers' Bart; the tied output projection reads the unscaled table."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: Optional[int], scale: float):
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None, scale: float):
         super().__init__(num_embeddings, embedding_dim, padding_idx=padding_idx)
         self.scale = scale
 
@@ -79,7 +77,7 @@ class ScratchTransformerEmbeddings(nn.Module):
     """x_pos = Dropout(√d_model · E[token] + PE(pos)) (paper §3.4-3.5); PE is the fixed sinusoidal table.
     ``tokens``: an existing token embedding module to use (the source one, when the target side shares it)."""
 
-    def __init__(self, config: ScratchTransformerConfig, vocab_size: int, tokens: Optional[nn.Embedding] = None):
+    def __init__(self, config: ScratchTransformerConfig, vocab_size: int, tokens: nn.Embedding | None = None):
         super().__init__()
         if tokens is None:
             scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
@@ -124,7 +122,9 @@ class ScratchTransformerEncoderLayer(GradientCheckpointingLayer):
 
     def forward(self, hidden_states, mask: AttentionMask, output_attentions: bool = False):
         residual = self.self_attention_residual
-        attended, weights = self.self_attention(residual.before(hidden_states), mask, output_attentions=output_attentions)
+        attended, weights = self.self_attention(
+            residual.before(hidden_states), mask, output_attentions=output_attentions
+        )
         hidden_states = residual.after(hidden_states, attended)
         residual = self.feed_forward_residual
         hidden_states = residual.after(hidden_states, self.feed_forward(residual.before(hidden_states)))
@@ -144,11 +144,11 @@ class ScratchTransformerEncoder(nn.Module):
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> BaseModelOutput:
         check_one_input(input_ids, inputs_embeds)
         batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
@@ -157,10 +157,16 @@ class ScratchTransformerEncoder(nn.Module):
         hidden_states = self.embeddings(input_ids, inputs_embeds)
         mask = AttentionMask(key_padding=padding_or_none(source_is_real))
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
-            self.layers, hidden_states, lambda layer, x: layer(x, mask, output_attentions),
-            output_hidden_states, output_attentions, self.final_norm,
+            self.layers,
+            hidden_states,
+            lambda layer, x: layer(x, mask, output_attentions),
+            output_hidden_states,
+            output_attentions,
+            self.final_norm,
         )
-        return BaseModelOutput(last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions)
+        return BaseModelOutput(
+            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
+        )
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -197,7 +203,10 @@ class ScratchTransformerDecoderLayer(GradientCheckpointingLayer):
     ):
         residual = self.self_attention_residual
         attended, self_weights = self.self_attention(
-            residual.before(hidden_states), self_mask, past_key_values=past_key_values, output_attentions=output_attentions
+            residual.before(hidden_states),
+            self_mask,
+            past_key_values=past_key_values,
+            output_attentions=output_attentions,
         )
         hidden_states = residual.after(hidden_states, attended)
         residual = self.cross_attention_residual
@@ -233,7 +242,7 @@ def check_decoder_inputs(input_ids, inputs_embeds, encoder_hidden_states) -> tup
     return batch, length
 
 
-def decoder_cache(past_key_values, use_cache: bool) -> Optional[EncoderDecoderCache]:
+def decoder_cache(past_key_values, use_cache: bool) -> EncoderDecoderCache | None:
     """The cache this step reads and extends: self- and cross-attention kept apart (an ``EncoderDecoderCache``), a
     new one on the first step of cached decoding, None without ``use_cache``."""
     if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
@@ -268,7 +277,7 @@ class ScratchTransformerDecoder(nn.Module):
     """Target embeddings (positions continue after the cached tokens) → N decoder layers (→ final LN when pre-LN).
     ``shared_tokens``: the source token embedding module, used as is when the two sides share their embeddings."""
 
-    def __init__(self, config: ScratchTransformerConfig, shared_tokens: Optional[nn.Embedding] = None):
+    def __init__(self, config: ScratchTransformerConfig, shared_tokens: nn.Embedding | None = None):
         super().__init__()
         self.config = config
         self.embeddings = ScratchTransformerEmbeddings(config, config.decoder_vocab_size, shared_tokens)
@@ -278,15 +287,15 @@ class ScratchTransformerDecoder(nn.Module):
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        encoder_hidden_states: Optional[torch.Tensor] = None,
-        encoder_attention_mask: Optional[torch.Tensor] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
         past_key_values=None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        use_cache: Optional[bool] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         batch, length = check_decoder_inputs(input_ids, inputs_embeds, encoder_hidden_states)
         past_key_values = decoder_cache(past_key_values, use_cache)
@@ -295,12 +304,20 @@ class ScratchTransformerDecoder(nn.Module):
         cross_mask = source_mask(encoder_attention_mask, encoder_hidden_states)
         hidden_states = self.embeddings(input_ids, inputs_embeds, cache_positions[None, :], name="decoder_input_ids")
         hidden_states, all_hidden_states, (all_self_attentions, all_cross_attentions) = run_layers(
-            self.layers, hidden_states,
+            self.layers,
+            hidden_states,
             lambda layer, x: layer(
-                x, encoder_hidden_states, self_mask, cross_mask, past_key_values=past_key_values,
+                x,
+                encoder_hidden_states,
+                self_mask,
+                cross_mask,
+                past_key_values=past_key_values,
                 output_attentions=output_attentions,
             ),
-            output_hidden_states, output_attentions, self.final_norm, kinds=2,
+            output_hidden_states,
+            output_attentions,
+            self.final_norm,
+            kinds=2,
         )
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
@@ -379,30 +396,40 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        decoder_input_ids: Optional[torch.Tensor] = None,
-        decoder_attention_mask: Optional[torch.Tensor] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs=None,
         past_key_values=None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        decoder_inputs_embeds: Optional[torch.Tensor] = None,
-        use_cache: Optional[bool] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> Seq2SeqModelOutput:
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
-                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+                return_dict=True,
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         decoder_outputs = self.decoder(
-            input_ids=decoder_input_ids, attention_mask=decoder_attention_mask,
-            encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values, inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
@@ -428,7 +455,7 @@ class ScratchTransformerForConditionalGeneration(
         self.model = ScratchTransformerModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.decoder_vocab_size, bias=True)
         # the labels are the decoder's targets as they are (not shifted inside): the Trainer must count every one of
-        # them for num_items_in_batch (a "…ForConditionalGeneration" name would make some releases count from the second)
+        # them for num_items_in_batch (a "…ForConditionalGeneration" name makes some releases count from the second)
         self.loss_type = "ForMaskedLM"
         self.post_init()
 
@@ -455,19 +482,19 @@ class ScratchTransformerForConditionalGeneration(
     @normalise_inputs
     def forward(
         self,
-        input_ids: Optional[torch.Tensor] = None,
-        attention_mask: Optional[torch.Tensor] = None,
-        decoder_input_ids: Optional[torch.Tensor] = None,
-        decoder_attention_mask: Optional[torch.Tensor] = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs=None,
         past_key_values=None,
-        inputs_embeds: Optional[torch.Tensor] = None,
-        decoder_inputs_embeds: Optional[torch.Tensor] = None,
-        labels: Optional[torch.Tensor] = None,
-        use_cache: Optional[bool] = None,
-        output_attentions: Optional[bool] = None,
-        output_hidden_states: Optional[bool] = None,
-        num_items_in_batch: Optional[int] = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | None = None,
     ) -> Seq2SeqLMOutput:
         if labels is not None:
             if labels.dim() != 2:
@@ -476,10 +503,17 @@ class ScratchTransformerForConditionalGeneration(
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values, inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
-            use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         logits = self.lm_head(outputs.last_hidden_state)

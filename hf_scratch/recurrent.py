@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -23,7 +21,7 @@ from .configuration_rnn import ScratchRNNConfig
 
 # A layer's recurrent state: (hidden, cell), each (directions, batch, hidden per direction) as torch.nn's h_n / c_n;
 # cell is None except for the LSTM.
-LayerState = tuple[torch.Tensor, Optional[torch.Tensor]]
+LayerState = tuple[torch.Tensor, torch.Tensor | None]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -104,7 +102,7 @@ FUSED_CELLS = ("rnn", "lstm", "gru")
 # --------------------------------------------------------------------------------------------------------------
 
 
-def reverse_padded(sequence: torch.Tensor, is_real: Optional[torch.Tensor]) -> torch.Tensor:
+def reverse_padded(sequence: torch.Tensor, is_real: torch.Tensor | None) -> torch.Tensor:
     """Reverse every (batch, length, …) sequence within its real length, padding staying at the end: the backward
     direction's input, and (applied again) its output back in source order."""
     if is_real is None:
@@ -148,9 +146,9 @@ class ScratchRNNLayer(GradientCheckpointingLayer):
     def forward(
         self,
         inputs: torch.Tensor,
-        is_real: Optional[torch.Tensor] = None,
-        hidden: Optional[torch.Tensor] = None,
-        cell: Optional[torch.Tensor] = None,
+        is_real: torch.Tensor | None = None,
+        hidden: torch.Tensor | None = None,
+        cell: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, LayerState]:
         """(outputs (batch, length, directions · hidden), final state). ``is_real``: (batch, length) bool,
         right-padded, or None; ``hidden`` / ``cell``: the initial state (zeros when None). Tensors are passed
@@ -233,7 +231,7 @@ class ScratchRNNStack(nn.Module):
         )
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, inputs, is_real=None, states: Optional[list[LayerState]] = None, output_hidden_states=False):
+    def forward(self, inputs, is_real=None, states: list[LayerState] | None = None, output_hidden_states=False):
         """(top-layer outputs, final state of every layer, every layer's outputs if asked)."""
         hidden, finals, all_hidden = inputs, [], ()
         for index, layer in enumerate(self.layers):
@@ -246,7 +244,7 @@ class ScratchRNNStack(nn.Module):
         return hidden, finals, all_hidden
 
 
-def stack_states(states: list[LayerState]) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+def stack_states(states: list[LayerState]) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-layer states → batch-first (batch, layers, hidden) tensors, the directions of a layer concatenated."""
 
     def batch_first(tensors):
@@ -257,7 +255,7 @@ def stack_states(states: list[LayerState]) -> tuple[torch.Tensor, Optional[torch
     return hidden, cell
 
 
-def unstack_states(hidden: torch.Tensor, cell: Optional[torch.Tensor]) -> list[LayerState]:
+def unstack_states(hidden: torch.Tensor, cell: torch.Tensor | None) -> list[LayerState]:
     """(batch, layers, hidden) → per-layer (1, batch, hidden) states of a unidirectional stack."""
     return [
         (hidden[:, index][None], cell[:, index][None] if cell is not None else None) for index in range(hidden.shape[1])
