@@ -27,7 +27,7 @@ import sys
 import time
 
 import torch
-from common import bar_plot, compare, in_repo_path, setup_threads, write_table
+from common import bar_plot, compare, in_repo_path, print_cpu_profile, setup_threads, write_table
 
 in_repo_path()
 
@@ -214,13 +214,7 @@ def write_compiled_table(ours, reference, size: dict, args, threads: int) -> Non
 
 def profile_eager(ours, size: dict) -> None:
     """Where an eager generate() of ours spends its time (torch.profiler's table)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    run = generate_fn(ours, dict(zip(("input_ids", "attention_mask"), prompts(size["vocab"], 4))), 32)
-    run()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        run()
-    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+    print_cpu_profile(generate_fn(ours, dict(zip(("input_ids", "attention_mask"), prompts(size["vocab"], 4))), 32))
 
 
 def write_cached_table(ours, reference, size: dict, args, threads: int) -> None:
