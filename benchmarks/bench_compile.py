@@ -75,81 +75,111 @@ def inputs_for(name: str) -> dict:
 
 def against_transformers(args, threads: int, argv) -> None:
     """Ours vs transformers, each eager and compiled, one run (issue 15's table)."""
-    from bench_training_step import BERT_BASE, SMALL, build_pair
+    from bench_training_step import BERT_BASE, SMALL
 
-    dtype = getattr(torch, args.dtype)
-    cpu_float32 = args.device == "cpu" and args.dtype == "float32"
-    if args.base:
-        cases = [("bert base", "bert", BERT_BASE, args.base_batch)]
-    else:
-        cases = [(family, family, SMALL, BATCH) for family in args.only if family in ("bert", "gpt", "transformer")]
-    rows = []
-    for label, family, size, batch in cases:
-        load_before = os.getloadavg()[0]
-        torch.manual_seed(0)
-        ours, reference, inputs = build_pair(family, size)
-        inputs = {k: v[:batch].to(args.device) for k, v in inputs.items()}  # the first `batch` rows of its batch
-        models = {
-            "ours eager": ours.to(args.device),
-            "ours compiled": copy.deepcopy(ours).to(args.device),
-            "transformers eager": reference.to(args.device),
-            "transformers compiled": copy.deepcopy(reference).to(args.device),
-        }
-        torch._dynamo.reset()
-        steps, compile_s, first_loss = {}, {}, {}
-        for name, model in models.items():
-            wrapped = Autocast(model, args.device, dtype)
-            if "compiled" in name:
-                wrapped = torch.compile(wrapped)
-            steps[name] = synchronized(train_step_fn(wrapped, inputs), args.device)
-            start = time.perf_counter()
-            first_loss[name] = steps[name]()  # the compiled ones compile here (forward + backward + optimizer step)
-            compile_s[name] = time.perf_counter() - start
-            print(f"{label} {name}: first step {compile_s[name]:.1f} s, loss {first_loss[name]:.4f}", flush=True)
-        # Same weights, same batch: the four first losses agree, or the timings would compare different computations.
-        if max(first_loss.values()) - min(first_loss.values()) > (1e-3 if cpu_float32 else 5e-2):
-            raise RuntimeError(f"{label}: the first-step losses disagree ({first_loss}): not benchmarking")
-        timed = dict(steps)
-        if cpu_float32:  # the floor under our step (bench_training_step.py's ceiling), timed in the same round-robin
-            ours_eager = models["ours eager"]
-            timed["products"] = matrix_products_fn(lambda: ours_eager(**inputs).loss.backward())
-            timed["update"] = optimizer_step_fn(ours_eager)
-        times = compare(timed, warmup=2, repeats=args.repeats)
-        ms = {name: timing.median * 1e3 for name, timing in times.items()}
-        vs_ref_eager = ms["transformers eager"] / ms["ours compiled"]
-        vs_ref_compiled = ms["transformers compiled"] / ms["ours compiled"]
-        row = {
-            "case": label,
-            "batch": f"{batch} × {LENGTH}",
-            "ours eager (ms)": round(ms["ours eager"], 2),
-            "ours compiled (ms)": round(ms["ours compiled"], 2),
-            "transformers eager (ms)": round(ms["transformers eager"], 2),
-            "transformers compiled (ms)": round(ms["transformers compiled"], 2),
-            "ours: eager ÷ compiled": round(ms["ours eager"] / ms["ours compiled"], 2),
-            "vs transformers eager (goal ≥ 1.25)":
-                f"{vs_ref_eager:.2f} ({'met' if vs_ref_eager >= 1.25 else 'NOT met'})",
-            "vs transformers compiled (goal ≥ 1.0)":
-                f"{vs_ref_compiled:.2f} ({'met' if vs_ref_compiled >= 1.0 else 'NOT met'})",
-        }
-        if cpu_float32:
-            row["ceiling vs transformers eager"] = round(ms["transformers eager"] / (ms["products"] + ms["update"]), 2)
-        row["compile s (ours / transformers)"] = (
-            f"{compile_s['ours compiled']:.0f} / {compile_s['transformers compiled']:.0f}")
-        row["noise"] = f"{max(times[name].spread for name in steps):.0%}"
-        row["load"] = f"{load_before:.1f} → {os.getloadavg()[0]:.1f}"
-        rows.append(row)
-        print(rows[-1], flush=True)
-        del models, steps, timed, ours, reference
+    rows = [time_case(args, *case) for case in compile_cases(args, BERT_BASE, SMALL)]
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU, {threads} thread(s)"
     command = " ".join(["python benchmarks/bench_compile.py", *(argv if argv is not None else sys.argv[1:])])
+    suffix = ("bert_base_" if args.base else "") + ("cuda" if args.device.startswith("cuda") else "cpu")
+    title = "Compiled training step" + (", BERT-base" if args.base else "") + ": ours vs transformers"
+    write_table(f"compile_vs_transformers_{suffix}", f"{title}\n\n`{command}`", rows,
+                against_transformers_notes(args, where, BERT_BASE, SMALL))
+
+
+def compile_cases(args, bert_base: dict, small: dict) -> list[tuple]:
+    """(label, family, size, batch) of each case: BERT-base under --base, else the small size of each family asked."""
+    if args.base:
+        return [("bert base", "bert", bert_base, args.base_batch)]
+    return [(family, family, small, BATCH) for family in args.only if family in ("bert", "gpt", "transformer")]
+
+
+def time_case(args, label: str, family: str, size: dict, batch: int) -> dict:
+    """One case's row: our model and transformers', each eager and compiled, timed round-robin once their first
+    steps (the compiled ones compile there) agree."""
+    from bench_training_step import build_pair
+
+    cpu_float32 = args.device == "cpu" and args.dtype == "float32"
+    load_before = os.getloadavg()[0]
+    torch.manual_seed(0)
+    ours, reference, inputs = build_pair(family, size)
+    inputs = {k: v[:batch].to(args.device) for k, v in inputs.items()}  # the first `batch` rows of its batch
+    models = {
+        "ours eager": ours.to(args.device),
+        "ours compiled": copy.deepcopy(ours).to(args.device),
+        "transformers eager": reference.to(args.device),
+        "transformers compiled": copy.deepcopy(reference).to(args.device),
+    }
+    steps, compile_s = first_steps(args, label, models, inputs)
+    timed = dict(steps)
+    if cpu_float32:  # the floor under our step (bench_training_step.py's ceiling), timed in the same round-robin
+        ours_eager = models["ours eager"]
+        timed["products"] = matrix_products_fn(lambda: ours_eager(**inputs).loss.backward())
+        timed["update"] = optimizer_step_fn(ours_eager)
+    times = compare(timed, warmup=2, repeats=args.repeats)
+    row = compile_row(label, batch, times, compile_s, cpu_float32)
+    row["noise"] = f"{max(times[name].spread for name in steps):.0%}"
+    row["load"] = f"{load_before:.1f} → {os.getloadavg()[0]:.1f}"
+    print(row, flush=True)
+    return row
+
+
+def first_steps(args, label: str, models: dict, inputs: dict) -> tuple[dict, dict]:
+    """Each model's synchronized training step, its first step run (and timed: the compiled ones compile there), and
+    the four first losses checked equal — same weights, same batch — or the timings would compare different
+    computations."""
+    cpu_float32 = args.device == "cpu" and args.dtype == "float32"
+    dtype = getattr(torch, args.dtype)
+    torch._dynamo.reset()
+    steps, compile_s, first_loss = {}, {}, {}
+    for name, model in models.items():
+        wrapped = Autocast(model, args.device, dtype)
+        if "compiled" in name:
+            wrapped = torch.compile(wrapped)
+        steps[name] = synchronized(train_step_fn(wrapped, inputs), args.device)
+        start = time.perf_counter()
+        first_loss[name] = steps[name]()  # the compiled ones compile here (forward + backward + optimizer step)
+        compile_s[name] = time.perf_counter() - start
+        print(f"{label} {name}: first step {compile_s[name]:.1f} s, loss {first_loss[name]:.4f}", flush=True)
+    if max(first_loss.values()) - min(first_loss.values()) > (1e-3 if cpu_float32 else 5e-2):
+        raise RuntimeError(f"{label}: the first-step losses disagree ({first_loss}): not benchmarking")
+    return steps, compile_s
+
+
+def compile_row(label: str, batch: int, times: dict, compile_s: dict, cpu_float32: bool) -> dict:
+    """The table's row of one case, from its timings, up to its noise and load columns."""
+    ms = {name: timing.median * 1e3 for name, timing in times.items()}
+    vs_ref_eager = ms["transformers eager"] / ms["ours compiled"]
+    vs_ref_compiled = ms["transformers compiled"] / ms["ours compiled"]
+    row = {
+        "case": label,
+        "batch": f"{batch} × {LENGTH}",
+        "ours eager (ms)": round(ms["ours eager"], 2),
+        "ours compiled (ms)": round(ms["ours compiled"], 2),
+        "transformers eager (ms)": round(ms["transformers eager"], 2),
+        "transformers compiled (ms)": round(ms["transformers compiled"], 2),
+        "ours: eager ÷ compiled": round(ms["ours eager"] / ms["ours compiled"], 2),
+        "vs transformers eager (goal ≥ 1.25)":
+            f"{vs_ref_eager:.2f} ({'met' if vs_ref_eager >= 1.25 else 'NOT met'})",
+        "vs transformers compiled (goal ≥ 1.0)":
+            f"{vs_ref_compiled:.2f} ({'met' if vs_ref_compiled >= 1.0 else 'NOT met'})",
+    }
+    if cpu_float32:
+        row["ceiling vs transformers eager"] = round(ms["transformers eager"] / (ms["products"] + ms["update"]), 2)
+    row["compile s (ours / transformers)"] = (
+        f"{compile_s['ours compiled']:.0f} / {compile_s['transformers compiled']:.0f}")
+    return row
+
+
+def against_transformers_notes(args, where: str, bert_base: dict, small: dict) -> list[str]:
+    cpu_float32 = args.device == "cpu" and args.dtype == "float32"
     size = "BERT-base: " if args.base else ""
     size += "hidden {hidden}, {layers} layers, {heads} heads, FFN {ffn}, vocabulary {vocab}".format(
-        **(BERT_BASE if args.base else SMALL))
+        **(bert_base if args.base else small))
     notes = [
         f"machine: {where}; {args.dtype}"
         + (" autocast" if args.dtype != "float32" else ""),
         f"training step (forward + backward + AdamW), {size}, dropout 0, SDPA on both sides"
-        + ("" if args.base else f" (the encoder-decoder {SMALL['layers']} + {SMALL['layers']} layers)")
+        + ("" if args.base else f" (the encoder-decoder {small['layers']} + {small['layers']} layers)")
         + f"; torch.compile defaults (Inductor) on the model; medians of {args.repeats} repeats, timed round-robin "
         "after 2 warm-up steps each",
         "compared with BertForMaskedLM" + ("" if args.base else ", GPT2LMHeadModel, MarianMTModel")
@@ -167,9 +197,7 @@ def against_transformers(args, threads: int, argv) -> None:
     if not torch.cuda.is_available():
         notes.append("no GPU on this machine: the bf16 GPU table of issue 15 (`--device cuda --dtype bfloat16`, "
                      "compile_vs_transformers_cuda.md) is not measured here")
-    suffix = ("bert_base_" if args.base else "") + ("cuda" if args.device.startswith("cuda") else "cpu")
-    title = "Compiled training step" + (", BERT-base" if args.base else "") + ": ours vs transformers"
-    write_table(f"compile_vs_transformers_{suffix}", f"{title}\n\n`{command}`", rows, notes)
+    return notes
 
 
 def main(argv=None):

@@ -27,7 +27,7 @@ import sys
 import time
 
 import torch
-from common import bar_plot, compare, in_repo_path, setup_threads, write_table
+from common import bar_plot, compare, in_repo_path, print_cpu_profile, setup_threads, write_table
 
 in_repo_path()
 
@@ -182,69 +182,46 @@ def main() -> None:
 
     if args.compiled and args.profile:
         profile_compiled(ours, size, args)
-        return
-    if args.compiled:
-        dtype = getattr(torch, args.dtype)
-        ours, reference = ours.to(args.device, dtype), reference.to(args.device, dtype)
-        rows = compiled_rows(ours, reference, size, args)
-        where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU, {threads} thread(s)"
-        command = " ".join(["python benchmarks/bench_gpt.py", *sys.argv[1:]])
-        notes = [
-            f"machine: {where}; {args.dtype}",
-            f"size {args.size}: vocab {size['vocab']}, hidden {size['hidden']}, {size['layers']} layers, "
-            f"{size['heads']} heads; prompt {PROMPT} tokens (rows after the first left-padded); greedy, "
-            f"{args.new_tokens} new tokens; tokens/s = batch × new tokens ÷ median generate() time of {args.repeats} "
-            "repeats, timed round-robin after one untimed call each (the compiling one for the compiled columns)",
-            "compiled = generate(cache_implementation='static', compile_config=CompileConfig()) — transformers' "
-            "default compile settings (Inductor, mode='reduce-overhead'), the same for both models",
-            "noise = (max − min) ÷ median over the repeats, the largest of the four columns",
-        ]
-        suffix = "cuda" if args.device.startswith("cuda") else "cpu"
-        write_table(f"gpt_generation_compiled_{args.size}_{suffix}",
-                    f"GPT greedy decoding: compiled static cache vs eager dynamic cache\n\n`{command}`", rows, notes=notes)
-        return
+    elif args.compiled:
+        write_compiled_table(ours, reference, size, args, threads)
+    elif args.profile:
+        profile_eager(ours, size)
+    else:
+        write_cached_table(ours, reference, size, args, threads)
 
-    if args.profile:
-        from torch.profiler import ProfilerActivity, profile
 
-        run = generate_fn(ours, dict(zip(("input_ids", "attention_mask"), prompts(size["vocab"], 4))), 32)
-        run()
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            run()
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
-        return
+def write_compiled_table(ours, reference, size: dict, args, threads: int) -> None:
+    """Compiled static cache vs eager dynamic cache, ours and transformers' (issue 15)."""
+    dtype = getattr(torch, args.dtype)
+    ours, reference = ours.to(args.device, dtype), reference.to(args.device, dtype)
+    rows = compiled_rows(ours, reference, size, args)
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU, {threads} thread(s)"
+    command = " ".join(["python benchmarks/bench_gpt.py", *sys.argv[1:]])
+    notes = [
+        f"machine: {where}; {args.dtype}",
+        f"size {args.size}: vocab {size['vocab']}, hidden {size['hidden']}, {size['layers']} layers, "
+        f"{size['heads']} heads; prompt {PROMPT} tokens (rows after the first left-padded); greedy, "
+        f"{args.new_tokens} new tokens; tokens/s = batch × new tokens ÷ median generate() time of {args.repeats} "
+        "repeats, timed round-robin after one untimed call each (the compiling one for the compiled columns)",
+        "compiled = generate(cache_implementation='static', compile_config=CompileConfig()) — transformers' "
+        "default compile settings (Inductor, mode='reduce-overhead'), the same for both models",
+        "noise = (max − min) ÷ median over the repeats, the largest of the four columns",
+    ]
+    suffix = "cuda" if args.device.startswith("cuda") else "cpu"
+    write_table(f"gpt_generation_compiled_{args.size}_{suffix}",
+                f"GPT greedy decoding: compiled static cache vs eager dynamic cache\n\n`{command}`", rows, notes=notes)
 
-    rows = []
-    for batch in args.batches:
-        input_ids, attention_mask = prompts(size["vocab"], batch)
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        same = torch.equal(generate_fn(ours, inputs, args.new_tokens)(), generate_fn(reference, inputs, args.new_tokens)())
-        times = compare(
-            {"ours": generate_fn(ours, inputs, args.new_tokens), "transformers": generate_fn(reference, inputs, args.new_tokens)},
-            warmup=1, repeats=args.repeats,
-        )
-        rows.append(speed_row(f"cached, batch {batch}, {args.new_tokens} new", times, "ours", "transformers", batch,
-                              args.new_tokens, same))
 
+def profile_eager(ours, size: dict) -> None:
+    """Where an eager generate() of ours spends its time (torch.profiler's table)."""
+    print_cpu_profile(generate_fn(ours, dict(zip(("input_ids", "attention_mask"), prompts(size["vocab"], 4))), 32))
+
+
+def write_cached_table(ours, reference, size: dict, args, threads: int) -> None:
+    """Cached generation, ours vs transformers at each batch size, then ours cached vs uncached."""
+    rows = [cached_row(ours, reference, size, args, batch) for batch in args.batches]
     if args.long > 0:
-        # uncached generation is quadratic in the length (about a minute at 512 tokens here): one timed run each,
-        # whose outputs are also compared
-        input_ids, attention_mask = prompts(size["vocab"], 1)
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        outputs = {}
-
-        def keep(name, run):
-            return lambda: outputs.__setitem__(name, run())
-
-        times = compare(
-            {"cached": keep("cached", generate_fn(ours, inputs, args.long)),
-             "uncached": keep("uncached", generate_fn(ours, inputs, args.long, use_cache=False))},
-            warmup=0, repeats=args.long_repeats,
-        )
-        same = torch.equal(outputs["cached"], outputs["uncached"])
-        rows.append(speed_row(f"ours cached vs uncached, batch 1, {args.long} new", times, "cached", "uncached", 1,
-                              args.long, same))
-
+        rows.append(cached_vs_uncached_row(ours, size, args))
     notes = [
         f"size {args.size}: vocab {size['vocab']}, hidden {size['hidden']}, {size['layers']} layers, "
         f"{size['heads']} heads; prompt {PROMPT} tokens (rows after the first left-padded); greedy; {threads} threads",
@@ -255,6 +232,41 @@ def main() -> None:
     command = " ".join(["python benchmarks/bench_gpt.py", *sys.argv[1:]])
     write_table(f"gpt_generation_{args.size}", f"GPT cached generation\n\n`{command}`", rows, notes=notes)
     bar_plot(f"gpt_generation_{args.size}", rows, value_key="ratio", ylabel="ratio of tokens/s", reference_line=1.1)
+
+
+def cached_row(ours, reference, size: dict, args, batch: int) -> dict:
+    input_ids, attention_mask = prompts(size["vocab"], batch)
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    same = torch.equal(generate_fn(ours, inputs, args.new_tokens)(), generate_fn(reference, inputs, args.new_tokens)())
+    times = compare(
+        {
+            "ours": generate_fn(ours, inputs, args.new_tokens),
+            "transformers": generate_fn(reference, inputs, args.new_tokens),
+        },
+        warmup=1, repeats=args.repeats,
+    )
+    return speed_row(f"cached, batch {batch}, {args.new_tokens} new", times, "ours", "transformers", batch,
+                     args.new_tokens, same)
+
+
+def cached_vs_uncached_row(ours, size: dict, args) -> dict:
+    """Uncached generation is quadratic in the length (about a minute at 512 tokens here): one timed run each, whose
+    outputs are also compared."""
+    input_ids, attention_mask = prompts(size["vocab"], 1)
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    outputs = {}
+
+    def keep(name, run):
+        return lambda: outputs.__setitem__(name, run())
+
+    times = compare(
+        {"cached": keep("cached", generate_fn(ours, inputs, args.long)),
+         "uncached": keep("uncached", generate_fn(ours, inputs, args.long, use_cache=False))},
+        warmup=0, repeats=args.long_repeats,
+    )
+    same = torch.equal(outputs["cached"], outputs["uncached"])
+    return speed_row(f"ours cached vs uncached, batch 1, {args.long} new", times, "cached", "uncached", 1,
+                     args.long, same)
 
 
 if __name__ == "__main__":

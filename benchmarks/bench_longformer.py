@@ -191,8 +191,25 @@ def main() -> None:
     notes = [f"{threads} threads; hidden 256, 2 layers, 4 heads, FFN 1024, window 256, 1 global token, dropout 0, "
              f"vocabulary {VOCAB}; forward + backward of the MLM loss; speed-up = transformers time / ours",
              "memory: peak RSS a step adds over the built model, each in a fresh process"]
+    rows, times, bound, memory = time_and_memory_over_lengths(lengths, args)
+    if 4096 in lengths:
+        notes += matrix_product_bound_notes(bound, times["transformers"][lengths.index(4096)])
+    if 4096 in lengths and 16384 in lengths:
+        notes += scaling_notes(lengths, times, args.repeats)
+    write_table("longformer_lengths", "Longformer MLM forward + backward vs length (ours vs transformers)", rows, notes)
+    line_plot("longformer_lengths", lengths, {k: [t * 1e3 for t in v] for k, v in times.items()},
+              xlabel="tokens", ylabel="forward + backward (ms)", logx=True, logy=True)
+    if memory["ours"]:
+        line_plot("longformer_memory", lengths, memory, xlabel="tokens", ylabel="peak memory added (MiB)", logx=True,
+                  logy=True)
+    write_attention_table(lengths, args.repeats, threads)
+    write_dilation_table(args.repeats, threads)
+    bar_plot("longformer_speedup", rows, value_key="speed-up", label_key="tokens", ylabel="transformers time / ours")
 
-    # 1 + 2: time and memory over lengths (4,096 is the headline row)
+
+def time_and_memory_over_lengths(lengths: list[int], args):
+    """1 + 2: time and memory over lengths (4,096 is the headline row): the rows, the medians per implementation,
+    the shared linear layers' timing at 4,096 tokens (or None) and the peak memory per implementation."""
     rows, times, bound = [], {"ours": [], "transformers": []}, None
     memory = {"ours": [], "transformers": []}
     for length in lengths:
@@ -220,62 +237,69 @@ def main() -> None:
             row["memory ratio"] = round(memory["ours"][-1] / memory["transformers"][-1], 2)
         rows.append(row)
         print(row, flush=True)
-    if 4096 in lengths:
-        i4 = lengths.index(4096)
-        notes.append(
-            f"at 4,096 tokens the matrix products both implementations share (Q/K/V, output, feed-forward, MLM head; "
-            f"forward + backward, timed alone in the same round-robin) take {bound.median * 1e3:.0f} ms: however fast "
-            f"the attention, the "
-            f"speed-up cannot exceed {times['transformers'][i4] / bound.median:.2f}× here"
-        )
-        flops = matrix_product_flops(4096)
-        floor = bound.median * (1 + flops["attention"] / flops["linear"])
-        notes.append(
-            f"adding the attention's own products at their least ({flops['attention'] / 1e9:.1f} GFLOP: each query against "
-            f"exactly its {CONFIG['attention_window'] + 1} window keys) at the rate the linear layers reach "
-            f"({flops['linear'] / bound.median / 1e9:.0f} GFLOP/s) gives {floor * 1e3:.0f} ms of matrix products alone, "
-            f"before any softmax, normalisation, activation or loss: no exact implementation can be more than "
-            f"{times['transformers'][i4] / floor:.2f}× faster than transformers at 4,096 tokens here"
-        )
-    if 4096 in lengths and 16384 in lengths:
-        i4, i16 = lengths.index(4096), lengths.index(16384)
-        for which in ("ours", "transformers"):
-            notes.append(f"time(16k) / time(4k), {which}: {times[which][i16] / times[which][i4]:.2f}")
-        kept = scaling_without_page_faults([4096, 16384], max(2, args.repeats - 1))
-        notes.append(
-            "the same with the allocator keeping freed memory (" + " ".join(f"{k}={v}" for k, v in NO_MMAP.items())
-            + "; otherwise each activation of 32 MB or more — at 16k most of them, at 4k none — is page-faulted in "
-            "afresh at every step): " + ", ".join(f"{which} {kept[which][1] / kept[which][0]:.2f}" for which in kept)
-        )
-    write_table("longformer_lengths", "Longformer MLM forward + backward vs length (ours vs transformers)", rows, notes)
-    line_plot("longformer_lengths", lengths, {k: [t * 1e3 for t in v] for k, v in times.items()},
-              xlabel="tokens", ylabel="forward + backward (ms)", logx=True, logy=True)
-    if memory["ours"]:
-        line_plot("longformer_memory", lengths, memory, xlabel="tokens", ylabel="peak memory added (MiB)", logx=True, logy=True)
+    return rows, times, bound, memory
 
-    # 2b: the attention layer alone (where the two implementations differ), 4,096 tokens
+
+def matrix_product_bound_notes(bound, transformers_4k: float) -> list[str]:
+    """How fast any implementation could be at 4,096 tokens, given the time of the matrix products."""
+    notes = []
+    notes.append(
+        f"at 4,096 tokens the matrix products both implementations share (Q/K/V, output, feed-forward, MLM head; "
+        f"forward + backward, timed alone in the same round-robin) take {bound.median * 1e3:.0f} ms: however fast "
+        f"the attention, the "
+        f"speed-up cannot exceed {transformers_4k / bound.median:.2f}× here"
+    )
+    flops = matrix_product_flops(4096)
+    floor = bound.median * (1 + flops["attention"] / flops["linear"])
+    notes.append(
+        f"adding the attention's own products at their least ({flops['attention'] / 1e9:.1f} GFLOP: each query against "
+        f"exactly its {CONFIG['attention_window'] + 1} window keys) at the rate the linear layers reach "
+        f"({flops['linear'] / bound.median / 1e9:.0f} GFLOP/s) gives {floor * 1e3:.0f} ms of matrix products alone, "
+        f"before any softmax, normalisation, activation or loss: no exact implementation can be more than "
+        f"{transformers_4k / floor:.2f}× faster than transformers at 4,096 tokens here"
+    )
+    return notes
+
+
+def scaling_notes(lengths: list[int], times: dict, repeats: int) -> list[str]:
+    """Time at 16k over time at 4k, as measured and with the allocator keeping freed memory."""
+    notes = []
+    i4, i16 = lengths.index(4096), lengths.index(16384)
+    for which in ("ours", "transformers"):
+        notes.append(f"time(16k) / time(4k), {which}: {times[which][i16] / times[which][i4]:.2f}")
+    kept = scaling_without_page_faults([4096, 16384], max(2, repeats - 1))
+    notes.append(
+        "the same with the allocator keeping freed memory (" + " ".join(f"{k}={v}" for k, v in NO_MMAP.items())
+        + "; otherwise each activation of 32 MB or more — at 16k most of them, at 4k none — is page-faulted in "
+        "afresh at every step): " + ", ".join(f"{which} {kept[which][1] / kept[which][0]:.2f}" for which in kept)
+    )
+    return notes
+
+
+def write_attention_table(lengths: list[int], repeats: int, threads: int) -> None:
+    """2b: the attention layer alone (where the two implementations differ), up to 8,192 tokens."""
     attention_rows = []
     for length in [n for n in lengths if n <= 8192]:
         attention = {which: attention_step(which, length) for which in ("ours", "transformers")}
-        timing = compare(attention, warmup=1, repeats=args.repeats)
+        timing = compare(attention, warmup=1, repeats=repeats)
         attention_rows.append(ratio_row(f"{length} tokens", timing["ours"], timing["transformers"]))
     write_table("longformer_attention", "Longformer self-attention layer alone, forward + backward", attention_rows,
                 [f"{threads} threads; ours includes the output projection, transformers' LongformerSelfAttention does "
                  "not (so this understates our lead); one global token, window 256, hidden 256, 4 heads"])
 
-    # 3: dilation on vs off, equal window (ours only)
+
+def write_dilation_table(repeats: int, threads: int) -> None:
+    """3: dilation on vs off, equal window (ours only)."""
     length = 4096
     cases = {"dilation 1": 1, "dilation 2, every head": 2, "dilations 1,2,4,8 per head": [[1, 2, 4, 8]] * 2}
     steps = {name: step_fn(*build("ours", length, dilation=dilation)) for name, dilation in cases.items()}
-    timing = compare(steps, warmup=1, repeats=args.repeats)
+    timing = compare(steps, warmup=1, repeats=repeats)
     plain = timing["dilation 1"].median
     dilation_rows = [{"case": name, "forward + backward (ms)": round(t.median * 1e3, 1),
                       "time / dilation 1": round(t.median / plain, 2), "noise": f"{t.spread:.0%}"}
                      for name, t in timing.items()]
     write_table("longformer_dilation", f"Longformer: dilated vs plain sliding window (ours, {length} tokens, window 256)",
                 dilation_rows, [f"{threads} threads; same model as above, forward + backward, window 256 in every case"])
-    bar_plot("longformer_speedup", rows, value_key="speed-up", label_key="tokens", ylabel="transformers time / ours")
-
 
 if __name__ == "__main__":
     main()

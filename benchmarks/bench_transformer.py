@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from common import bar_plot, compare, in_repo_path, setup_threads, write_table
+from common import bar_plot, compare, in_repo_path, print_cpu_profile, setup_threads, write_table
 
 in_repo_path()
 
@@ -84,32 +84,10 @@ def main() -> None:
     inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
 
     if args.profile:
-        from torch.profiler import ProfilerActivity, profile
-
-        run = generate_fn(ours, inputs, args.new_tokens, args.beams[0])
-        run()
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            run()
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+        print_cpu_profile(generate_fn(ours, inputs, args.new_tokens, args.beams[0]))
         return
 
-    rows = []
-    for num_beams in args.beams:
-        ours_run = generate_fn(ours, inputs, args.new_tokens, num_beams)
-        reference_run = generate_fn(reference, inputs, args.new_tokens, num_beams)
-        same = torch.equal(ours_run(), reference_run())
-        times = compare({"ours": ours_run, "transformers": reference_run}, warmup=1, repeats=args.repeats)
-        ours_tps = tokens_per_second(times["ours"], args.batch, args.new_tokens)
-        reference_tps = tokens_per_second(times["transformers"], args.batch, args.new_tokens)
-        rows.append({
-            "case": f"{'greedy' if num_beams == 1 else f'{num_beams} beams'}, batch {args.batch}, {args.new_tokens} new",
-            "ours (tokens/s)": ours_tps,
-            "transformers (tokens/s)": reference_tps,
-            "ratio": round(ours_tps / reference_tps, 3),
-            "same sequences": "yes" if same else "NO",
-            "noise": f"{max(times['ours'].spread, times['transformers'].spread):.0%}",
-        })
-
+    rows = [generation_row(ours, reference, inputs, args, num_beams) for num_beams in args.beams]
     notes = [
         f"size {args.size}: vocab {size['vocab']}, d_model {size['d_model']}, {size['layers']}+{size['layers']} layers, "
         f"{size['heads']} heads, FFN {size['ffn']}; sources of {SOURCE_LENGTH} tokens (rows after the first "
@@ -120,6 +98,23 @@ def main() -> None:
     write_table(f"transformer_generation_{args.size}", "Encoder-decoder Transformer generation", rows, notes=notes)
     bar_plot(f"transformer_generation_{args.size}", rows, value_key="ratio", ylabel="ratio of tokens/s")
 
+
+def generation_row(ours, reference, inputs: dict, args, num_beams: int) -> dict:
+    """Ours vs transformers generating with ``num_beams`` beams (1: greedy): tokens/s and whether they agree."""
+    ours_run = generate_fn(ours, inputs, args.new_tokens, num_beams)
+    reference_run = generate_fn(reference, inputs, args.new_tokens, num_beams)
+    same = torch.equal(ours_run(), reference_run())
+    times = compare({"ours": ours_run, "transformers": reference_run}, warmup=1, repeats=args.repeats)
+    ours_tps = tokens_per_second(times["ours"], args.batch, args.new_tokens)
+    reference_tps = tokens_per_second(times["transformers"], args.batch, args.new_tokens)
+    return {
+        "case": f"{'greedy' if num_beams == 1 else f'{num_beams} beams'}, batch {args.batch}, {args.new_tokens} new",
+        "ours (tokens/s)": ours_tps,
+        "transformers (tokens/s)": reference_tps,
+        "ratio": round(ours_tps / reference_tps, 3),
+        "same sequences": "yes" if same else "NO",
+        "noise": f"{max(times['ours'].spread, times['transformers'].spread):.0%}",
+    }
 
 if __name__ == "__main__":
     main()

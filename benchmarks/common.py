@@ -301,6 +301,16 @@ def optimizer_step_fn(model: torch.nn.Module, lr: float = 1e-4) -> Callable[[], 
     return torch.optim.AdamW(parameters, lr=lr).step
 
 
+def print_cpu_profile(run: Callable[[], object], row_limit: int = 25) -> None:
+    """Call ``run`` once untimed, then once under torch.profiler, and print where the CPU time went (by self time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    run()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit))
+
+
 def inference_fn(model: torch.nn.Module, inputs: dict) -> Callable[[], object]:
     """A forward pass in eval mode without autograd, as a callable."""
     model.eval()

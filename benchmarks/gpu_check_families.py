@@ -39,6 +39,17 @@ def check_family(name: str, device: torch.device) -> None:
     family = FAMILIES[name]
     sizes, cpu_inputs = padded_inputs(name, torch.device("cpu"))
     _, gpu_inputs = padded_inputs(name, device)
+    check_forward(name, sizes, cpu_inputs, gpu_inputs, device)
+    cpu_model, gpu_model, labels = check_loss_and_gradients(name, sizes, cpu_inputs, gpu_inputs, device)
+    if family.causal or family.seq2seq:  # greedy generation (the generative heads)
+        check_greedy_generation(name, cpu_model, gpu_model, cpu_inputs, device)
+    check_save_and_load(name, gpu_model, gpu_inputs, device)
+    check_bf16_autocast(name, sizes, gpu_inputs, labels, device)
+
+
+def check_forward(name: str, sizes: dict, cpu_inputs: dict, gpu_inputs: dict, device: torch.device) -> None:
+    """The padded batch's logits, eager and the fast kernel, on the device against the CPU."""
+    family = FAMILIES[name]
     for implementation in ("eager", "sdpa"):
         cpu_model = family.build(sizes, attn_implementation=implementation)
         gpu_model = copy.deepcopy(cpu_model).to(device)
@@ -48,7 +59,11 @@ def check_family(name: str, device: torch.device) -> None:
         finite = bool(torch.isfinite(actual).all())
         report(f"{name} {implementation} forward", difference <= 1e-4 and finite, f"max |Δ logits| {difference:.2e}, finite {finite}")
 
-    # loss and gradients (training mode, -100 on padding)
+
+def check_loss_and_gradients(name: str, sizes: dict, cpu_inputs: dict, gpu_inputs: dict, device: torch.device):
+    """Loss and gradients in training mode, -100 on padding; gives back both models (their gradients taken) and the
+    labels."""
+    family = FAMILIES[name]
     cpu_model = family.build(sizes).train()
     gpu_model = copy.deepcopy(cpu_model).to(device).train()
     key = "input_ids" if not family.seq2seq else "decoder_input_ids"
@@ -64,19 +79,22 @@ def check_family(name: str, device: torch.device) -> None:
     loss_difference = abs(losses[0].item() - losses[1].item())
     report(f"{name} loss and gradients", loss_difference <= 1e-4 and gradient <= 1e-4,
            f"|Δ loss| {loss_difference:.2e}, max |Δ grad| {gradient:.2e}")
+    return cpu_model, gpu_model, labels
 
-    # greedy generation (the generative heads)
-    if family.causal or family.seq2seq:
-        cpu_model, gpu_model = cpu_model.eval(), gpu_model.eval()
-        generate_inputs = {k: v for k, v in cpu_inputs.items() if k != "decoder_input_ids"}
-        kwargs = dict(max_new_tokens=5, do_sample=False, pad_token_id=0)
-        cpu_tokens = cpu_model.generate(**generate_inputs, **kwargs)
-        gpu_tokens = gpu_model.generate(**{k: v.to(device) for k, v in generate_inputs.items()}, **kwargs)
-        same = torch.equal(cpu_tokens, gpu_tokens.cpu())
-        report(f"{name} greedy generation", same and gpu_tokens.device.type == device.type,
-               f"same tokens {same}, on {gpu_tokens.device}")
 
-    # save on the GPU → load onto the GPU
+def check_greedy_generation(name: str, cpu_model, gpu_model, cpu_inputs: dict, device: torch.device) -> None:
+    cpu_model, gpu_model = cpu_model.eval(), gpu_model.eval()
+    generate_inputs = {k: v for k, v in cpu_inputs.items() if k != "decoder_input_ids"}
+    kwargs = dict(max_new_tokens=5, do_sample=False, pad_token_id=0)
+    cpu_tokens = cpu_model.generate(**generate_inputs, **kwargs)
+    gpu_tokens = gpu_model.generate(**{k: v.to(device) for k, v in generate_inputs.items()}, **kwargs)
+    same = torch.equal(cpu_tokens, gpu_tokens.cpu())
+    report(f"{name} greedy generation", same and gpu_tokens.device.type == device.type,
+           f"same tokens {same}, on {gpu_tokens.device}")
+
+
+def check_save_and_load(name: str, gpu_model, gpu_inputs: dict, device: torch.device) -> None:
+    """Save on the GPU → load onto the GPU."""
     with tempfile.TemporaryDirectory() as directory:
         gpu_model.save_pretrained(directory)
         reloaded = type(gpu_model).from_pretrained(directory, device_map=str(device)).eval()
@@ -85,7 +103,10 @@ def check_family(name: str, device: torch.device) -> None:
         on_device = next(reloaded.parameters()).device.type == device.type
         report(f"{name} save → load", difference == 0.0 and on_device, f"max |Δ| {difference:.1e}, on {device.type} {on_device}")
 
-    # bf16 autocast, a fully padded row included
+
+def check_bf16_autocast(name: str, sizes: dict, gpu_inputs: dict, labels, device: torch.device) -> None:
+    """A training step under bf16 autocast, a fully padded row included: a finite loss and finite gradients."""
+    family = FAMILIES[name]
     model = family.build(sizes).to(device).train()
     inputs = dict(gpu_inputs)
     inputs["attention_mask"] = inputs["attention_mask"].clone()

@@ -176,7 +176,35 @@ def unigram_statistics(tokenizer, text: str) -> dict:
 
 
 def report(args, setting: dict, data: dict, accuracy: dict, pretraining: dict, seconds: float, machine: str) -> Path:
-    report = ClaimReport(
+    report = bert_page(setting, data)
+    for variant in VARIANTS:
+        runs = pretraining.get(variant)
+        metric = lambda name: fmt([run["eval"][name] for run in runs], 3)  # noqa: E731
+        report.add_row(variant,
+                       metric("eval_loss") + (" (MLM + NSP)" if variant == "MLM + NSP" else " (MLM)") if runs else "—",
+                       metric("eval_mlm_accuracy") if runs else "—",
+                       metric("eval_nsp_accuracy") if variant == "MLM + NSP" else "—",
+                       *(fmt(accuracy[variant, task], 3) for task in TASKS))
+    for task in TASKS:
+        report.verdict(f"pre-trained (MLM + NSP) ≫ random init on {task}",
+                       clearly_above(accuracy["MLM + NSP", task], accuracy["random init", task]),
+                       evidence(accuracy, task, "MLM + NSP", "random init"))
+    report.verdict("NSP helps the sentence-pair task: MLM + NSP > MLM only on next line",
+                   clearly_above(accuracy["MLM + NSP", "next line"], accuracy["MLM only", "next line"]),
+                   evidence(accuracy, "next line", "MLM + NSP", "MLM only"))
+    add_notes(report, data, accuracy, pretraining, machine)
+    plot_loss_curves(report,
+                     {f"BERT pre-training, {variant} (seed 0)": runs[0] for variant, runs in pretraining.items()},
+                     "curves", args.output_dir)
+    plot_grouped_bars(report, {variant: {task: accuracy[variant, task] for task in TASKS} for variant in VARIANTS},
+                      "accuracy", args.output_dir, "BERT fine-tuning: validation accuracy (mean ± std over seeds)",
+                      "accuracy",
+                      reference=data["chance"])
+    return report.write(args, seconds)
+
+
+def bert_page(setting: dict, data: dict) -> ClaimReport:
+    return ClaimReport(
         name="bert_pretraining",
         title="Devlin et al. 2019, §5.1 / Table 5: pre-training pays, and NSP helps sentence pairs (BERT)",
         claim="Fine-tuning a BERT pre-trained with masked LM + next-sentence prediction beats the same model from random "
@@ -190,18 +218,9 @@ def report(args, setting: dict, data: dict, accuracy: dict, pretraining: dict, s
                 f"the line after A, or another line of the same play: a sentence-pair task), 64 tokens. {data['text']}",
         header=["start of fine-tuning", "pre-training val. loss", "MLM val. acc.", "NSP val. acc.", *(f"{task} acc." for task in TASKS)],
     )
-    for variant in VARIANTS:
-        runs = pretraining.get(variant)
-        metric = lambda name: fmt([run["eval"][name] for run in runs], 3)  # noqa: E731
-        report.add_row(variant, metric("eval_loss") + (" (MLM + NSP)" if variant == "MLM + NSP" else " (MLM)") if runs else "—",
-                       metric("eval_mlm_accuracy") if runs else "—", metric("eval_nsp_accuracy") if variant == "MLM + NSP" else "—",
-                       *(fmt(accuracy[variant, task], 3) for task in TASKS))
-    for task in TASKS:
-        report.verdict(f"pre-trained (MLM + NSP) ≫ random init on {task}", clearly_above(accuracy["MLM + NSP", task], accuracy["random init", task]),
-                       evidence(accuracy, task, "MLM + NSP", "random init"))
-    report.verdict("NSP helps the sentence-pair task: MLM + NSP > MLM only on next line",
-                   clearly_above(accuracy["MLM + NSP", "next line"], accuracy["MLM only", "next line"]),
-                   evidence(accuracy, "next line", "MLM + NSP", "MLM only"))
+
+
+def add_notes(report: ClaimReport, data: dict, accuracy: dict, pretraining: dict, machine: str) -> None:
     unigram = data["unigram"]
     learned = {variant: [run["eval"]["eval_mlm_accuracy"] for run in runs] for variant, runs in pretraining.items()}
     learned_more = all(clearly_above(values, [unigram["accuracy"]] * len(values)) for values in learned.values())
@@ -221,12 +240,6 @@ def report(args, setting: dict, data: dict, accuracy: dict, pretraining: dict, s
     ]
     report.notes += HISTORY
     report.notes += [note for note in [at_chance_note(accuracy, lambda key: data["chance"][key[1]])] if note]
-    plot_loss_curves(report, {f"BERT pre-training, {variant} (seed 0)": runs[0] for variant, runs in pretraining.items()},
-                     "curves", args.output_dir)
-    plot_grouped_bars(report, {variant: {task: accuracy[variant, task] for task in TASKS} for variant in VARIANTS}, "accuracy",
-                      args.output_dir, "BERT fine-tuning: validation accuracy (mean ± std over seeds)", "accuracy",
-                      reference=data["chance"])
-    return report.write(args, seconds)
 
 
 # what changed after results were seen (said on the page, as CONTRIBUTING asks of replications)

@@ -172,9 +172,26 @@ def bag_of_words_accuracy(train: list[dict], validation: list[dict]) -> float:
 
 
 def report(args, setting: dict, data: dict, accuracy: dict, pretraining: list[dict], seconds: float, machine: str) -> Path:
-    chance, unigram = data["chance"], data["unigram"]
     lm_losses = [run["eval"]["eval_loss"] for run in pretraining]
-    report = ClaimReport(
+    report = gpt_page(setting, data, pretraining, lm_losses)
+    for start, weight in RUNS:
+        report.add_row(start, weight, *(fmt(accuracy[start, weight, size], 3) for size in SETS))
+    report.add_row("reference: bag-of-words logistic regression", "—",
+                   *(f"{data['bag_of_words'][size]:.3f}" if data["bag_of_words"] else "— (full setting only)"
+                     for size in SETS))
+    pretraining_and_auxiliary_lm_verdicts(report, accuracy)
+    add_notes(report, data, accuracy, lm_losses, machine)
+    plot_loss_curves(report, {"GPT pre-training, run_clm (seed 0)": pretraining[0]}, "curves", args.output_dir)
+    plot_grouped_bars(report, {f"{start}, λ = {weight}": {size: accuracy[start, weight, size] for size in SETS}
+                               for start, weight in RUNS}, "accuracy", args.output_dir,
+                      "GPT-1 fine-tuned on plays: validation accuracy (mean ± std over seeds)", "accuracy",
+                      reference={size: data["chance"] for size in SETS})
+    return report.write(args, seconds)
+
+
+def gpt_page(setting: dict, data: dict, pretraining: list[dict], lm_losses: list[float]) -> ClaimReport:
+    unigram = data["unigram"]
+    return ClaimReport(
         name="gpt_pretraining",
         title="Radford et al. 2018, Table 5: pre-training and the auxiliary LM objective (GPT-1)",
         claim="Fine-tuning a generatively pre-trained Transformer beats the same model without pre-training by a wide "
@@ -190,10 +207,9 @@ def report(args, setting: dict, data: dict, accuracy: dict, pretraining: list[di
                 f"examples, lr 1e-3 (10 % warm-up), the same for each start, λ and training-set size. {data['text']}",
         header=["start", "λ (aux. LM)", "larger set: acc.", "smaller set: acc."],
     )
-    for start, weight in RUNS:
-        report.add_row(start, weight, *(fmt(accuracy[start, weight, size], 3) for size in SETS))
-    report.add_row("reference: bag-of-words logistic regression", "—",
-                   *(f"{data['bag_of_words'][size]:.3f}" if data["bag_of_words"] else "— (full setting only)" for size in SETS))
+
+
+def pretraining_and_auxiliary_lm_verdicts(report: ClaimReport, accuracy: dict) -> None:
     for size in SETS:
         report.verdict(f"pre-trained ≫ random init (λ = 0.5), {size} set",
                        clearly_above(accuracy["pre-trained", 0.5, size], accuracy["random init", 0.5, size]),
@@ -205,6 +221,10 @@ def report(args, setting: dict, data: dict, accuracy: dict, pretraining: list[di
     report.verdict("it helps the larger set more than the smaller one (gain of λ = 0.5 over 0, per seed)",
                    clearly_above(gain["larger"], gain["smaller"]),
                    f"gain larger {fmt(gain['larger'], 3)} vs smaller {fmt(gain['smaller'], 3)}")
+
+
+def add_notes(report: ClaimReport, data: dict, accuracy: dict, lm_losses: list[float], machine: str) -> None:
+    chance, unigram = data["chance"], data["unigram"]
     report.notes += [
         "held = the gap of the means exceeds two standard errors of the difference over the seeds (Welch); these rules "
         "were fixed before the reported run. Accuracy is on the validation split after the last fine-tuning step (no "
@@ -226,12 +246,6 @@ def report(args, setting: dict, data: dict, accuracy: dict, pretraining: list[di
     ]
     report.notes += HISTORY
     report.notes += [note for note in [at_chance_note(accuracy, lambda key: chance)] if note]
-    plot_loss_curves(report, {"GPT pre-training, run_clm (seed 0)": pretraining[0]}, "curves", args.output_dir)
-    plot_grouped_bars(report, {f"{start}, λ = {weight}": {size: accuracy[start, weight, size] for size in SETS}
-                               for start, weight in RUNS}, "accuracy", args.output_dir,
-                      "GPT-1 fine-tuned on plays: validation accuracy (mean ± std over seeds)", "accuracy",
-                      reference={size: chance for size in SETS})
-    return report.write(args, seconds)
 
 
 # what changed after results were seen (said on the page, as CONTRIBUTING asks of replications)

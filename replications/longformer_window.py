@@ -257,7 +257,21 @@ def memory_settings(plan):
 
 
 def report(args, plan, accuracy, first_runs, start, memory, fields, seconds, machine: str) -> Path:
-    page = ClaimReport(
+    page = window_page(args, plan, start)
+    reach = {}
+    for label, window, dilation, global_cls in SETTINGS:
+        reach[label] = MAX_TOKENS - 1 if global_cls else computed_field(window, dilation, 2)
+        page.add_row(label, "all" if global_cls else reach[label], fmt([100 * a for a in accuracy[label]], 1))
+    accuracy_verdicts(page, accuracy)
+    memory_and_receptive_field_verdicts(page, plan, memory, fields)
+    add_method_notes(page, plan, memory)
+    page.notes.append(machine + ".")
+    plots(page, args, plan, accuracy, reach, first_runs, memory, fields)
+    return page.write(args, seconds)
+
+
+def window_page(args, plan, start: float) -> ClaimReport:
+    return ClaimReport(
         name="longformer_window",
         title="Beltagy et al. 2020, §4 and §6: on long documents, accuracy follows what the classification token can "
               "reach (window, dilation, global attention), at linear memory",
@@ -274,11 +288,10 @@ def report(args, plan, accuracy, first_runs, start, memory, fields, seconds, mac
                    "Data: whole plays from ../shared/data/shakespeare, split 80/20 in order."),
         header=["attention of <s>", "reach of <s> (tokens)", "validation accuracy (%)"],
     )
-    reach = {}
-    for label, window, dilation, global_cls in SETTINGS:
-        reach[label] = MAX_TOKENS - 1 if global_cls else computed_field(window, dilation, 2)
-        page.add_row(label, "all" if global_cls else reach[label], fmt([100 * a for a in accuracy[label]], 1))
 
+
+def accuracy_verdicts(page: ClaimReport, accuracy: dict) -> None:
+    """Accuracy against the window, global attention and dilation; which gaps exceed the seeds' spread."""
     mean = {label: mean_std(values)[0] for label, values in accuracy.items()}
     windows = ["w=16", "w=64", "w=128"]
     page.verdict("accuracy grows with the window", all(mean[a] < mean[b] for a, b in zip(windows, windows[1:])),
@@ -296,6 +309,8 @@ def report(args, plan, accuracy, first_runs, start, memory, fields, seconds, mac
                       + "; within it: " + (", ".join(
                           f"{a} → {b} ({gaps[a, b]:+.1f})" for a, b in pairs if abs(gaps[a, b]) <= spread[a, b]) or "none") + ".")
 
+
+def memory_and_receptive_field_verdicts(page: ClaimReport, plan, memory: dict, fields) -> None:
     local = memory["w=64"]
     linear, full = slope(plan["lengths"], local), slope(plan["full_lengths"], [memory[f"full (w = n = {n})"][0] for n in plan["full_lengths"]])
     page.verdict("memory is linear in the sequence length at a fixed window (full attention: quadratic)",
@@ -307,6 +322,8 @@ def report(args, plan, accuracy, first_runs, start, memory, fields, seconds, mac
                  "; ".join(f"w={w}, d={d}, L={l}: {c} computed / {m} measured ({100 * s:.0f} % covered)"
                            for w, d, l, c, m, s in fields))
 
+
+def add_method_notes(page: ClaimReport, plan, memory: dict) -> None:
     page.notes.append("Memory: bytes saved for backward by one training forward of an untrained tiny model, batch 1 "
                       "(`torch.autograd.graph.saved_tensors_hooks`, each storage once, weights excluded): "
                       + "; ".join(f"{name}: " + ", ".join(f"n={n}: {b / 2**20:.1f} MiB" for n, b in zip(lengths, memory[name]))
@@ -322,9 +339,6 @@ def report(args, plan, accuracy, first_runs, start, memory, fields, seconds, mac
                       "table (3 seeds, 240 steps: every run without global attention at chance, 33.3 ± 0.0 %, w=16 + "
                       "global <s> 55.7 ± 2.4 %; 3.7 min on the idle machine, where the first full run had taken 34.5 "
                       "min under load): 960 steps (4 epochs of the 1,920 documents), nothing else.")
-    page.notes.append(machine + ".")
-    plots(page, args, plan, accuracy, reach, first_runs, memory, fields)
-    return page.write(args, seconds)
 
 
 def plots(page, args, plan, accuracy, reach, first_runs, memory, fields) -> None:

@@ -243,7 +243,29 @@ def seeds_done(args, done: int):
 
 def write_report(args, results: dict, metric, hidden: int, steps: int, scored: int, clock: tuple) -> Path:
     """Numbers, table, verdicts and pictures of the seeds in ``results``."""
-    # numbers: BLEU per length bucket, and the long/short ratio each seed gives
+    counts, bucket_bleu, overall, ends, ratio = bleu_by_length(results, metric)
+    report = rnn_attention_page(args, hidden, steps, scored, counts)
+    for setting in SETTINGS:
+        report.add_row(setting_name(*setting), *(fmt(bucket_bleu[setting][b], 1) for b in BUCKETS),
+                       fmt(overall[setting], 1), fmt(ratio[setting], 2),
+                       fmt([run["translations"]["nll"] for run in results[setting]], 3),
+                       fmt([run["step_seconds"] for run in results[setting]], 0))
+    attention_verdicts(report, ratio, ends, counts)
+    add_rule_and_history_notes(report)
+    # pictures: BLEU against length (mean ± std band), training curves of seed 0
+    plot_bleu_by_length(report, bucket_bleu, counts, args.output_dir)
+    plot_training_curves(report, {setting_name(*s): runs[0]["log_history"] for s, runs in results.items()},
+                         "RNN seq2seq", args.output_dir)
+    if args.seeds < args.seeds_planned:
+        report.notes.append(f"Partial: {args.seeds} of the {args.seeds_planned} seeds had finished when this table "
+                            "was written.")
+    report.notes.append(load_note(clock[1], clock[2], args.processes))
+    return report.write(args, time.perf_counter() - clock[0])
+
+
+def bleu_by_length(results: dict, metric) -> tuple[dict, dict, dict, dict, dict]:
+    """Sentences per length bucket; per setting, each seed's BLEU per bucket, overall, on the (short, long) ends and
+    their long/short ratio."""
     counts = {bounds: sum(in_range(n, bounds) for n in results[SETTINGS[0]][0]["translations"]["source_lengths"])
               for bounds in BUCKETS + (SHORT, LONG)}
     bucket_bleu = {setting: {bounds: [bleu(metric, run["translations"], bounds) for run in runs] for bounds in BUCKETS}
@@ -254,8 +276,11 @@ def write_report(args, results: dict, metric, hidden: int, steps: int, scored: i
     # (NaN where the short sentences score under 1 BLEU: the ratio of two near-zero scores means nothing)
     ratio = {setting: [long / short if short >= 1.0 else float("nan") for short, long in pairs_]
              for setting, pairs_ in ends.items()}
+    return counts, bucket_bleu, overall, ends, ratio
 
-    report = ClaimReport(
+
+def rnn_attention_page(args, hidden: int, steps: int, scored: int, counts: dict) -> ClaimReport:
+    return ClaimReport(
         name="rnn_attention",
         title="Bahdanau et al. 2015, Fig. 2: attention keeps BLEU up on long sentences",
         claim="An RNN encoder-decoder without attention (one fixed-size summary of the source) degrades as source "
@@ -270,12 +295,9 @@ def write_report(args, results: dict, metric, hidden: int, steps: int, scored: i
         header=["setting"] + [f"BLEU {bucket_label(b)} tok (n={counts[b]})" for b in BUCKETS]
                + ["BLEU all", "BLEU long/short", "val. loss", "train CPU s"],
     )
-    for setting in SETTINGS:
-        report.add_row(setting_name(*setting), *(fmt(bucket_bleu[setting][b], 1) for b in BUCKETS),
-                       fmt(overall[setting], 1), fmt(ratio[setting], 2),
-                       fmt([run["translations"]["nll"] for run in results[setting]], 3),
-                       fmt([run["step_seconds"] for run in results[setting]], 0))
 
+
+def attention_verdicts(report: ClaimReport, ratio: dict, ends: dict, counts: dict) -> None:
     short, long = bucket_label(SHORT), bucket_label(LONG)
     for cell in CELLS:
         plain = ratio[(cell, "none")]
@@ -290,6 +312,10 @@ def write_report(args, results: dict, metric, hidden: int, steps: int, scored: i
                 mean_a - mean_p > max(std_a, std_p),
                 f"long/short BLEU ratio {fmt(attended)} vs {fmt(plain)} without; BLEU on {long} tok "
                 f"{fmt([l for _, l in ends[(cell, attention)]], 1)} vs {fmt([l for _, l in ends[(cell, 'none')]], 1)}")
+
+
+def add_rule_and_history_notes(report: ClaimReport) -> None:
+    short, long = bucket_label(SHORT), bucket_label(LONG)
     report.notes.append(
         "'held' means: without attention, the long/short BLEU ratio's mean + std stays under 1; with attention, its "
         "mean exceeds the one without by more than the larger of the two seed standard deviations (rules fixed "
@@ -313,16 +339,6 @@ def write_report(args, results: dict, metric, hidden: int, steps: int, scored: i
         "(3.5 / 10 / 14 / 14 / 8.9) — there the attention model's long/short ratio was the lower one; the verdict "
         "rules were kept as they were. No pairs are filtered (27% of the training pairs hold format placeholders such "
         "as %s; they stay). The models are still far from converged (Bahdanau et al. trained for days).")
-
-    # pictures: BLEU against length (mean ± std band), training curves of seed 0
-    plot_bleu_by_length(report, bucket_bleu, counts, args.output_dir)
-    plot_training_curves(report, {setting_name(*s): runs[0]["log_history"] for s, runs in results.items()},
-                         "RNN seq2seq", args.output_dir)
-    if args.seeds < args.seeds_planned:
-        report.notes.append(f"Partial: {args.seeds} of the {args.seeds_planned} seeds had finished when this table "
-                            "was written.")
-    report.notes.append(load_note(clock[1], clock[2], args.processes))
-    return report.write(args, time.perf_counter() - clock[0])
 
 
 def plot_bleu_by_length(report: ClaimReport, bucket_bleu: dict, counts: dict, output_dir: str) -> None:

@@ -236,8 +236,22 @@ def replicate(args) -> Path:
 
 
 def report(args, plan, perplexity, first_runs, speed, seconds, machine: str) -> Path:
+    page = memory_page(args, plan)
+    for kind, label in MODELS.items():
+        page.add_row(label, *(fmt(perplexity[kind][c]) for c in plan["contexts"]))
+    add_context_notes(page)
+    memory_verdict(page, perplexity)
+    longer_context_verdicts(page, perplexity, plan["contexts"])
+    speedups = speed_verdict(page, speed, plan["attention"])
+    add_history_note(page)
+    page.notes.append(machine + ".")
+    plots(page, args, plan, perplexity, first_runs, speedups)
+    return page.write(args, seconds)
+
+
+def memory_page(args, plan) -> ClaimReport:
     contexts = plan["contexts"]
-    page = ClaimReport(
+    return ClaimReport(
         name="transfo_xl_memory",
         title="Dai et al. 2019, Tables 6 and 9: Transformer-XL's memory lowers perplexity, reaches past its training "
               "length, and is faster than recomputation",
@@ -256,8 +270,9 @@ def report(args, plan, perplexity, first_runs, speed, seconds, machine: str) -> 
                   f"context scores the same tokens (positions 1–{SEGMENT - 1} of every segment).",
         header=["model"] + [f"ppl, context {c}" for c in contexts],
     )
-    for kind, label in MODELS.items():
-        page.add_row(label, *(fmt(perplexity[kind][c]) for c in contexts))
+
+
+def add_context_notes(page: ClaimReport) -> None:
     page.notes.append(f"Context = tokens before each segment: Transformer-XL's memory `mems` (trained and "
                       f"evaluated without `same_length`, so query i of a segment sees the memory and the segment up to "
                       f"i; evaluated with `clamp_len` = {GPT_BLOCK - 1}, the longest distance seen in training), the GPT's recomputed "
@@ -267,13 +282,18 @@ def report(args, plan, perplexity, first_runs, speed, seconds, machine: str) -> 
                       "'absolute positions' is the GPT-1 family (learned absolute positions) at the same training "
                       "attention length, i.e. the paper's vanilla model rather than XL with absolute encodings.")
 
-    # (a) memory vs none at the same segment length: each model in its training condition, paired by seed
+
+def memory_verdict(page: ClaimReport, perplexity: dict) -> None:
+    """(a) memory vs none at the same segment length: each model in its training condition, paired by seed."""
     with_memory, without = perplexity["xl_memory"][TRAIN_MEMORY], perplexity["xl_no_memory"][0]
     paired = [a < b for a, b in zip(with_memory, without)]
     page.verdict("(a) memory lowers perplexity at the same segment length", all(paired),
                  f"{fmt(with_memory)} with memory {TRAIN_MEMORY} vs {fmt(without)} without; lower in "
                  f"{sum(paired)}/{len(paired)} seeds")
-    # (b) longer evaluation memory than training: XL's perplexity keeps falling, GPT's rises
+
+
+def longer_context_verdicts(page: ClaimReport, perplexity: dict, contexts: list[int]) -> None:
+    """(b) longer evaluation memory than training: XL's perplexity keeps falling, GPT's rises."""
     longer = [c for c in contexts if c > TRAIN_MEMORY]
     xl_curve = [mean_std(perplexity["xl_memory"][c])[0] for c in [TRAIN_MEMORY] + longer]
     falls = all(b < a for a, b in zip(xl_curve, xl_curve[1:]))
@@ -286,18 +306,25 @@ def report(args, plan, perplexity, first_runs, speed, seconds, machine: str) -> 
                  all(p > gpt_trained for p in gpt_longer),
                  f"GPT at context {GPT_BLOCK - SEGMENT}: {gpt_trained:.2f}; at "
                  + ", ".join(f"{c}: {p:.2f}" for c, p in zip(longer, gpt_longer)))
-    # (c) speed
-    speedups = {a: [recompute / memory for memory, recompute in speed[a]] for a in plan["attention"]}
-    means = [mean_std(speedups[a])[0] for a in plan["attention"]]
+
+
+def speed_verdict(page: ClaimReport, speed: dict, attention: list[int]) -> dict:
+    """(c) memory vs recomputation: the speed-ups per attention length (over seeds)."""
+    speedups = {a: [recompute / memory for memory, recompute in speed[a]] for a in attention}
+    means = [mean_std(speedups[a])[0] for a in attention]
     page.verdict("(c) memory is faster than recomputation, more so as the attention length grows",
                  all(m > 1 for m in means) and means[-1] > means[0],
-                 "speed-up per segment at attention " + ", ".join(f"{a}: {m:.1f}×" for a, m in zip(plan["attention"], means)))
+                 "speed-up per segment at attention " + ", ".join(f"{a}: {m:.1f}×" for a, m in zip(attention, means)))
     page.notes.append("Speed: median seconds per segment of the memory-trained XL over the validation streams, with "
                       "the memory (segment only) vs recomputing the whole window of `attention` tokens (memory + "
                       "segment) without memory, same mask; speed-up mean ± std over seeds: "
-                      + "; ".join(f"{a}: {fmt(speedups[a], 1)}×" for a in plan["attention"])
+                      + "; ".join(f"{a}: {fmt(speedups[a], 1)}×" for a in attention)
                       + f". The paper's vanilla model slides its window by one token per prediction, which would cost "
                         f"about {SEGMENT}× more again than recomputing once per segment (not measured here).")
+    return speedups
+
+
+def add_history_note(page: ClaimReport) -> None:
     page.notes.append("Changed after seeing results (one seed each, not tuned further): (1) byte-level BPE (2,000 "
                       "tokens, 400 steps) left every model near unigram level (perplexity 290–400) and the memory model "
                       "worse than the one without memory, so the tokens became characters; (2) with characters, training "
@@ -313,10 +340,6 @@ def report(args, plan, perplexity, first_runs, speed, seconds, machine: str) -> 
                       "counts of the training works give 13.4 (unigram 29.6) — no model used more than the previous "
                       "character, so memory could not matter. This table: 3,000 steps instead of 300 (warm-up and "
                       "evaluation interval scaled with them), nothing else; the runs train side by side.")
-    page.notes.append(machine + ".")
-
-    plots(page, args, plan, perplexity, first_runs, speedups)
-    return page.write(args, seconds)
 
 
 def plots(page, args, plan, perplexity, first_runs, speedups) -> None:

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -107,12 +108,50 @@ def claim(args) -> Path:
     clock = time.perf_counter(), cpu_seconds(), os.getloadavg()[0]  # wall, CPU, load at the start
     files = translation_files(args.quick)
     pairs = read_pairs(files[1])[:SCORED]
-    (width, layers, ffn), steps, warmup, timing_steps = (
-        ((16, 2, 32), 8, 1, 4) if args.quick else ((WIDTH, LAYERS, FFN), TRANSFORMER_STEPS, WARMUP, RNN_TIMING_STEPS))
-    rnn_hidden = 16 if args.quick else RNN_HIDDEN
+    sizes = run_sizes(args.quick)
     (cell, attention), rnn_bleu = best_rnn(complete=not args.quick)
-    metric = load_metric("sacrebleu")
+    runs, rnn_name, rnn_steps = train_transformers_and_the_rnn(args, files, pairs, sizes, cell, attention)
+    names = list(TRANSFORMERS) + [rnn_name]
+    by_name, scores, perplexity = scores_per_setting(runs, names)
+    report = ablation_report(args, sizes, (cell, attention), rnn_bleu, rnn_steps, len(pairs))
+    for name in names:
+        heads, smoothing = TRANSFORMERS.get(name, ("—", "—"))
+        report.add_row(name, heads, smoothing, by_name[name][0]["steps"],
+                       fmt([run["step_seconds"] for run in by_name[name]], 1), fmt(scores[name], 2),
+                       fmt(perplexity[name], 1))
+    add_verdicts(report, names, by_name, scores, perplexity)
+    add_notes(report, setting_name(cell, attention), rnn_bleu)
+    plot_scores(report, names, scores, perplexity, args.output_dir)
+    plot_training_curves(report, {name: group[0]["log_history"] for name, group in by_name.items()},
+                         "Transformer ablations", args.output_dir)
+    report.notes.append(load_note(clock[1], clock[2], args.processes))
+    return report.write(args, time.perf_counter() - clock[0])
 
+
+class RunSizes(NamedTuple):
+    """The Transformers' width, layers, FFN, steps and warmup; the RNN's timing-run steps and hidden size."""
+
+    width: int
+    layers: int
+    ffn: int
+    steps: int
+    warmup: int
+    timing_steps: int
+    rnn_hidden: int
+
+
+def run_sizes(quick: bool) -> RunSizes:
+    (width, layers, ffn), steps, warmup, timing_steps = (
+        ((16, 2, 32), 8, 1, 4) if quick else ((WIDTH, LAYERS, FFN), TRANSFORMER_STEPS, WARMUP, RNN_TIMING_STEPS))
+    rnn_hidden = 16 if quick else RNN_HIDDEN
+    return RunSizes(width, layers, ffn, steps, warmup, timing_steps, rnn_hidden)
+
+
+def train_transformers_and_the_rnn(args, files, pairs, sizes: RunSizes, cell: str, attention: str):
+    """Every Transformer setting × seed and the RNN's timing run, ``args.processes`` side by side; then the RNN per
+    seed for as many steps as take the base Transformer's training time. Gives the runs (each with its ``name`` and
+    ``steps``), the RNN's name and its step count."""
+    width, layers, ffn, steps, warmup, timing_steps, rnn_hidden = sizes
     with tempfile.TemporaryDirectory(prefix="transformer_ablations_") as scratch:
         tokenizer = shared_tokenizer(files, Path(scratch) / "tokenizer")
         shared = lambda run_steps: translation_flags(files, run_steps, args.quick, tokenizer)  # noqa: E731
@@ -130,14 +169,23 @@ def claim(args) -> Path:
         rnn_name = f"RNN: {setting_name(cell, attention)} (equal time)"
         jobs = [(rnn + shared(rnn_steps), str(Path(scratch) / f"rnn-seed{seed}"), seed, pairs) for seed in range(args.seeds)]
         runs += [dict(run, name=rnn_name, steps=rnn_steps) for run in in_processes(train_and_translate, jobs, args.processes)]
+    return runs, rnn_name, rnn_steps
 
-    # numbers per setting over seeds
-    names = list(TRANSFORMERS) + [rnn_name]
+
+def scores_per_setting(runs: list[dict], names: list[str]) -> tuple[dict, dict, dict]:
+    """The runs, BLEU scores and validation perplexities of each setting, over its seeds."""
+    metric = load_metric("sacrebleu")
     by_name = {name: [run for run in runs if run["name"] == name] for name in names}
     scores = {name: [bleu(metric, run["translations"]) for run in group] for name, group in by_name.items()}
     perplexity = {name: [math.exp(run["translations"]["nll"]) for run in group] for name, group in by_name.items()}
+    return by_name, scores, perplexity
 
-    report = ClaimReport(
+
+def ablation_report(args, sizes: RunSizes, rnn_setting: tuple[str, str], rnn_bleu: float, rnn_steps: int,
+                    n_pairs: int) -> ClaimReport:
+    cell, attention = rnn_setting
+    width, layers, ffn, steps, warmup, timing_steps, rnn_hidden = sizes
+    return ClaimReport(
         name="transformer_ablations",
         title="Vaswani et al. 2017, Table 3: label smoothing, one head vs several, Transformer vs RNN at equal time",
         claim="Label smoothing ε_ls = 0.1 raises perplexity but improves BLEU; a single attention head is worse than "
@@ -153,22 +201,20 @@ def claim(args) -> Path:
                 f"results/rnn_attention.md ({rnn_bleu:.1f}), trained as there (hidden {rnn_hidden}, lr "
                 f"{RNN_LEARNING_RATE:g}) for {rnn_steps} steps: chosen from a {timing_steps}-step timing run so that "
                 "its optimizer steps take as long as the base Transformer's did ('train CPU s': CPU seconds spent in "
-                f"optimizer steps on one thread, measured). BLEU: greedy, sacreBLEU, all {len(pairs)} "
+                f"optimizer steps on one thread, measured). BLEU: greedy, sacreBLEU, all {n_pairs} "
                 "validation pairs; perplexity: exp of the references' plain per-token cross-entropy.",
         header=["setting", "heads", "ε_ls", "steps", "train CPU s", "BLEU", "val. perplexity"],
     )
-    for name in names:
-        heads, smoothing = TRANSFORMERS.get(name, ("—", "—"))
-        report.add_row(name, heads, smoothing, by_name[name][0]["steps"],
-                       fmt([run["step_seconds"] for run in by_name[name]], 1), fmt(scores[name], 2),
-                       fmt(perplexity[name], 1))
 
-    def better(high: str, low: str, values: dict) -> bool:
-        """``high``'s mean exceeds ``low``'s by more than the larger seed standard deviation of the two."""
-        (mean_h, std_h), (mean_l, std_l) = mean_std(values[high]), mean_std(values[low])
-        return mean_h - mean_l > max(std_h, std_l)
 
-    no_smoothing, one_head = names[1], names[2]
+def better(high: str, low: str, values: dict) -> bool:
+    """``high``'s mean exceeds ``low``'s by more than the larger seed standard deviation of the two."""
+    (mean_h, std_h), (mean_l, std_l) = mean_std(values[high]), mean_std(values[low])
+    return mean_h - mean_l > max(std_h, std_l)
+
+
+def add_verdicts(report: ClaimReport, names: list[str], by_name: dict, scores: dict, perplexity: dict) -> None:
+    no_smoothing, one_head, rnn_name = names[1], names[2], names[-1]
     report.verdict("ε_ls 0.1 raises perplexity", better(BASE, no_smoothing, perplexity),
                    f"perplexity {fmt(perplexity[BASE], 1)} with vs {fmt(perplexity[no_smoothing], 1)} without")
     report.verdict("ε_ls 0.1 raises BLEU", better(BASE, no_smoothing, scores),
@@ -179,10 +225,13 @@ def claim(args) -> Path:
                    f"BLEU {fmt(scores[BASE])} vs {fmt(scores[rnn_name])} "
                    f"({fmt([r['step_seconds'] for r in by_name[BASE]], 1)} s vs "
                    f"{fmt([r['step_seconds'] for r in by_name[rnn_name]], 1)} CPU s of optimizer steps)")
+
+
+def add_notes(report: ClaimReport, rnn_setting_name: str, rnn_bleu: float) -> None:
     report.notes.append("'held' means: the mean difference in the claimed direction exceeds the larger of the two "
                         "seed standard deviations (rule fixed before the first full run and kept for the second).")
     report.notes.append(
-        f"The RNN is the setting with the best overall BLEU in results/rnn_attention.md ({setting_name(cell, attention)}, "
+        f"The RNN is the setting with the best overall BLEU in results/rnn_attention.md ({rnn_setting_name}, "
         f"{rnn_bleu:.1f}; read from that page when this script starts), trained as there except for the step count "
         "the equal-time rule gives. The first full run had used GRU + Luong-general, chosen before claim 1's full run "
         "had finished.")
@@ -201,12 +250,6 @@ def claim(args) -> Path:
         "training (the paper trained 100k steps of 25k-token batches).")
     report.notes.append("The ε_ls 0.1 runs' validation loss in the training curves is the smoothed loss the Trainer "
                         "optimises; the perplexity column is computed afterwards without smoothing.")
-
-    plot_scores(report, names, scores, perplexity, args.output_dir)
-    plot_training_curves(report, {name: group[0]["log_history"] for name, group in by_name.items()},
-                         "Transformer ablations", args.output_dir)
-    report.notes.append(load_note(clock[1], clock[2], args.processes))
-    return report.write(args, time.perf_counter() - clock[0])
 
 
 def plot_scores(report: ClaimReport, names: list[str], scores: dict, perplexity: dict, output_dir: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import math
 import sys
 import time
@@ -34,6 +35,48 @@ SENTENCES = [
 
 def main(argv=None) -> dict:
     started, cpu_started = time.perf_counter(), time.process_time()
+    options = parse_options(argv)
+    set_up_quiet_torch(options.threads)
+    from transformers import pipeline
+
+    import hf_scratch  # noqa: F401  (registers the scratch-* model types with the Auto classes)
+
+    print(
+        f"1. Training a GPT from scratch on eight Shakespeare tragedies ({options.max_steps} steps, {options.threads} "
+        f"torch thread{'s' if options.threads > 1 else ''})…"
+    )
+    progress = progress_printer(options.prompt, terminal=sys.stdout)
+    results = train_with_the_log_in_a_file(options, progress)
+    folder = Path(results["output_dir"])
+
+    model, tokenizer = show_and_reload_the_folder(folder)
+
+    print("4. Generating through pipeline('text-generation'):")
+    text = generate_a_sample(pipeline("text-generation", model=model, tokenizer=tokenizer), options.prompt)
+
+    converted = (
+        None
+        if options.skip_conversion
+        else convert_a_pretrained_checkpoint(folder.parent / "quickstart-all-MiniLM-L6-v2")
+    )
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    print(
+        f"Done in {wall:.0f} s ({cpu:.0f} s of CPU time). Upload the folder with huggingface_hub.upload_folder("
+        f"folder_path='{folder}', repo_id='you/name'), "
+        "or train with run_clm.py … --push_to_hub --hub_model_id you/name."
+    )
+    return {
+        "results": results,
+        "sample": text,
+        "before": progress.before,
+        "folder": str(folder),
+        "seconds": wall,
+        "cpu_seconds": cpu,
+        "converted": converted,
+    }
+
+
+def parse_options(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output_dir", default="outputs/quickstart-gpt", help="Where the hub-ready folder goes.")
     parser.add_argument(
@@ -57,34 +100,34 @@ def main(argv=None) -> dict:
         parser.error(f"--max_steps must be positive, got {options.max_steps}")
     if options.threads <= 0:
         parser.error(f"--threads must be positive, got {options.threads}")
+    return options
 
+
+def set_up_quiet_torch(threads: int) -> None:
+    """torch on ``threads`` threads, freed memory kept, and no progress bars (this script prints its own progress)."""
     keep_freed_memory()
     import datasets
     import torch
     import transformers
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, pipeline
 
-    import hf_scratch  # noqa: F401  (registers the scratch-* model types with the Auto classes)
-    from training import run_clm
-
-    torch.set_num_threads(options.threads)
-    datasets.disable_progress_bars()  # this script prints its own progress
+    torch.set_num_threads(threads)
+    datasets.disable_progress_bars()
     transformers.utils.logging.disable_progress_bar()
-    steps = options.max_steps
-    terminal = sys.stdout  # the progress goes there while the Trainer's own output goes to a log file
+
+
+def progress_printer(prompt: str, terminal):
+    """A Trainer callback printing the training and held-out losses to ``terminal`` as they come, and keeping a
+    sample of the untrained model (``before``) and the vocabulary size."""
+    from transformers import TrainerCallback
 
     def say(text: str) -> None:
         print(text, file=terminal, flush=True)
 
-    every = max(1, steps // 5)
-
     class Progress(TrainerCallback):
-        """Prints the training and held-out losses as they come, and a sample of the untrained model."""
-
         before, vocabulary, shown = None, None, None
 
         def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
-            self.before = sample(model, processing_class, options.prompt, max_new_tokens=30)
+            self.before = sample(model, processing_class, prompt, max_new_tokens=30)
             self.vocabulary = len(processing_class)
             say(
                 f"   {'step':>6}  {'training loss':>13}  {'held-out loss':>13}   "
@@ -98,71 +141,16 @@ def main(argv=None) -> dict:
                 self.shown = state.global_step
                 say(f"   {state.global_step:>6}  {self.train_loss:>13.3f}  {logs['eval_loss']:>13.3f}")
 
-    print(
-        f"1. Training a GPT from scratch on eight Shakespeare tragedies ({steps} steps, {options.threads} torch thread"
-        f"{'s' if options.threads > 1 else ''})…"
-    )
-    progress = Progress()
+    return Progress()
+
+
+def train_with_the_log_in_a_file(options: argparse.Namespace, progress) -> dict:
+    """Step 1: run_clm on the tragedies, the Trainer's own output going to ``<output_dir>.log``; prints where the log
+    is, the held-out loss before and after, and the untrained model's sample."""
     log = Path(options.output_dir).parent / f"{Path(options.output_dir).name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as trainer_output, contextlib.redirect_stdout(trainer_output):  # the Trainer's own log lines
-        results = run_clm.main(
-            [
-                "--model_type",
-                "scratch-gpt",
-                "--tokenizer_type",
-                "bpe",
-                "--tokenizer_vocab_size",
-                "4000",
-                "--train_file",
-                str(DATA / "train.txt"),
-                "--validation_file",
-                str(DATA / "validation.txt"),
-                "--output_dir",
-                options.output_dir,
-                "--overwrite_output_dir",  # a demo: every run starts over in the same folder
-                "--config_overrides",
-                "hidden_size=128,num_hidden_layers=3,num_attention_heads=4,intermediate_size=512,"
-                "max_position_embeddings=128,layer_norm_placement=pre,hidden_dropout_prob=0,"
-                "attention_probs_dropout_prob=0,embedding_dropout_prob=0",
-                "--max_seq_length",
-                "128",
-                "--per_device_train_batch_size",
-                "8",
-                "--per_device_eval_batch_size",
-                "32",
-                "--learning_rate",
-                "2e-3",
-                "--adam_beta2",
-                "0.99",
-                "--weight_decay",
-                "0.1",
-                "--lr_scheduler_type",
-                "cosine",
-                "--warmup_steps",
-                str(max(1, steps // 20)),
-                "--max_steps",
-                str(steps),
-                "--eval_strategy",
-                "steps",
-                "--eval_steps",
-                str(every),
-                "--logging_steps",
-                str(every),
-                "--max_eval_samples",
-                "64",
-                "--save_strategy",
-                "no",
-                "--report_to",
-                "none",
-                "--disable_tqdm",
-                "true",
-                "--seed",
-                "0",
-            ],
-            callbacks=[progress],
-        )
-    folder = Path(results["output_dir"])
+        results = run_clm_main(run_clm_arguments(options), callbacks=[progress])
     print(f"   (the Trainer's log: {log})")
     held_out = [e["eval_loss"] for e in results["log_history"] if "eval_loss" in e]
     print(
@@ -171,6 +159,55 @@ def main(argv=None) -> dict:
         f"over the {progress.vocabulary:,} tokens: ln {progress.vocabulary:,} = {math.log(progress.vocabulary):.2f})"
     )
     print("   the untrained model wrote: " + repr(progress.before[len(options.prompt) :]))
+    return results
+
+
+def run_clm_main(argv: list[str], callbacks) -> dict:
+    from training import run_clm
+
+    return run_clm.main(argv, callbacks=callbacks)
+
+
+def run_clm_arguments(options: argparse.Namespace) -> list[str]:
+    """run_clm's command line for the quickstart's small pre-LN GPT (a held-out evaluation at every fifth)."""
+    steps = options.max_steps
+    every = max(1, steps // 5)
+    flags = {
+        "--model_type": "scratch-gpt",
+        "--tokenizer_type": "bpe",
+        "--tokenizer_vocab_size": "4000",
+        "--train_file": str(DATA / "train.txt"),
+        "--validation_file": str(DATA / "validation.txt"),
+        "--output_dir": options.output_dir,
+        "--config_overrides": (
+            "hidden_size=128,num_hidden_layers=3,num_attention_heads=4,intermediate_size=512,"
+            "max_position_embeddings=128,layer_norm_placement=pre,hidden_dropout_prob=0,"
+            "attention_probs_dropout_prob=0,embedding_dropout_prob=0"
+        ),
+        "--max_seq_length": "128",
+        "--per_device_train_batch_size": "8",
+        "--per_device_eval_batch_size": "32",
+        "--learning_rate": "2e-3",
+        "--adam_beta2": "0.99",
+        "--weight_decay": "0.1",
+        "--lr_scheduler_type": "cosine",
+        "--warmup_steps": str(max(1, steps // 20)),
+        "--max_steps": str(steps),
+        "--eval_strategy": "steps",
+        "--eval_steps": str(every),
+        "--logging_steps": str(every),
+        "--max_eval_samples": "64",
+        "--save_strategy": "no",
+        "--report_to": "none",
+        "--disable_tqdm": "true",
+        "--seed": "0",
+    }
+    return [*itertools.chain.from_iterable(flags.items()), "--overwrite_output_dir"]  # a demo: every run starts over
+
+
+def show_and_reload_the_folder(folder: Path):
+    """Steps 2 and 3: list the hub-ready folder and load it back through the Auto classes."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     print(
         f"2. Wrote the hub-ready folder {folder}/ "
@@ -185,33 +222,16 @@ def main(argv=None) -> dict:
     print(
         f"   {type(model).__name__}, {model.num_parameters():,} parameters, a vocabulary of {len(tokenizer):,} tokens"
     )
+    return model, tokenizer
 
-    print("4. Generating through pipeline('text-generation'):")
-    generate = pipeline("text-generation", model=model, tokenizer=tokenizer)
+
+def generate_a_sample(generate, prompt: str) -> str:
+    import torch
+
     torch.manual_seed(0)
-    text = generate(options.prompt, max_new_tokens=100, do_sample=True, temperature=0.8, top_k=40)[0]["generated_text"]
+    text = generate(prompt, max_new_tokens=100, do_sample=True, temperature=0.8, top_k=40)[0]["generated_text"]
     print("   " + text.strip().replace("\n", "\n   "))
-
-    converted = (
-        None
-        if options.skip_conversion
-        else convert_a_pretrained_checkpoint(folder.parent / "quickstart-all-MiniLM-L6-v2")
-    )
-    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    print(
-        f"Done in {wall:.0f} s ({cpu:.0f} s of CPU time). Upload the folder with huggingface_hub.upload_folder("
-        f"folder_path='{folder}', repo_id='you/name'), "
-        "or train with run_clm.py … --push_to_hub --hub_model_id you/name."
-    )
-    return {
-        "results": results,
-        "sample": text,
-        "before": progress.before,
-        "folder": str(folder),
-        "seconds": wall,
-        "cpu_seconds": cpu,
-        "converted": converted,
-    }
+    return text
 
 
 def keep_freed_memory() -> None:

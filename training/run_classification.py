@@ -162,21 +162,15 @@ def classification_text_columns(raw, cls_args: ClassificationArguments) -> list[
     return columns + ([cls_args.text_pair_column] if cls_args.text_pair_column else [])
 
 
-def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, cls_args, training_args = parse_arguments(
-        "run_classification",
-        (ClassificationArguments,),
-        args,
-        aliases={"label_column_name": "label_column"},
-        doc=__doc__,
-        supported=SUPPORTED,
-    )
-    model_type = check_model_type(model_args, SUPPORTED)
+def check_classification_flags(cls_args: ClassificationArguments, model_type: str) -> None:
     check_global_attention(cls_args.global_attention, model_type)
-    is_gpt = model_type == "scratch-gpt"
-    if cls_args.lm_labels and not is_gpt:
+    if cls_args.lm_labels and model_type != "scratch-gpt":
         raise ValueError(f"--lm_labels is GPT-1's auxiliary language-modelling loss; model type {model_type!r} has no LM "
                          "head in its classifier: drop the flag or train --model_type scratch-gpt.")
+
+
+def load_labelled_data(model_args, data_args, cls_args: ClassificationArguments):
+    """The raw splits, limited to --max_*_samples and given integer ``labels``; their text columns; the label set."""
     raw = load_raw_datasets(model_args, data_args, "plays", limit=False)
     text_columns = classification_text_columns(raw, cls_args)
     cls_args.label_column = choose_column(raw, cls_args.label_column, ["label"], "label_column", "label")
@@ -190,48 +184,92 @@ def main(args=None, callbacks=None) -> dict:
     raw = limit_samples(raw, data_args)
     label_to_id = {label: i for i, label in enumerate(labels)}
     raw = raw.map(lambda row: {"labels": label_to_id[row[cls_args.label_column]]})
-    tokenizer = get_tokenizer(model_args, lambda: (t for c in text_columns for t in raw["train"][c]), needs_padding=True)
-    head = dict(num_labels=len(labels), id2label=dict(enumerate(map(str, labels))), label2id={str(l): i for l, i in label_to_id.items()})
-    if is_gpt:
-        from hf_scratch.gpt_input_transforms import GPTTaskInputs
+    return raw, text_columns, labels
 
-        task_inputs = GPTTaskInputs(tokenizer, max_length=data_args.max_seq_length)  # adds ⟨s⟩ $ ⟨e⟩ to the vocabulary
-        model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)
-        model.resize_token_embeddings(len(tokenizer))
-        training_args.remove_unused_columns = False
-        data = raw.select_columns(text_columns + ["labels"])
-        collator = GPTClassificationCollator(
-            task_inputs,
-            text_columns[0],
-            text_columns[1] if len(text_columns) > 1 else None,
-            cls_args.symmetric_pair,
-            cls_args.lm_labels,
-        )
-    else:
-        model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)
-        data = raw.map(
-            lambda batch: tokenizer(*(batch[c] for c in text_columns), truncation=True, max_length=data_args.max_seq_length),
-            batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"], **map_options(data_args, "tokenizing"),
-        )
-        collator = DataCollatorWithPadding(tokenizer)
-        if cls_args.global_attention == "none":
-            collator = without_global_attention(collator)
+
+def gpt_model_data_collator(model_args, data_args, cls_args, training_args, raw, text_columns, tokenizer, head):
+    """GPT: the model, the untokenized data and a collator framing them with GPT-1's input transformations."""
+    from hf_scratch.gpt_input_transforms import GPTTaskInputs
+
+    task_inputs = GPTTaskInputs(tokenizer, max_length=data_args.max_seq_length)  # adds ⟨s⟩ $ ⟨e⟩ to the vocabulary
+    model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)
+    model.resize_token_embeddings(len(tokenizer))
+    training_args.remove_unused_columns = False
+    data = raw.select_columns(text_columns + ["labels"])
+    collator = GPTClassificationCollator(
+        task_inputs,
+        text_columns[0],
+        text_columns[1] if len(text_columns) > 1 else None,
+        cls_args.symmetric_pair,
+        cls_args.lm_labels,
+    )
+    return model, data, collator
+
+
+def encoder_model_data_collator(model_args, data_args, cls_args, raw, text_columns, tokenizer, head):
+    """BERT / Longformer / RNN: the model, the tokenized data and a padding collator."""
+    model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)
+    data = raw.map(
+        lambda batch: tokenizer(
+            *(batch[c] for c in text_columns), truncation=True, max_length=data_args.max_seq_length
+        ),
+        batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"],
+        **map_options(data_args, "tokenizing"),
+    )
+    collator = DataCollatorWithPadding(tokenizer)
+    if cls_args.global_attention == "none":
+        collator = without_global_attention(collator)
+    return model, data, collator
+
+
+def accuracy_f1_metrics():
     metric = load_metric("accuracy_f1")
 
     def compute_metrics(eval_prediction):
         return metric.compute(predictions=np.argmax(eval_prediction.predictions, -1), references=eval_prediction.label_ids)
 
-    trainer = Trainer(
-        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
-        processing_class=tokenizer, data_collator=collator, compute_metrics=compute_metrics, callbacks=callbacks,
-    )
-    card = CardInfo(
+    return compute_metrics
+
+
+def classification_card(data_args) -> CardInfo:
+    return CardInfo(
         task="sequence classification", pipeline_tag="text-classification",
         dataset=describe_data(data_args, "plays"), metric_names=["accuracy", "f1"],
         usage='```python\nfrom transformers import pipeline\nclassify = pipeline("text-classification", model=model, tokenizer=tokenizer)\n'
               'print(classify("Out, damned spot! out, I say!"))\n```',
     )
-    return train_evaluate_save(trainer, model_args, data_args, training_args, card)
+
+
+def main(args=None, callbacks=None) -> dict:
+    model_args, data_args, cls_args, training_args = parse_arguments(
+        "run_classification",
+        (ClassificationArguments,),
+        args,
+        aliases={"label_column_name": "label_column"},
+        doc=__doc__,
+        supported=SUPPORTED,
+    )
+    model_type = check_model_type(model_args, SUPPORTED)
+    check_classification_flags(cls_args, model_type)
+    raw, text_columns, labels = load_labelled_data(model_args, data_args, cls_args)
+    tokenizer = get_tokenizer(
+        model_args, lambda: (t for c in text_columns for t in raw["train"][c]), needs_padding=True
+    )
+    head = dict(num_labels=len(labels), id2label=dict(enumerate(map(str, labels))),
+                label2id={str(label): i for i, label in enumerate(labels)})
+    if model_type == "scratch-gpt":
+        model, data, collator = gpt_model_data_collator(
+            model_args, data_args, cls_args, training_args, raw, text_columns, tokenizer, head
+        )
+    else:
+        model, data, collator = encoder_model_data_collator(
+            model_args, data_args, cls_args, raw, text_columns, tokenizer, head
+        )
+    trainer = Trainer(
+        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
+        processing_class=tokenizer, data_collator=collator, compute_metrics=accuracy_f1_metrics(), callbacks=callbacks,
+    )
+    return train_evaluate_save(trainer, model_args, data_args, training_args, classification_card(data_args))
 
 
 if __name__ == "__main__":

@@ -116,11 +116,8 @@ def with_context_and_endings(raw, mc_args: MultipleChoiceArguments):
     return raw
 
 
-def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, mc_args, training_args = parse_arguments(
-        "run_multiple_choice", (MultipleChoiceArguments,), args, doc=__doc__, supported=SUPPORTED
-    )
-    is_gpt = check_model_type(model_args, SUPPORTED) == "scratch-gpt"
+def load_choice_data(model_args, data_args, mc_args: MultipleChoiceArguments):
+    """The raw splits with a context, a list of endings and integer ``labels``; the number of endings per row."""
     raw = load_raw_datasets(model_args, data_args, "next_line")
     raw = with_context_and_endings(raw, mc_args)
     require_columns(
@@ -141,51 +138,81 @@ def main(args=None, callbacks=None) -> dict:
     if bad:
         raise ValueError(f"Labels must index the {num_choices} endings (0…{num_choices - 1}); found {bad[:5]}.")
     raw = raw.map(lambda row: {"labels": int(row[mc_args.label_column])})
-    texts = lambda: (t for row in raw["train"] for t in [row[mc_args.context_column], *row[mc_args.endings_column]])  # noqa: E731
-    tokenizer = get_tokenizer(model_args, texts, needs_padding=True)
-    if is_gpt:
-        from hf_scratch.gpt_input_transforms import GPTTaskInputs
+    return raw, num_choices
 
-        from hf_scratch import ScratchGPTDoubleHeadsModel
 
-        task_inputs = GPTTaskInputs(tokenizer, max_length=data_args.max_seq_length)  # adds ⟨s⟩ $ ⟨e⟩ to the vocabulary
-        model = create_model(model_args, ScratchGPTDoubleHeadsModel if mc_args.lm_labels else AutoModelForMultipleChoice, tokenizer)
-        model.resize_token_embeddings(len(tokenizer))
-        training_args.remove_unused_columns = False
-        training_args.label_names = ["mc_labels"] if mc_args.lm_labels else ["labels"]
-        data = raw.select_columns([mc_args.context_column, mc_args.endings_column, "labels"])
-        collator = GPTMultipleChoiceCollator(task_inputs, mc_args)
-    else:
-        model = create_model(model_args, AutoModelForMultipleChoice, tokenizer)
+def gpt_model_data_collator(model_args, data_args, mc_args, training_args, raw, tokenizer):
+    """GPT: the model (with double heads under --lm_labels), the untokenized data and a GPT-1 framing collator."""
+    from hf_scratch.gpt_input_transforms import GPTTaskInputs
 
-        def tokenize(batch):
-            firsts = [c for c in batch[mc_args.context_column] for _ in range(num_choices)]
-            seconds = [e for endings in batch[mc_args.endings_column] for e in endings]
-            encoded = tokenizer(firsts, seconds, truncation=True, max_length=data_args.max_seq_length)
-            return {k: [v[i : i + num_choices] for i in range(0, len(v), num_choices)] for k, v in encoded.items()}
+    from hf_scratch import ScratchGPTDoubleHeadsModel
 
-        with training_args.main_process_first(desc="tokenizing"):
-            data = raw.map(tokenize, batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"],
-                           **map_options(data_args, "tokenizing"))
-        collator = DataCollatorForMultipleChoice(tokenizer)
+    task_inputs = GPTTaskInputs(tokenizer, max_length=data_args.max_seq_length)  # adds ⟨s⟩ $ ⟨e⟩ to the vocabulary
+    model = create_model(
+        model_args, ScratchGPTDoubleHeadsModel if mc_args.lm_labels else AutoModelForMultipleChoice, tokenizer
+    )
+    model.resize_token_embeddings(len(tokenizer))
+    training_args.remove_unused_columns = False
+    training_args.label_names = ["mc_labels"] if mc_args.lm_labels else ["labels"]
+    data = raw.select_columns([mc_args.context_column, mc_args.endings_column, "labels"])
+    return model, data, GPTMultipleChoiceCollator(task_inputs, mc_args)
+
+
+def encoder_model_data_collator(model_args, data_args, mc_args, training_args, raw, tokenizer, num_choices):
+    """BERT / Longformer: the model, every (context, ending) pair tokenized, grouped per row, and a padding collator."""
+    model = create_model(model_args, AutoModelForMultipleChoice, tokenizer)
+
+    def tokenize(batch):
+        firsts = [c for c in batch[mc_args.context_column] for _ in range(num_choices)]
+        seconds = [e for endings in batch[mc_args.endings_column] for e in endings]
+        encoded = tokenizer(firsts, seconds, truncation=True, max_length=data_args.max_seq_length)
+        return {k: [v[i : i + num_choices] for i in range(0, len(v), num_choices)] for k, v in encoded.items()}
+
+    with training_args.main_process_first(desc="tokenizing"):
+        data = raw.map(tokenize, batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"],
+                       **map_options(data_args, "tokenizing"))
+    return model, data, DataCollatorForMultipleChoice(tokenizer)
+
+
+def accuracy_metric():
     metric = load_metric("accuracy_f1")
 
     def compute_metrics(eval_prediction):
         scores = metric.compute(predictions=np.argmax(eval_prediction.predictions, -1), references=eval_prediction.label_ids)
         return {"accuracy": scores["accuracy"]}
 
-    trainer = Trainer(
-        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
-        processing_class=tokenizer, data_collator=collator, compute_metrics=compute_metrics,
-        preprocess_logits_for_metrics=choice_logits, callbacks=callbacks,
-    )
-    card = CardInfo(
+    return compute_metrics
+
+
+def multiple_choice_card(data_args, is_gpt: bool) -> CardInfo:
+    return CardInfo(
         task="multiple choice", pipeline_tag="multiple-choice",
         dataset=describe_data(data_args, "next_line"), metric_names=["accuracy"],
         usage="Score every (context, ending) pair with the model and take the argmax over the choices"
               + (" (GPT: frame them with `hf_scratch.gpt_input_transforms.GPTTaskInputs.multiple_choice`)." if is_gpt else "."),
     )
-    return train_evaluate_save(trainer, model_args, data_args, training_args, card)
+
+
+def main(args=None, callbacks=None) -> dict:
+    model_args, data_args, mc_args, training_args = parse_arguments(
+        "run_multiple_choice", (MultipleChoiceArguments,), args, doc=__doc__, supported=SUPPORTED
+    )
+    is_gpt = check_model_type(model_args, SUPPORTED) == "scratch-gpt"
+    raw, num_choices = load_choice_data(model_args, data_args, mc_args)
+    texts = lambda: (t for row in raw["train"] for t in [row[mc_args.context_column], *row[mc_args.endings_column]])  # noqa: E731
+    tokenizer = get_tokenizer(model_args, texts, needs_padding=True)
+    if is_gpt:
+        model, data, collator = gpt_model_data_collator(model_args, data_args, mc_args, training_args, raw, tokenizer)
+    else:
+        model, data, collator = encoder_model_data_collator(
+            model_args, data_args, mc_args, training_args, raw, tokenizer, num_choices
+        )
+    trainer = Trainer(
+        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
+        processing_class=tokenizer, data_collator=collator, compute_metrics=accuracy_metric(),
+        preprocess_logits_for_metrics=choice_logits, callbacks=callbacks,
+    )
+    return train_evaluate_save(trainer, model_args, data_args, training_args, multiple_choice_card(data_args, is_gpt))
 
 
 if __name__ == "__main__":

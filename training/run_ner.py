@@ -59,16 +59,8 @@ class NERArguments:
     )
 
 
-def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, ner_args, training_args = parse_arguments(
-        "run_ner",
-        (NERArguments,),
-        args,
-        aliases={"text_column_name": "tokens_column", "label_column_name": "tags_column"},
-        doc=__doc__,
-        supported=SUPPORTED,
-    )
-    check_model_type(model_args, SUPPORTED)
+def load_tagged_data(model_args, data_args, ner_args: NERArguments):
+    """The raw splits (limited to --max_*_samples) and the sorted tag set of the training data."""
     raw = load_raw_datasets(model_args, data_args, "names", limit=False)
     ner_args.tokens_column = choose_column(
         raw, ner_args.tokens_column, ["tokens"], "tokens_column", "words", position=0
@@ -81,20 +73,20 @@ def main(args=None, callbacks=None) -> dict:
         {ner_args.tokens_column: "tokens_column", ner_args.tags_column: "tags_column"},
     )
     tags = sorted({tag for row in raw["train"][ner_args.tags_column] for tag in row})
-    tag_to_id = {tag: i for i, tag in enumerate(tags)}
     unseen = {tag for row in raw["validation"][ner_args.tags_column] for tag in row} - set(tags)
     if unseen:
         raise ValueError(f"Validation tags {sorted(unseen)} never occur in the training data.")
     raw = limit_samples(raw, data_args)  # after collecting the tag set, which must not depend on --max_*_samples
-    tokenizer = get_tokenizer(model_args, lambda: (" ".join(words) for words in raw["train"][ner_args.tokens_column]))
-    if not tokenizer.is_fast:
-        raise ValueError("run_ner needs a fast tokenizer (word_ids() aligns tags to sub-tokens).")
-    names = [str(tag) for tag in tags]
-    model = create_model(model_args, AutoModelForTokenClassification, tokenizer, num_labels=len(tags),
-                         id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+    return raw, tags
+
+
+def tokenize_and_align_tags(raw, tokenizer, tags, data_args, ner_args, training_args):
+    """Tokenized splits whose first sub-token of each word carries the word's tag id (the others -100)."""
+    tag_to_id = {tag: i for i, tag in enumerate(tags)}
 
     def tokenize_and_align(batch):
-        encoded = tokenizer(batch[ner_args.tokens_column], is_split_into_words=True, truncation=True, max_length=data_args.max_seq_length)
+        encoded = tokenizer(batch[ner_args.tokens_column], is_split_into_words=True, truncation=True,
+                            max_length=data_args.max_seq_length)
         encoded["labels"] = []
         for row, word_tags in enumerate(batch[ner_args.tags_column]):
             previous, labels = None, []
@@ -105,7 +97,11 @@ def main(args=None, callbacks=None) -> dict:
         return encoded
 
     with training_args.main_process_first(desc="tokenizing"):
-        data = raw.map(tokenize_and_align, batched=True, remove_columns=raw["train"].column_names, **map_options(data_args, "tokenizing"))
+        return raw.map(tokenize_and_align, batched=True, remove_columns=raw["train"].column_names,
+                       **map_options(data_args, "tokenizing"))
+
+
+def seqeval_metrics(names: list[str]):
     metric = load_metric("seqeval")
 
     def compute_metrics(eval_prediction):
@@ -116,18 +112,42 @@ def main(args=None, callbacks=None) -> dict:
         scores = metric.compute(predictions=predicted, references=gold)
         return {key.removeprefix("overall_"): value for key, value in scores.items() if key.startswith("overall_")}
 
-    trainer = Trainer(
-        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
-        processing_class=tokenizer, data_collator=DataCollatorForTokenClassification(tokenizer),
-        compute_metrics=compute_metrics, callbacks=callbacks,
-    )
-    card = CardInfo(
+    return compute_metrics
+
+
+def ner_card(data_args) -> CardInfo:
+    return CardInfo(
         task="token classification", pipeline_tag="token-classification",
         dataset=describe_data(data_args, "names"), metric_names=["precision", "recall", "f1", "accuracy"],
         usage='```python\nfrom transformers import pipeline\ntag = pipeline("token-classification", model=model, tokenizer=tokenizer)\n'
               'print(tag("Horatio, thou art e\'en as just a man as e\'er my conversation cop\'d withal."))\n```',
     )
-    return train_evaluate_save(trainer, model_args, data_args, training_args, card)
+
+
+def main(args=None, callbacks=None) -> dict:
+    model_args, data_args, ner_args, training_args = parse_arguments(
+        "run_ner",
+        (NERArguments,),
+        args,
+        aliases={"text_column_name": "tokens_column", "label_column_name": "tags_column"},
+        doc=__doc__,
+        supported=SUPPORTED,
+    )
+    check_model_type(model_args, SUPPORTED)
+    raw, tags = load_tagged_data(model_args, data_args, ner_args)
+    tokenizer = get_tokenizer(model_args, lambda: (" ".join(words) for words in raw["train"][ner_args.tokens_column]))
+    if not tokenizer.is_fast:
+        raise ValueError("run_ner needs a fast tokenizer (word_ids() aligns tags to sub-tokens).")
+    names = [str(tag) for tag in tags]
+    model = create_model(model_args, AutoModelForTokenClassification, tokenizer, num_labels=len(tags),
+                         id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+    data = tokenize_and_align_tags(raw, tokenizer, tags, data_args, ner_args, training_args)
+    trainer = Trainer(
+        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
+        processing_class=tokenizer, data_collator=DataCollatorForTokenClassification(tokenizer),
+        compute_metrics=seqeval_metrics(names), callbacks=callbacks,
+    )
+    return train_evaluate_save(trainer, model_args, data_args, training_args, ner_card(data_args))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,58 @@ class TranslationArguments:
     max_target_length: int = field(default=64, metadata={"help": "Maximum target tokens (labels and generation)."})
 
 
+def load_translation_pairs(model_args, data_args, tr_args: TranslationArguments):
+    """The raw splits, once their translation column is checked to hold both --source_lang and --target_lang."""
+    raw = load_raw_datasets(model_args, data_args, "de_en")
+    require_columns(raw, [tr_args.translation_column], "translation")
+    source, target = tr_args.source_lang, tr_args.target_lang
+    languages = set(raw["train"][0][tr_args.translation_column])
+    if not {source, target} <= languages:
+        raise ValueError(f"--source_lang {source!r} / --target_lang {target!r}: the data has languages {sorted(languages)}.")
+    return raw
+
+
+def tokenize_pairs(raw, tokenizer, data_args, tr_args, training_args):
+    """Tokenized sources with the tokenized targets as ``labels``."""
+    source, target = tr_args.source_lang, tr_args.target_lang
+
+    def tokenize(batch):
+        sources = [p[source] for p in batch[tr_args.translation_column]]
+        targets = [p[target] for p in batch[tr_args.translation_column]]
+        encoded = tokenizer(sources, truncation=True, max_length=data_args.max_seq_length)
+        encoded["labels"] = tokenizer(text_target=targets, truncation=True, max_length=tr_args.max_target_length)["input_ids"]
+        return encoded
+
+    with training_args.main_process_first(desc="tokenizing"):
+        return raw.map(tokenize, batched=True, remove_columns=raw["train"].column_names,
+                       **map_options(data_args, "tokenizing"))
+
+
+def bleu_metrics(tokenizer):
+    metric = load_metric("sacrebleu")
+
+    def compute_metrics(eval_prediction):
+        predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
+        predictions = np.where(predictions < 0, tokenizer.pad_token_id, predictions)
+        labels = np.where(labels == -100, tokenizer.pad_token_id, labels)
+        hypotheses = [t.strip() for t in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
+        references = [[t.strip()] for t in tokenizer.batch_decode(labels, skip_special_tokens=True)]
+        result = metric.compute(predictions=hypotheses, references=references)
+        gen_len = float(np.mean([np.count_nonzero(p != tokenizer.pad_token_id) for p in predictions]))
+        return {"bleu": result["score"], "gen_len": gen_len}
+
+    return compute_metrics
+
+
+def translation_card(data_args, tr_args) -> CardInfo:
+    return CardInfo(
+        task=f"translation {tr_args.source_lang}→{tr_args.target_lang}", pipeline_tag="translation",
+        dataset=describe_data(data_args, "de_en"), metric_names=["bleu"],
+        usage='```python\nimport hf_scratch  # registers the "scratch-seq2seq" pipeline\nfrom transformers import pipeline\n'
+              'translate = pipeline("scratch-seq2seq", model=model, tokenizer=tokenizer)\nprint(translate("Datei nicht gefunden"))\n```',
+    )
+
+
 def main(args=None, callbacks=None) -> dict:
     model_args, data_args, tr_args, training_args = parse_arguments(
         "run_translation",
@@ -57,50 +109,22 @@ def main(args=None, callbacks=None) -> dict:
     if tr_args.max_target_length <= 0:
         raise ValueError(f"--max_target_length must be positive, got {tr_args.max_target_length}.")
     check_model_type(model_args, SUPPORTED)
-    raw = load_raw_datasets(model_args, data_args, "de_en")
-    require_columns(raw, [tr_args.translation_column], "translation")
+    raw = load_translation_pairs(model_args, data_args, tr_args)
     source, target = tr_args.source_lang, tr_args.target_lang
-    languages = set(raw["train"][0][tr_args.translation_column])
-    if not {source, target} <= languages:
-        raise ValueError(f"--source_lang {source!r} / --target_lang {target!r}: the data has languages {sorted(languages)}.")
     pairs = lambda split: raw[split][tr_args.translation_column]  # noqa: E731
-    tokenizer = get_tokenizer(model_args, lambda: (p[lang] for p in pairs("train") for lang in (source, target)), needs_padding=True)
+    tokenizer = get_tokenizer(
+        model_args, lambda: (p[lang] for p in pairs("train") for lang in (source, target)), needs_padding=True
+    )
     model = create_model(model_args, AutoModelForSeq2SeqLM, tokenizer)
     training_args.generation_max_length = training_args.generation_max_length or tr_args.max_target_length
     model.generation_config.max_length = training_args.generation_max_length
-
-    def tokenize(batch):
-        sources = [p[source] for p in batch[tr_args.translation_column]]
-        targets = [p[target] for p in batch[tr_args.translation_column]]
-        encoded = tokenizer(sources, truncation=True, max_length=data_args.max_seq_length)
-        encoded["labels"] = tokenizer(text_target=targets, truncation=True, max_length=tr_args.max_target_length)["input_ids"]
-        return encoded
-
-    with training_args.main_process_first(desc="tokenizing"):
-        data = raw.map(tokenize, batched=True, remove_columns=raw["train"].column_names, **map_options(data_args, "tokenizing"))
-    metric = load_metric("sacrebleu")
-
-    def compute_metrics(eval_prediction):
-        predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
-        predictions = np.where(predictions < 0, tokenizer.pad_token_id, predictions)
-        labels = np.where(labels == -100, tokenizer.pad_token_id, labels)
-        hypotheses = [t.strip() for t in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
-        references = [[t.strip()] for t in tokenizer.batch_decode(labels, skip_special_tokens=True)]
-        result = metric.compute(predictions=hypotheses, references=references)
-        return {"bleu": result["score"], "gen_len": float(np.mean([np.count_nonzero(p != tokenizer.pad_token_id) for p in predictions]))}
-
+    data = tokenize_pairs(raw, tokenizer, data_args, tr_args, training_args)
     trainer = Seq2SeqTrainer(
         model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
         processing_class=tokenizer, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
-        compute_metrics=compute_metrics, callbacks=callbacks,
+        compute_metrics=bleu_metrics(tokenizer), callbacks=callbacks,
     )
-    card = CardInfo(
-        task=f"translation {source}→{target}", pipeline_tag="translation",
-        dataset=describe_data(data_args, "de_en"), metric_names=["bleu"],
-        usage='```python\nimport hf_scratch  # registers the "scratch-seq2seq" pipeline\nfrom transformers import pipeline\n'
-              'translate = pipeline("scratch-seq2seq", model=model, tokenizer=tokenizer)\nprint(translate("Datei nicht gefunden"))\n```',
-    )
-    return train_evaluate_save(trainer, model_args, data_args, training_args, card)
+    return train_evaluate_save(trainer, model_args, data_args, training_args, translation_card(data_args, tr_args))
 
 
 if __name__ == "__main__":

@@ -81,11 +81,22 @@ def split(rows: list, n_train: int, n_validation: int) -> tuple[list, list]:
 
 
 def build(source: Path) -> None:
-    rng = random.Random(0)
+    rng = random.Random(0)  # one generator, drawn from by the tasks in this order
     texts = {play: (source / "shakespeare" / f"{play}.txt").read_text(encoding="utf-8") for play in PLAYS}
     by_play = {play: speeches(text) for play, text in texts.items()}
+    write_plain_text(texts)
+    write_tragedies(source)
+    write_documents(source)
+    write_plays(by_play, rng)
+    write_names(by_play, rng)
+    write_speakers(by_play, rng)
+    write_next_line(texts, rng)
+    write_de_en(source)
 
-    # plain text: the opening of Hamlet (train) and of Macbeth (validation)
+
+def write_plain_text(texts: dict[str, str]) -> None:
+    """Plain text: the opening of Hamlet (train) and of Macbeth (validation)."""
+
     def excerpt(play: str, n_chars: int) -> str:
         text = texts[play]
         return text[: text.index("\n\n", n_chars)].strip() + "\n"
@@ -94,8 +105,10 @@ def build(source: Path) -> None:
     (HERE / "shakespeare" / "train.txt").write_text(excerpt("hamlet", 60_000), encoding="utf-8")
     (HERE / "shakespeare" / "validation.txt").write_text(excerpt("macbeth", 8_000), encoding="utf-8")
 
-    # the quickstart's corpus: eight tragedies, each cut at a blank line near 95 % of its length, the openings to
-    # train on and the endings held out (the last scenes: text the model never sees, in the style it learns)
+
+def write_tragedies(source: Path) -> None:
+    """The quickstart's corpus: eight tragedies, each cut at a blank line near 95 % of its length, the openings to
+    train on and the endings held out (the last scenes: text the model never sees, in the style it learns)."""
     train_parts, held_out_parts = [], []
     for play in TRAGEDIES:
         text = (source / "shakespeare" / f"{play}.txt").read_text(encoding="utf-8").strip()
@@ -106,7 +119,9 @@ def build(source: Path) -> None:
     (HERE / "tragedies" / "train.txt").write_text("\n\n\n".join(train_parts) + "\n", encoding="utf-8")
     (HERE / "tragedies" / "validation.txt").write_text("\n\n\n".join(held_out_parts) + "\n", encoding="utf-8")
 
-    # documents for next-sentence prediction: play excerpts separated by a line "====="
+
+def write_documents(source: Path) -> None:
+    """Documents for next-sentence prediction: play excerpts separated by a line "====="."""
     documents = {"train": ["hamlet", "macbeth", "romeo_and_juliet", "tempest", "othello", "lear"],
                  "validation": ["julius_caesar", "twelfth_night"]}
     (HERE / "documents").mkdir(exist_ok=True)
@@ -115,13 +130,17 @@ def build(source: Path) -> None:
         parts = [part[part.index("\n\n", 20_000) : part.index("\n\n", 20_000 + (6_000 if name == "train" else 3_000))].strip() for part in parts]
         (HERE / "documents" / f"{name}.txt").write_text("\n=====\n".join(parts) + "\n", encoding="utf-8")
 
-    # classification: which play
+
+def write_plays(by_play: dict, rng: random.Random) -> None:
+    """Classification: which play a speech comes from."""
     rows = [{"text": speech[:300], "label": play} for play in PLAYS for _, speech in by_play[play] if len(speech) >= 60]
     rng.shuffle(rows)
     for name, part in zip(("train", "validation"), split(rows, 400, 100)):
         write_jsonl(HERE / "plays" / f"{name}.jsonl", part)
 
-    # token classification: names and places
+
+def write_names(by_play: dict, rng: random.Random) -> None:
+    """Token classification: names (PER) and places (LOC)."""
     rows = []
     for play in PLAYS:
         for _, speech in by_play[play]:
@@ -133,7 +152,9 @@ def build(source: Path) -> None:
     for name, part in zip(("train", "validation"), split(rows, 300, 80)):
         write_jsonl(HERE / "names" / f"{name}.jsonl", part)
 
-    # extractive QA: who says the quoted words
+
+def write_speakers(by_play: dict, rng: random.Random) -> None:
+    """Extractive QA: who says the quoted words."""
     rows = []
     for play in PLAYS:
         items = by_play[play]
@@ -157,7 +178,9 @@ def build(source: Path) -> None:
     for name, part in zip(("train", "validation"), split(rows, 300, 80)):
         write_jsonl(HERE / "speakers" / f"{name}.jsonl", part)
 
-    # multiple choice: the next line
+
+def write_next_line(texts: dict[str, str], rng: random.Random) -> None:
+    """Multiple choice: the next line."""
     rows = []
     for play in PLAYS:
         lines = [line.strip() for line in texts[play].splitlines() if len(line.strip()) > 25 and not line.strip().isupper()]
@@ -170,12 +193,13 @@ def build(source: Path) -> None:
     for name, part in zip(("train", "validation"), split(rows, 300, 80)):
         write_jsonl(HERE / "next_line" / f"{name}.jsonl", part)
 
-    # translation: short gettext pairs
+
+def write_de_en(source: Path) -> None:
+    """Translation: short gettext pairs."""
     for name, n in (("train", 1000), ("validation", 100)):
         pairs = [json.loads(line) for line in (source / "gettext-de-en" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
         pairs = [p for p in pairs if 3 <= len(p["translation"]["en"]) <= 60]
         write_jsonl(HERE / "de_en" / f"{name}.jsonl", pairs[:n])
-
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
