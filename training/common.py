@@ -40,6 +40,7 @@ from training.arguments import (
     ModelArguments,
     checkpoint_folder,
     checkpoint_model_type,
+    family_config,
     hub_options,
 )
 from training.checkpoints import (
@@ -55,25 +56,6 @@ TRAINING_DIR = Path(__file__).resolve().parent
 DATA_DIR = TRAINING_DIR / "data"
 METRICS_DIR = TRAINING_DIR / "metrics"
 
-# the tokenizer each family trains when none is given
-DEFAULT_TOKENIZER = {
-    "scratch-bert": "wordpiece",
-    "scratch-longformer": "wordpiece",
-    "scratch-gpt": "bpe",
-    "scratch-transfo-xl": "bpe",
-    "scratch-transformer": "seq2seq",
-    "scratch-rnn": "seq2seq",
-}
-# what a family needs on top of the shared sizes (a trained tokenizer's small vocabulary has no use for
-# Transformer-XL's adaptive-softmax cutoffs, which are sized for WikiText-103's 267k words)
-FAMILY_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "scratch-transfo-xl": {
-        "tiny": {"embedding_size": 64, "head_dim": 32, "mem_len": 32, "cutoffs": []},
-        "small": {"embedding_size": 256, "head_dim": 64, "mem_len": 128, "cutoffs": []},
-        "base": {"cutoffs": []},
-    },
-    "scratch-longformer": {"tiny": {"attention_window": 16}, "small": {"attention_window": 64}, "base": {}},
-}
 # encoder-decoder configs size each side with their own names
 _SIDE_NAMES = {
     "num_hidden_layers": ("encoder_layers", "decoder_layers"),
@@ -223,7 +205,7 @@ def get_tokenizer(model_args: ModelArguments, texts: Callable[[], Iterable[str]]
         except (OSError, ValueError) as error:
             raise ValueError(f"Cannot load a tokenizer from {source!r}: {error}. Give --tokenizer_name.") from error
     else:
-        kind = model_args.tokenizer_type or DEFAULT_TOKENIZER[model_args.model_type]
+        kind = model_args.tokenizer_type or family_config(model_args.model_type).default_tokenizer
         tokenizer = train_tokenizer(texts(), kind=kind, vocab_size=model_args.tokenizer_vocab_size)
     if needs_padding and tokenizer.pad_token is None:
         tokenizer.add_special_tokens({"pad_token": "<pad>"})
@@ -263,7 +245,7 @@ def scratch_config(model_args: ModelArguments, tokenizer, **head_kwargs):
             kwargs["d_model"] = value
         elif has(name):
             kwargs[name] = value
-    kwargs.update(FAMILY_PRESETS.get(model_args.model_type, {}).get(model_args.model_size, {}))
+    kwargs.update(type(default).size_presets.get(model_args.model_size, {}))
     kwargs["vocab_size"] = len(tokenizer)
     for name in ("pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id", "cls_token_id", "mask_token_id"):
         token_id = getattr(tokenizer, name, None)
