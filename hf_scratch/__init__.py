@@ -57,7 +57,7 @@ _register_family(ScratchBertConfig)
 
 # GPT
 from .configuration_gpt import ScratchGPTConfig
-from .gpt_input_transforms import GPTTaskInputs, language_modeling_labels
+from .tools.gpt_input_transforms import GPTTaskInputs, language_modeling_labels
 from .modeling_gpt import (
     ScratchGPTDoubleHeadsModel,
     ScratchGPTForMultipleChoice,

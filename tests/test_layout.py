@@ -89,3 +89,62 @@ def test_family_files_exist_for_every_registered_family():
         for place in ("hf_scratch/configuration_<family>.py", "hf_scratch/modeling_<family>.py", "model_cards/<family>.md"):
             assert (REPO / place.replace("<family>", family)).is_file(), (config.__name__, place)
         assert re.fullmatch(r"scratch-[a-z-]+", config.model_type), config.model_type
+
+
+# ---- the layout lists of README and CONTRIBUTING -----------------------------------------------------------------
+PACKAGE = REPO / "hf_scratch"
+
+
+def layout_entries(document: str) -> dict[str, str]:
+    """The entries under ``hf_scratch/`` in the code block of a document's "Layout" section: name → its text (the
+    entry's line and the indented lines that continue it)."""
+    block = section(document, "Layout").split("```")[1]
+    package = block.split("\nhf_scratch/", 1)[1]
+    entries: dict[str, str] = {}
+    name = None
+    for line in package.splitlines()[1:]:
+        if re.match(r"\S", line):  # the next top-level folder
+            break
+        if re.match(r"  \S", line):
+            name = line.split()[0]
+            entries[name] = line
+        elif name is not None:
+            entries[name] += " " + line.strip()
+    return entries
+
+
+def carried_files() -> set[str]:
+    """The files a checkpoint carries: every configuration and modeling file, and what they import relatively."""
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    sources = [*PACKAGE.glob("configuration_*.py"), *PACKAGE.glob("modeling_*.py")]
+    return {Path(path).name for source in sources for path in [source, *get_relative_import_files(str(source))]}
+
+
+def test_flat_files_are_exactly_the_carried_ones():
+    flat = {path.name for path in PACKAGE.glob("*.py")} - {"__init__.py"}
+    assert flat == carried_files(), "a flat file no checkpoint carries belongs in a sub-package (tools/, convert/)"
+
+
+def test_no_carried_file_imports_a_sub_package():
+    sub_packages = [path.parent.name for path in PACKAGE.glob("*/__init__.py")]
+    for name in carried_files():
+        text = (PACKAGE / name).read_text()
+        for sub_package in sub_packages:
+            assert not re.search(rf"^\s*from \.+{sub_package}\b", text, re.M), (name, sub_package)
+
+
+def test_layout_lists_name_exactly_the_files_that_exist():
+    flat = {path.name for path in PACKAGE.glob("*.py")}
+    sub_packages = {path.parent.name: path.parent for path in PACKAGE.glob("*/__init__.py")}
+    for document in ("README.md", "CONTRIBUTING.md"):
+        entries = layout_entries(document)
+        patterns = [re.sub(r"\*|<family>", "*", name) for name in entries if not name.endswith("/")]
+        for pattern in patterns:
+            assert any(Path(name).match(pattern) for name in flat), (document, pattern, "names no file")
+        unlisted = sorted(name for name in flat if not any(Path(name).match(pattern) for pattern in patterns))
+        assert not unlisted, (document, "does not list", unlisted)
+        assert {name.rstrip("/") for name in entries if name.endswith("/")} == set(sub_packages), document
+        for name, folder in sub_packages.items():
+            named = set(re.findall(r"\b\w+\.py\b", entries[f"{name}/"]))
+            assert named == {path.name for path in folder.glob("*.py")} - {"__init__.py"}, (document, name)

@@ -24,7 +24,7 @@ from hf_scratch import (
     ScratchRNNModel,
 )
 from hf_scratch.modeling_rnn import ScratchRNNStack
-from hf_scratch.tokenization import train_tokenizer
+from hf_scratch.tools.tokenization import train_tokenizer
 from hf_scratch.modeling_common import returned_cache
 
 tiny_config = FAMILIES["rnn"].tiny_config

@@ -22,7 +22,7 @@ from transformers import AutoConfig, HfArgumentParser, TrainingArguments
 
 from hf_scratch import FAMILY_CONFIGS
 from hf_scratch.convert import REFERENCE_TO_SCRATCH
-from hf_scratch.tokenization import TOKENIZER_KINDS
+from hf_scratch.tools.tokenization import TOKENIZER_KINDS
 from training.checkpoints import resolve_output_dir
 
 # model_type → family name (the file suffix of its configuration/modeling pair and of its model card template),

@@ -4,7 +4,7 @@ and model card (``model_card.py``):
 - data loading (``load_raw_datasets``): local txt/csv/json/jsonl files, a ``datasets`` hub name, or the small
   embedded default dataset in ``training/data/``, loaded or streamed (``--streaming``); unreadable data raises
   ``ValueError`` naming the file; language-modelling blocks (``tokenize_text_blocks``) and label lists;
-- tokenizers (``get_tokenizer``): given, taken from the checkpoint, or trained with ``hf_scratch.tokenization`` —
+- tokenizers (``get_tokenizer``): given, taken from the checkpoint, or trained with ``hf_scratch.tools.tokenization`` —
   WordPiece (BERT, Longformer), byte-level BPE (GPT, Transformer-XL), one shared vocabulary for both languages
   (translation) or characters (``--tokenizer_type char``: the nanoGPT Shakespeare setting);
 - models (``create_model``): ``--model_type`` + ``--model_size`` preset + ``--config_overrides``, or
@@ -31,8 +31,8 @@ import datasets
 from transformers import AutoConfig, AutoTokenizer
 
 from hf_scratch.convert import load_reference_checkpoint, needs_conversion
-from hf_scratch.tokenization import model_max_length, train_tokenizer
-from hf_scratch.training_transfo_xl import perplexity
+from hf_scratch.tools.tokenization import model_max_length, train_tokenizer
+from hf_scratch.tools.training_transfo_xl import perplexity
 from training.arguments import (
     DATA_EXTENSIONS,
     SIZE_PRESETS,
@@ -267,7 +267,7 @@ def create_model(model_args: ModelArguments, auto_class, tokenizer, **head_kwarg
     """The model to train: from scratch (``--model_type``) or from ``--model_name_or_path``. A reference checkpoint
     (model_type bert, gpt2, …) is converted to hf_scratch first, then loaded into the head ``auto_class`` (an Auto
     class, or a model class) asks for (a new head is initialised; ``head_kwargs`` such as ``num_labels`` update the config). The tokenizer's
-    ``model_max_length`` becomes the model's input limit (``hf_scratch.tokenization.model_max_length``) unless it
+    ``model_max_length`` becomes the model's input limit (``hf_scratch.tools.tokenization.model_max_length``) unless it
     already says less, so the tokenizer saved beside the model reports it."""
     load_kwargs = {"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}
     if model_args.model_name_or_path is None:

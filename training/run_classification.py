@@ -8,7 +8,7 @@ run_classification.py.
 Rows hold a text (and optionally a second text) and a label (string or integer), in the columns transformers'
 run_classification reads — ``sentence`` (else ``text``, as in the embedded data) and ``label`` — unless
 ``--text_column_names`` / ``--label_column_name`` say otherwise. BERT/Longformer read
-``[CLS] a [SEP] (b [SEP])``; GPT uses GPT-1's input transformations (``hf_scratch.gpt_input_transforms``):
+``[CLS] a [SEP] (b [SEP])``; GPT uses GPT-1's input transformations (``hf_scratch.tools.gpt_input_transforms``):
 ``[<s>; a; ⟨e⟩]`` or ``[<s>; a; $; b; ⟨e⟩]`` with the head on the extract token (``--symmetric_pair`` feeds both
 orders of a pair and sums them, GPT-1's similarity setting; ``--lm_labels`` adds GPT-1's auxiliary LM loss).
 Longformer's classification head gives the first token global attention (Beltagy et al. 2020 §3.1);
@@ -108,7 +108,7 @@ class GPTClassificationCollator:
             batch = (self.task_inputs.similarity if self.symmetric else self.task_inputs.entailment)(first, second)
         batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
         if self.lm_labels:  # L3 = L2 + λ·L1 (GPT-1 eq. 5): the framed tokens are also language-modelled
-            from hf_scratch.gpt_input_transforms import language_modeling_labels
+            from hf_scratch.tools.gpt_input_transforms import language_modeling_labels
 
             batch["lm_labels"] = language_modeling_labels(batch)
         return batch
@@ -193,7 +193,7 @@ def main(args=None, callbacks=None) -> dict:
     tokenizer = get_tokenizer(model_args, lambda: (t for c in text_columns for t in raw["train"][c]), needs_padding=True)
     head = dict(num_labels=len(labels), id2label=dict(enumerate(map(str, labels))), label2id={str(l): i for l, i in label_to_id.items()})
     if is_gpt:
-        from hf_scratch.gpt_input_transforms import GPTTaskInputs
+        from hf_scratch.tools.gpt_input_transforms import GPTTaskInputs
 
         task_inputs = GPTTaskInputs(tokenizer, max_length=data_args.max_seq_length)  # adds ⟨s⟩ $ ⟨e⟩ to the vocabulary
         model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)

@@ -7,7 +7,7 @@ transformers' run_clm.py.
 
 Text is tokenized (byte-level BPE by default, one token per character with ``--tokenizer_type char``),
 concatenated and cut into blocks of ``--max_seq_length`` (alias ``--block_size``) tokens; labels are the inputs (the model shifts them).
-Transformer-XL trains through ``hf_scratch.training_transfo_xl.TransfoXLTrainer``: batches stream the corpus in
+Transformer-XL trains through ``hf_scratch.tools.training_transfo_xl.TransfoXLTrainer``: batches stream the corpus in
 order so that row i of batch k+1 continues row i of batch k, the memory is carried between steps and saved in every
 checkpoint (resume continues exactly), and evaluation runs with memory.
 Without data arguments it trains on the embedded Shakespeare excerpt in ``training/data/shakespeare``. Reports
@@ -72,7 +72,7 @@ def main(args=None, callbacks=None) -> dict:
     trainer_class = Trainer
     if model.config.model_type == "scratch-transfo-xl":
         # blocks are in corpus order; the XL trainer streams them, carries `mems` and checkpoints them
-        from hf_scratch.training_transfo_xl import TransfoXLTrainer as trainer_class
+        from hf_scratch.tools.training_transfo_xl import TransfoXLTrainer as trainer_class
     trainer = trainer_class(
         model=model,
         args=training_args,

@@ -74,7 +74,7 @@ class GPTMultipleChoiceCollator:
     def __call__(self, features: list[dict]) -> dict:
         import torch
 
-        from hf_scratch.gpt_input_transforms import language_modeling_labels
+        from hf_scratch.tools.gpt_input_transforms import language_modeling_labels
 
         batch = self.task_inputs.multiple_choice([f[self.args.context_column] for f in features], [f[self.args.endings_column] for f in features])
         choices = torch.tensor([f["labels"] for f in features], dtype=torch.long)
@@ -144,7 +144,7 @@ def main(args=None, callbacks=None) -> dict:
     texts = lambda: (t for row in raw["train"] for t in [row[mc_args.context_column], *row[mc_args.endings_column]])  # noqa: E731
     tokenizer = get_tokenizer(model_args, texts, needs_padding=True)
     if is_gpt:
-        from hf_scratch.gpt_input_transforms import GPTTaskInputs
+        from hf_scratch.tools.gpt_input_transforms import GPTTaskInputs
 
         from hf_scratch import ScratchGPTDoubleHeadsModel
 
@@ -183,7 +183,7 @@ def main(args=None, callbacks=None) -> dict:
         task="multiple choice", pipeline_tag="multiple-choice",
         dataset=describe_data(data_args, "next_line"), metric_names=["accuracy"],
         usage="Score every (context, ending) pair with the model and take the argmax over the choices"
-              + (" (GPT: frame them with `hf_scratch.gpt_input_transforms.GPTTaskInputs.multiple_choice`)." if is_gpt else "."),
+              + (" (GPT: frame them with `hf_scratch.tools.gpt_input_transforms.GPTTaskInputs.multiple_choice`)." if is_gpt else "."),
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, card)
 
