@@ -185,9 +185,9 @@ class BertShapedConfig(ScratchConfig):
 
 class Seq2SeqConfig(ScratchConfig):
     """What the encoder-decoders share: the special tokens of the seq2seq tokenizer (``tools/tokenization.py``:
-    ``<pad>`` 0, ``<s>`` 1, ``</s>`` 2), a decoder whose first input is ``decoder_start_token_id`` (the target shifted right by
-    one position, Vaswani et al. 2017 §3.1; y_0 of the RNN decoders), an output projection tied to the target
-    embeddings, and a cache for generation."""
+    ``<pad>`` 0, ``<s>`` 1, ``</s>`` 2), a decoder whose first input is ``decoder_start_token_id`` (the target
+    shifted right by one position, Vaswani et al. 2017 §3.1; y_0 of the RNN decoders), an output projection tied to
+    the target embeddings, and a cache for generation."""
 
     tie_word_embeddings: bool = True
     is_encoder_decoder: bool = True

@@ -151,7 +151,7 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
         if tokenizer is None or not tokenizer.is_fast:
             raise ValueError("scratch-question-answering needs a fast tokenizer (character offsets): pass tokenizer=....")
         if max_seq_len is None:
-            config = self.model.config  # an hf_scratch config knows its input limit; transformers' ones, their positions
+            config = self.model.config  # ours knows its input limit; transformers' configs, their positions
             positions = getattr(config, "max_input_tokens", getattr(config, "max_position_embeddings", None))
             limits = [384, tokenizer.model_max_length, positions]
             max_seq_len = min(limit for limit in limits if limit is not None)

@@ -1,4 +1,5 @@
-"""``FieldNames``: the conversions' reference-name ↔ field-name translation comes from the config's ``attribute_map``."""
+"""``FieldNames``: the conversions' reference-name ↔ field-name translation starts from the config's
+``attribute_map``."""
 
 from __future__ import annotations
 

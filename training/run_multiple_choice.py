@@ -183,7 +183,7 @@ def main(args=None, callbacks=None) -> dict:
         task="multiple choice", pipeline_tag="multiple-choice",
         dataset=describe_data(data_args, "next_line"), metric_names=["accuracy"],
         usage="Score every (context, ending) pair with the model and take the argmax over the choices"
-              + (" (GPT: frame them with `hf_scratch.tools.gpt_input_transforms.GPTTaskInputs.multiple_choice`)." if is_gpt else "."),
+              + (" (GPT: frame them with `hf_scratch.GPTTaskInputs.multiple_choice`)." if is_gpt else "."),
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, card)
 

@@ -19,7 +19,8 @@ Where to read what:
     longformer.py    longformer → scratch-longformer
 
 Each family file holds that family's config translation (both ways, the reference config read as a plain dict so
-no reference class is needed; ``FieldNames.of`` derives the renames from the config's ``attribute_map``), its ``WeightMap``, and the ``register_conversion(...)`` call that makes it known.
+no reference class is needed; ``FieldNames.of`` derives the renames from the config's ``attribute_map``), its
+``WeightMap``, and the ``register_conversion(...)`` call that makes it known.
 The configuration/modeling files a checkpoint carries never import this package.
 """
 

@@ -10,8 +10,8 @@ from ..configuration_bert import ScratchBertConfig
 from .engine import (
     TASK_FIELDS,
     Conversion,
-    WeightMap,
     FieldNames,
+    WeightMap,
     WeightRule,
     register_conversion,
     rule,

@@ -236,9 +236,9 @@ class FieldNames:
 
     @classmethod
     def of(
-        cls, config_class, same: Sequence[str] = (), other: Optional[Mapping[str, str]] = None,
+        cls, config_class, same: Sequence[str] = (), other: Mapping[str, str] | None = None,
         without: Sequence[str] = (),
-    ) -> "FieldNames":
+    ) -> FieldNames:
         """``config_class.attribute_map`` less ``without`` (aliases the reference does not have, or a family
         translates itself), then ``other`` (reference names the map lacks), then ``same`` (fields named alike)."""
         names = {name: ours for name, ours in config_class.attribute_map.items() if name not in without}

@@ -278,7 +278,9 @@ def render_all(out_dir, run_dir=None, model_dir=None, sentence: str = "the cat s
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m hf_scratch.tools.viz", description="Render hf_scratch's pictures to PNG.")
+    parser = argparse.ArgumentParser(
+        prog="python -m hf_scratch.tools.viz", description="Render hf_scratch's pictures to PNG."
+    )
     parser.add_argument("out_dir")
     parser.add_argument("--run", help="a Trainer output_dir (trainer_state.json or TensorBoard logs) for training curves")
     parser.add_argument("--model", help="a saved model directory with its tokenizer for the attention picture")
