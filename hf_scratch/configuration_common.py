@@ -65,6 +65,11 @@ class ScratchConfig(PreTrainedConfig):
         else:
             del self.custom_pipelines
 
+    @classmethod
+    def family_name(cls) -> str:
+        """The suffix of the family's own files: ``bert`` for ``configuration_bert.py`` / ``modeling_bert.py``."""
+        return cls.__module__.rsplit(".configuration_", 1)[1]
+
     @property
     def max_input_tokens(self) -> int | None:
         """The longest input the model reads: the size of its position table, or None where positions set no limit

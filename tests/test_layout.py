@@ -20,14 +20,9 @@ def section(document: str, title: str) -> str:
     return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
-def family_name(config_class) -> str:
-    """``bert`` for ``hf_scratch.configuration_bert``: the suffix of a family's own files."""
-    return config_class.__module__.rsplit(".configuration_", 1)[1]
-
-
 def names_of_family(config_class) -> set[str]:
     """The three names code uses for a family: its config class, its model_type and its file suffix."""
-    return {config_class.__name__, config_class.model_type, family_name(config_class)}
+    return {config_class.__name__, config_class.model_type, config_class.family_name()}
 
 
 def string_keys(node: ast.AST) -> set[str]:
@@ -85,7 +80,7 @@ def test_contributing_steps_name_every_place_a_new_family_touches():
 
 def test_family_files_exist_for_every_registered_family():
     for config in hf_scratch.FAMILY_CONFIGS:
-        family = family_name(config)
+        family = config.family_name()
         for place in ("hf_scratch/configuration_<family>.py", "hf_scratch/modeling_<family>.py",
                       "model_cards/<family>.md"):
             assert (REPO / place.replace("<family>", family)).is_file(), (config.__name__, place)

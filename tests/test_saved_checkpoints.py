@@ -17,7 +17,7 @@ import hf_scratch
 CHECKPOINTS = Path(__file__).resolve().parent / "fixtures" / "checkpoints"
 FOLDERS = sorted(path.parent for path in CHECKPOINTS.glob("*/*/expected.safetensors"))
 # family name (the suffix of configuration_<family>.py) → its config class, for every registered family
-FAMILIES = {config.__module__.rsplit(".configuration_", 1)[1]: config for config in hf_scratch.FAMILY_CONFIGS}
+FAMILIES = {config.family_name(): config for config in hf_scratch.FAMILY_CONFIGS}
 
 
 def test_every_family_and_head_has_a_committed_checkpoint():

@@ -27,7 +27,7 @@ from training.checkpoints import resolve_output_dir
 
 # model_type → family name (the file suffix of its configuration/modeling pair and of its model card template),
 # from the registered config classes
-FAMILIES = {config.model_type: config.__module__.rsplit(".configuration_", 1)[1] for config in FAMILY_CONFIGS}
+FAMILIES = {config.model_type: config.family_name() for config in FAMILY_CONFIGS}
 # size presets in the shared field names; "base" keeps the family's own defaults (the paper's base size)
 SIZE_PRESETS: dict[str, dict[str, int]] = {
     "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128},

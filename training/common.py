@@ -4,9 +4,10 @@ and model card (``model_card.py``):
 - data loading (``load_raw_datasets``): local txt/csv/json/jsonl files, a ``datasets`` hub name, or the small
   embedded default dataset in ``training/data/``, loaded or streamed (``--streaming``); unreadable data raises
   ``ValueError`` naming the file; language-modelling blocks (``tokenize_text_blocks``) and label lists;
-- tokenizers (``get_tokenizer``): given, taken from the checkpoint, or trained with ``hf_scratch.tools.tokenization`` —
-  WordPiece (BERT, Longformer), byte-level BPE (GPT, Transformer-XL), one shared vocabulary for both languages
-  (translation) or characters (``--tokenizer_type char``: the nanoGPT Shakespeare setting);
+- tokenizers (``get_tokenizer``): given, taken from the checkpoint, or trained with
+  ``hf_scratch.tools.tokenization`` — the family config's ``default_tokenizer``: WordPiece (BERT, Longformer),
+  byte-level BPE (GPT, Transformer-XL), one shared vocabulary for both languages (translation) — or characters
+  (``--tokenizer_type char``: the nanoGPT Shakespeare setting);
 - models (``create_model``): ``--model_type`` + ``--model_size`` preset + ``--config_overrides``, or
   ``--model_name_or_path`` (an hf_scratch checkpoint, or a reference checkpoint — bert, gpt2, openai-gpt, marian,
   longformer, transfo-xl — converted on the fly with ``hf_scratch.convert.load_reference_checkpoint``);
