@@ -30,6 +30,7 @@ if __package__ in (None, ""):
 import numpy as np
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
 
+from hf_scratch import ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig, ScratchRNNConfig
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     choose_column,
@@ -47,7 +48,10 @@ from training.common import (
 )
 from training.model_card import CardInfo
 
-SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer", "scratch-rnn")
+# the families this script trains
+SUPPORTED = tuple(
+    config.model_type for config in (ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig, ScratchRNNConfig)
+)
 GLOBAL_ATTENTION = ("cls", "none")  # Longformer: global attention on the classification token, or on no token
 
 
@@ -133,7 +137,7 @@ def check_global_attention(global_attention: Optional[str], model_type: str) -> 
     if global_attention not in GLOBAL_ATTENTION:
         raise ValueError(f"--global_attention {global_attention!r} is unknown: use 'cls' (the classification token, the "
                          "default) or 'none' (no global token).")
-    if model_type != "scratch-longformer":
+    if model_type != ScratchLongformerConfig.model_type:
         raise ValueError(f"--global_attention is a Longformer setting; model type {model_type!r} has no global attention: "
                          "drop the flag or train --model_type scratch-longformer.")
 
@@ -173,7 +177,7 @@ def main(args=None, callbacks=None) -> dict:
     )
     model_type = check_model_type(model_args, SUPPORTED)
     check_global_attention(cls_args.global_attention, model_type)
-    is_gpt = model_type == "scratch-gpt"
+    is_gpt = model_type == ScratchGPTConfig.model_type
     if cls_args.lm_labels and not is_gpt:
         raise ValueError(f"--lm_labels is GPT-1's auxiliary language-modelling loss; model type {model_type!r} has no LM "
                          "head in its classifier: drop the flag or train --model_type scratch-gpt.")

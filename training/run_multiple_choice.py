@@ -28,6 +28,7 @@ if __package__ in (None, ""):
 import numpy as np
 from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
 
+from hf_scratch import ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     column_names,
@@ -42,7 +43,8 @@ from training.common import (
 )
 from training.model_card import CardInfo
 
-SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer")
+# the families this script trains
+SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig))
 
 
 @dataclass
@@ -120,7 +122,7 @@ def main(args=None, callbacks=None) -> dict:
     model_args, data_args, mc_args, training_args = parse_arguments(
         "run_multiple_choice", (MultipleChoiceArguments,), args, doc=__doc__, supported=SUPPORTED
     )
-    is_gpt = check_model_type(model_args, SUPPORTED) == "scratch-gpt"
+    is_gpt = check_model_type(model_args, SUPPORTED) == ScratchGPTConfig.model_type
     raw = load_raw_datasets(model_args, data_args, "next_line")
     raw = with_context_and_endings(raw, mc_args)
     require_columns(

@@ -29,6 +29,7 @@ import datasets
 import numpy as np
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, DataCollatorForLanguageModeling, Trainer
 
+from hf_scratch import ScratchBertConfig
 from hf_scratch.tools.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
@@ -43,7 +44,8 @@ from training.common import (
 )
 from training.model_card import CardInfo
 
-SUPPORTED = ("scratch-bert",)
+# the families this script trains
+SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig,))
 
 
 @dataclass
