@@ -224,7 +224,7 @@ def special_ids(tokenizer) -> dict:
 
 
 def main() -> None:
-    from hf_scratch.tokenization import train_tokenizer
+    from hf_scratch.tools.tokenization import train_tokenizer
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default=str(SHARED_DATA / "gettext-de-en"))

@@ -74,7 +74,7 @@ def write_nanogpt_data(directory: Path, train_text: str, validation_text: str) -
     for our split, with the ids of the char tokenizer run_clm.py trains on the same lines (3 special tokens, then
     the sorted characters; a validation character unseen in training is ``<unk>``); each split ends with ``<eos>``
     as our grouped stream does. Returns the meta dictionary."""
-    from hf_scratch.tokenization import train_tokenizer
+    from hf_scratch.tools.tokenization import train_tokenizer
 
     tokenizer = train_tokenizer(train_text.splitlines(), kind="char")
     stoi = tokenizer.get_vocab()
@@ -340,7 +340,7 @@ def main(argv=None):
                 failures[arm] = str(error).strip().splitlines()[-1][:300]
                 print(f"{arm} failed: {error}", flush=True)
         if "ours" in results:
-            from hf_scratch.viz import plot_training_curves
+            from hf_scratch.tools.viz import plot_training_curves
 
             try:
                 plot_training_curves(REPO_ROOT / "benchmarks" / "results" / "shakespeare_char.png", results["ours"]["run_dir"])

@@ -94,8 +94,8 @@ def evaluation_speed(case: str, window: int, memory: int, same_length: bool, van
 def perplexity_with_and_without_memory(quick: bool) -> dict:
     from transformers import TrainingArguments
 
-    from hf_scratch.tokenization import train_tokenizer
-    from hf_scratch.training_transfo_xl import TransfoXLTrainer, segment_dataset
+    from hf_scratch.tools.tokenization import train_tokenizer
+    from hf_scratch.tools.training_transfo_xl import TransfoXLTrainer, segment_dataset
 
     plays = sorted((SHARED_DATA / "shakespeare").glob("*.txt"))
     train_plays, valid_play = plays[:-1][: 2 if quick else 6], plays[-1]

@@ -103,7 +103,7 @@ def train_and_score(name, model, tokenizer, train, validation, metric, args):
 def main() -> None:
     import evaluate
 
-    from hf_scratch.tokenization import train_tokenizer
+    from hf_scratch.tools.tokenization import train_tokenizer
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default=str(SHARED_DATA / "gettext-de-en"))

@@ -16,7 +16,7 @@ import torch
 from transformers import TrainingArguments
 
 from hf_scratch import ScratchTransfoXLConfig, ScratchTransfoXLLMHeadModel
-from hf_scratch.training_transfo_xl import MEMORY_FILE, TransfoXLTrainer, segment_dataset
+from hf_scratch.tools.training_transfo_xl import MEMORY_FILE, TransfoXLTrainer, segment_dataset
 
 
 class RecordingSegments(torch.utils.data.Dataset):

@@ -18,9 +18,13 @@ from .configuration_common import ScratchConfig
 
 __version__ = "0.1.0"
 
+# every family's config class, in registration order: the one list generic code (training, tests) reads families from
+FAMILY_CONFIGS: list[type[ScratchConfig]] = []
+
 
 def _register_family(config_class: type[ScratchConfig]) -> None:
-    """Register a family's config and every head named in its ``default_auto_map``."""
+    """Register a family's config and every head named in its ``default_auto_map``; list it in ``FAMILY_CONFIGS``."""
+    FAMILY_CONFIGS.append(config_class)
     transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
     config_class.register_for_auto_class()
     for auto_class_name, reference in config_class.default_auto_map.items():
@@ -53,7 +57,7 @@ _register_family(ScratchBertConfig)
 
 # GPT
 from .configuration_gpt import ScratchGPTConfig
-from .gpt_input_transforms import GPTTaskInputs, language_modeling_labels
+from .tools.gpt_input_transforms import GPTTaskInputs, language_modeling_labels
 from .modeling_gpt import (
     ScratchGPTDoubleHeadsModel,
     ScratchGPTForMultipleChoice,

@@ -32,6 +32,14 @@ class ScratchConfig(PreTrainedConfig):
     64-wide model; ``to_dict``/``save_pretrained`` write the field's own name only."""
 
     default_auto_map: ClassVar[dict[str, str]] = {}
+    # What generic code (tokenizers, pipelines, the training scripts) knows about a family, read from its class:
+    # the tokenizer kind it trains when none is given (tokenization.TOKENIZER_KINDS), what it needs on top of the
+    # shared size presets (training/arguments.py SIZE_PRESETS), and its learning rate per size when training from
+    # scratch: tiny and small models learn in a few hundred steps at 1e-3 / 5e-4, base uses the paper's value
+    # (BERT 1e-4, Devlin et al. 2019 §A.2).
+    default_tokenizer: ClassVar[str] = "wordpiece"
+    size_presets: ClassVar[dict[str, dict]] = {}
+    learning_rates: ClassVar[dict[str, float]] = {"tiny": 1e-3, "small": 5e-4, "base": 1e-4}
 
     def __post_init__(self, **kwargs):
         for other_name in [name for name in kwargs if name in self.attribute_map]:
@@ -56,6 +64,17 @@ class ScratchConfig(PreTrainedConfig):
             self.custom_pipelines = remaining
         else:
             del self.custom_pipelines
+
+    @classmethod
+    def family_name(cls) -> str:
+        """The suffix of the family's own files: ``bert`` for ``configuration_bert.py`` / ``modeling_bert.py``."""
+        return cls.__module__.rsplit(".configuration_", 1)[1]
+
+    @property
+    def max_input_tokens(self) -> int | None:
+        """The longest input the model reads: the size of its position table, or None where positions set no limit
+        (relative encodings, no positions at all). Families whose positions start later override it."""
+        return getattr(self, "max_position_embeddings", None)
 
     def derive_defaults(self) -> None:
         """Fill the fields left None whose default depends on other fields. Families extend this."""
@@ -170,10 +189,10 @@ class BertShapedConfig(ScratchConfig):
 
 
 class Seq2SeqConfig(ScratchConfig):
-    """What the encoder-decoders share: the special tokens of the seq2seq tokenizer (``tokenization.py``: ``<pad>`` 0,
-    ``<s>`` 1, ``</s>`` 2), a decoder whose first input is ``decoder_start_token_id`` (the target shifted right by
-    one position, Vaswani et al. 2017 §3.1; y_0 of the RNN decoders), an output projection tied to the target
-    embeddings, and a cache for generation."""
+    """What the encoder-decoders share: the special tokens of the seq2seq tokenizer (``tools/tokenization.py``:
+    ``<pad>`` 0, ``<s>`` 1, ``</s>`` 2), a decoder whose first input is ``decoder_start_token_id`` (the target
+    shifted right by one position, Vaswani et al. 2017 §3.1; y_0 of the RNN decoders), an output projection tied to
+    the target embeddings, and a cache for generation."""
 
     tie_word_embeddings: bool = True
     is_encoder_decoder: bool = True

@@ -48,6 +48,8 @@ class ScratchGPTConfig(ScratchConfig):
         "AutoModelForMultipleChoice": "modeling_gpt.ScratchGPTForMultipleChoice",
         "AutoModelForSequenceClassification": "modeling_gpt.ScratchGPTForSequenceClassification",
     }
+    default_tokenizer = "bpe"
+    learning_rates = {"tiny": 1e-3, "small": 5e-4, "base": 2.5e-4}  # base: Radford et al. 2018 §4.1
     # the names users of GPT2Config / OpenAIGPTConfig know
     attribute_map = {
         "n_embd": "hidden_size",

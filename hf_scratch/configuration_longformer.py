@@ -40,12 +40,20 @@ class ScratchLongformerConfig(BertShapedConfig):
         "AutoModelForMultipleChoice": "modeling_longformer.ScratchLongformerForMultipleChoice",
     }
 
+    size_presets = {"tiny": {"attention_window": 16}, "small": {"attention_window": 64}, "base": {}}
+
     attention_window: int | list[int] = 512
     attention_dilation: int | list[int | list[int]] = 1
     pad_token_id: int | None = 1
     bos_token_id: int | None = 0
     eos_token_id: int | None = 2
     sep_token_id: int | None = 2
+
+    @property
+    def max_input_tokens(self) -> int:
+        """RoBERTa's position ids start at ``pad_token_id + 1``: ``max_position_embeddings - pad_token_id - 1`` tokens
+        (4098 - 2 = 4096 for longformer-base, what its tokenizer says)."""
+        return self.max_position_embeddings - self.pad_token_id - 1
 
     def check(self) -> None:
         super().check()

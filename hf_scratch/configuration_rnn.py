@@ -54,6 +54,8 @@ class ScratchRNNConfig(Seq2SeqConfig):
         "AutoModelForSeq2SeqLM": "modeling_rnn.ScratchRNNForConditionalGeneration",
         "AutoModelForSequenceClassification": "modeling_rnn.ScratchRNNForSequenceClassification",
     }
+    default_tokenizer = "seq2seq"
+    learning_rates = {"tiny": 1e-3, "small": 1e-3, "base": 1e-3}
     keys_to_ignore_at_inference = ["past_key_values"]
     attribute_map = {"num_hidden_layers": "encoder_layers", "d_model": "hidden_size"}
 

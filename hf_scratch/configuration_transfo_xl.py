@@ -42,6 +42,14 @@ class ScratchTransfoXLConfig(ScratchConfig):
         "AutoModel": "modeling_transfo_xl.ScratchTransfoXLModel",
         "AutoModelForCausalLM": "modeling_transfo_xl.ScratchTransfoXLLMHeadModel",
     }
+    default_tokenizer = "bpe"
+    learning_rates = {"tiny": 1e-3, "small": 5e-4, "base": 2.5e-4}  # base: Dai et al. 2019
+    # a trained tokenizer's small vocabulary has no use for the adaptive-softmax cutoffs sized for WikiText-103
+    size_presets = {
+        "tiny": {"embedding_size": 64, "head_dim": 32, "mem_len": 32, "cutoffs": []},
+        "small": {"embedding_size": 256, "head_dim": 64, "mem_len": 128, "cutoffs": []},
+        "base": {"cutoffs": []},
+    }
     keys_to_ignore_at_inference = ["mems"]
     attribute_map = {
         "n_token": "vocab_size",

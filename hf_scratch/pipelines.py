@@ -63,15 +63,6 @@ def _question_answering_example(item) -> dict:
     return {"question": question, "context": context}
 
 
-def _position_limit(config) -> int | None:
-    """How many tokens the model takes: ``max_position_embeddings``, less the positions that RoBERTa-style
-    embeddings (Longformer) reserve for padding — their real tokens count from ``pad_token_id + 1``."""
-    limit = getattr(config, "max_position_embeddings", None)
-    if limit is not None and getattr(config, "model_type", None) == "scratch-longformer":
-        limit -= config.pad_token_id + 1
-    return limit
-
-
 class ScratchQuestionAnsweringPipeline(ChunkPipeline):
     """Extractive question answering, with the arguments and outputs of transformers v4's
     ``QuestionAnsweringPipeline``.
@@ -160,7 +151,9 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
         if tokenizer is None or not tokenizer.is_fast:
             raise ValueError("scratch-question-answering needs a fast tokenizer (character offsets): pass tokenizer=....")
         if max_seq_len is None:
-            limits = [384, tokenizer.model_max_length, _position_limit(self.model.config)]
+            config = self.model.config  # ours knows its input limit; transformers' configs, their positions
+            positions = getattr(config, "max_input_tokens", getattr(config, "max_position_embeddings", None))
+            limits = [384, tokenizer.model_max_length, positions]
             max_seq_len = min(limit for limit in limits if limit is not None)
         if doc_stride is None:
             doc_stride = min(max_seq_len // 2, 128)

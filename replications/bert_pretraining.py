@@ -112,7 +112,7 @@ def task_data(work: Path, quick: bool, setting: dict) -> dict:
     trained on them, each task's data flags, each task's chance level (validation majority class), the unigram
     statistics of the pre-training validation text and a sentence saying what the data are. --quick: the embedded
     play excerpts (``training/data/documents``) and embedded tasks; else text and tasks from ../shared/data."""
-    from hf_scratch.tokenization import train_tokenizer
+    from hf_scratch.tools.tokenization import train_tokenizer
 
     if quick:
         documents = ROOT / "training" / "data" / "documents"

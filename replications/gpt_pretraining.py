@@ -9,7 +9,7 @@ language-modelling loss to the fine-tuning objective, L3 = L2 + λ·L1 with λ =
 Here: a tiny GPT is pre-trained on Shakespeare (``training/run_clm.py``), then fine-tuned to tell which play a
 speech comes from (Hamlet, Macbeth or Romeo and Juliet), posed as a multiple choice between the three titles so that
 GPT-1's auxiliary LM loss can take part: transformation ``[⟨s⟩; speech; $; title; ⟨e⟩]`` per candidate, scored at
-its extract token (``training/run_multiple_choice.py``, ``hf_scratch.gpt_input_transforms``). λ = 0.5 is
+its extract token (``training/run_multiple_choice.py``, ``hf_scratch.tools.gpt_input_transforms``). λ = 0.5 is
 ``--lm_labels`` (``ScratchGPTDoubleHeadsModel``, the checkpoint's ``lm_loss_weight``); λ = 0 is the same
 multiple-choice head without the LM term (``ScratchGPTForMultipleChoice``). The smaller fine-tuning set is the larger
 one cut with ``--max_train_samples``; every fine-tuning run takes the same number of steps. The random-init baseline
@@ -117,7 +117,7 @@ def task_data(work: Path, quick: bool, setting: dict) -> dict:
     them, the task's data flags, its chance level (validation majority class), the unigram loss of the pre-training
     validation text, the bag-of-words reference and a sentence saying what the data are. --quick: the embedded
     play excerpts (``training/data/documents``) and *plays* task; else text and speeches from ../shared/data."""
-    from hf_scratch.tokenization import train_tokenizer
+    from hf_scratch.tools.tokenization import train_tokenizer
 
     if quick:
         documents = ROOT / "training" / "data" / "documents"

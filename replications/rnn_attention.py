@@ -30,7 +30,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq, TrainerCallback  # noqa: E402
 
 import hf_scratch  # noqa: E402,F401  (registers the scratch-* Auto classes the saved runs load with)
-from hf_scratch.tokenization import train_tokenizer  # noqa: E402
+from hf_scratch.tools.tokenization import train_tokenizer  # noqa: E402
 from replications.common import (  # noqa: E402
     ROOT, SHARED_DATA, ClaimReport, cpu_seconds, fmt, in_processes, loss_curves, mean_std, parse_args, run_training,
     torch_threads,

@@ -1,7 +1,7 @@
 """Reference computations the tests compare the package with: the same result computed the slow, obvious way.
 
 - ``dense_longformer_attention``: a Longformer attention layer computed with full n × n attention under the dense
-  relation (``longformer_mask``, which the pictures in ``hf_scratch.viz`` draw), the oracle of the banded kernel
+  relation (``longformer_mask``, which the pictures in ``hf_scratch.tools.viz`` draw), the oracle of the banded kernel
   (quadratic time and memory: no model uses it). ``benchmarks/longformer_gpu_check.py`` runs it on a GPU.
 """
 
@@ -11,7 +11,7 @@ import torch
 
 from hf_scratch.attention import eager_attention, merge_heads, split_heads
 from hf_scratch.modeling_longformer import ScratchLongformerSelfAttention
-from hf_scratch.viz import longformer_mask, sliding_window_mask
+from hf_scratch.tools.viz import longformer_mask, sliding_window_mask
 
 __all__ = ["dense_longformer_attention", "longformer_mask", "sliding_window_mask"]
 

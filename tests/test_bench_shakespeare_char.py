@@ -29,7 +29,7 @@ def test_nanogpt_files_round_trip_with_our_char_ids(bench, tmp_path):
     # "HAMLET", "W", "'" and "~" never occur in training: <unk>, as our tokenizer maps them
     assert bench.decode(val, meta["itos"]) == "<unk>" * 6 + ". <unk>ho<unk>s there<unk>\n<eos>"
 
-    from hf_scratch.tokenization import train_tokenizer
+    from hf_scratch.tools.tokenization import train_tokenizer
 
     tokenizer = train_tokenizer(train_text.splitlines(), kind="char")
     assert meta["stoi"] == tokenizer.get_vocab() and meta["vocab_size"] == len(tokenizer)

@@ -23,7 +23,7 @@ from hf_scratch import (
     ScratchBertModel,
 )
 from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_transformers
-from hf_scratch.tokenization import train_tokenizer
+from hf_scratch.tools.tokenization import train_tokenizer
 
 TINY = FAMILIES["bert"].tiny
 tiny_config = FAMILIES["bert"].tiny_config
@@ -178,7 +178,7 @@ def test_pipelines(wordpiece, tmp_path):
 
 
 def test_nsp_examples_and_mlm_collator(wordpiece, fixtures_dir):
-    from hf_scratch.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
+    from hf_scratch.tools.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
 
     documents = split_documents((fixtures_dir / "shakespeare.txt").read_text())
     assert len(documents) == 6
@@ -208,7 +208,7 @@ def test_nsp_examples_and_mlm_collator(wordpiece, fixtures_dir):
 def test_trainer_pretraining_loss_falls(wordpiece, fixtures_dir, tmp_path):
     from transformers import Trainer, TrainingArguments
 
-    from hf_scratch.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
+    from hf_scratch.tools.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
 
     documents = split_documents((fixtures_dir / "shakespeare.txt").read_text())
     examples = make_nsp_examples(documents, wordpiece, max_length=32, seed=0)

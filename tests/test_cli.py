@@ -170,7 +170,7 @@ def test_hub_flags_reach_every_download(tmp_path, monkeypatch):
     import huggingface_hub
     import transformers
 
-    from hf_scratch.tokenization import train_tokenizer
+    from hf_scratch.tools.tokenization import train_tokenizer
 
     checkpoint = tmp_path / "published"
     tokenizer = train_tokenizer(["to be or not to be that is the question"] * 4, kind="wordpiece", vocab_size=100)
@@ -211,7 +211,7 @@ def test_hub_flags_reach_every_download(tmp_path, monkeypatch):
 def test_streaming_language_modelling_and_clear_errors_elsewhere(tmp_path):
     import datasets
 
-    from hf_scratch.tokenization import train_tokenizer
+    from hf_scratch.tools.tokenization import train_tokenizer
 
     text = REPO / "training" / "data" / "shakespeare" / "train.txt"
     train_tokenizer(text.read_text().splitlines(), kind="char").save_pretrained(tmp_path / "tokenizer")

@@ -42,7 +42,7 @@ from transformers import (
 from transformers.utils import find_labels
 
 import hf_scratch
-from hf_scratch.tokenization import train_tokenizer
+from hf_scratch.tools.tokenization import train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXTS = [line for line in (ROOT / "training/data/shakespeare/train.txt").read_text().splitlines() if line.strip()][:300]
@@ -91,7 +91,7 @@ CLASSIFIERS = ["bert", "gpt", "longformer", "rnn"]  # families with AutoModelFor
 
 def input_limit(config) -> int | None:
     """The longest input the model reads, as every tokenizer saved beside it must report it (``None``: no limit)."""
-    from hf_scratch.tokenization import model_max_length
+    from hf_scratch.tools.tokenization import model_max_length
     from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
     limit = model_max_length(config)

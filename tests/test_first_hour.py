@@ -24,8 +24,9 @@ sys.path.insert(0, str(REPO))
 from training_runs import TINY  # noqa: E402
 
 import hf_scratch  # noqa: E402,F401  (registers the families)
+from hf_scratch import ScratchTransfoXLConfig  # noqa: E402
 from training import run_classification, run_clm, run_multiple_choice, run_ner, run_translation  # noqa: E402
-from training.arguments import LEARNING_RATES, parse_arguments, run_script  # noqa: E402
+from training.arguments import parse_arguments, run_script  # noqa: E402
 
 ENV = dict(
     os.environ,
@@ -359,7 +360,7 @@ def test_learning_rate_defaults_by_family_and_size(tmp_path):
             -1
         ].learning_rate
 
-    assert rate("--model_type", "scratch-transfo-xl") == LEARNING_RATES["scratch-transfo-xl"]["tiny"] == 1e-3
+    assert rate("--model_type", "scratch-transfo-xl") == ScratchTransfoXLConfig.learning_rates["tiny"] == 1e-3
     assert rate("--model_type", "scratch-gpt", "--model_size", "base") == 2.5e-4  # GPT-1's
     assert rate("--model_type", "scratch-gpt", "--learning_rate", "3e-4") == 3e-4  # given: kept
     assert rate("--model_name_or_path", str(tmp_path)) == 5e-5  # fine-tuning

@@ -228,7 +228,7 @@ def test_conversion_rejects_what_it_cannot_represent():
 def test_text_generation_and_classification_pipelines(fixtures_dir, tmp_path):
     from transformers import pipeline
 
-    from hf_scratch.tokenization import train_tokenizer
+    from hf_scratch.tools.tokenization import train_tokenizer
 
     lines = [line for line in (fixtures_dir / "shakespeare.txt").read_text().splitlines() if line.strip()]
     tokenizer = train_tokenizer(lines, "bpe", vocab_size=300)
@@ -399,7 +399,7 @@ def test_multiple_choice_trains_with_the_trainer_through_the_auto_class(fixtures
     (labels of shape (batch,)), Trainer — the loss is the choice cross-entropy and training lowers it."""
     from transformers import DataCollatorForMultipleChoice, Trainer, TrainingArguments
 
-    from hf_scratch.tokenization import train_tokenizer
+    from hf_scratch.tools.tokenization import train_tokenizer
 
     lines = [line for line in (fixtures_dir / "shakespeare.txt").read_text().splitlines() if line.strip()]
     tokenizer = train_tokenizer(lines, "bpe", vocab_size=300)

@@ -14,7 +14,7 @@ from hf_scratch import (
     ScratchGPTLMHeadModel,
     language_modeling_labels,
 )
-from hf_scratch.tokenization import train_tokenizer
+from hf_scratch.tools.tokenization import train_tokenizer
 
 
 @pytest.fixture(scope="module")

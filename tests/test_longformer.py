@@ -28,7 +28,7 @@ from hf_scratch import (
 from hf_scratch.convert import from_transformers, to_transformers
 from hf_scratch.banded_attention import ATTENTION_KERNELS, GlobalTokens
 from hf_scratch.modeling_longformer import ScratchLongformerSelfAttention
-from hf_scratch.tokenization import train_tokenizer
+from hf_scratch.tools.tokenization import train_tokenizer
 
 TINY = FAMILIES["longformer"].tiny  # windows [4, 8]: transformers pads to the largest, a multiple of the others
 tiny_config = FAMILIES["longformer"].tiny_config

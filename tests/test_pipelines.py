@@ -16,7 +16,7 @@ import torch
 from transformers import pipeline
 
 import hf_scratch
-from hf_scratch.tokenization import train_tokenizer
+from hf_scratch.tools.tokenization import train_tokenizer
 
 CONTEXT = "the players shall laugh when the king is welcome and the queen shall weep"
 QUESTION = "who laughs?"

@@ -24,7 +24,7 @@ from hf_scratch import (
     ScratchRNNModel,
 )
 from hf_scratch.modeling_rnn import ScratchRNNStack
-from hf_scratch.tokenization import train_tokenizer
+from hf_scratch.tools.tokenization import train_tokenizer
 
 tiny_config = FAMILIES["rnn"].tiny_config
 ATTENTION_TYPES = ["none", "bahdanau", "luong-dot", "luong-general", "luong-concat"]

@@ -409,7 +409,7 @@ def test_missing_tokenizer():
 
 def test_missing_tokenizer_for_pictures(saved_checkpoint, tmp_path):
     pytest.importorskip("matplotlib")
-    from hf_scratch import viz
+    from hf_scratch.tools import viz
 
     with pytest.raises(ValueError, match="tokenizer"):
         viz.plot_attention_for_sentence(tmp_path / "a.png", "a b c", model_dir=str(saved_checkpoint))

@@ -16,16 +16,14 @@ import hf_scratch
 
 CHECKPOINTS = Path(__file__).resolve().parent / "fixtures" / "checkpoints"
 FOLDERS = sorted(path.parent for path in CHECKPOINTS.glob("*/*/expected.safetensors"))
-FAMILIES = ("bert", "gpt", "transformer", "transfo_xl", "longformer", "rnn")
+# family name (the suffix of configuration_<family>.py) → its config class, for every registered family
+FAMILIES = {config.family_name(): config for config in hf_scratch.FAMILY_CONFIGS}
 
 
 def test_every_family_and_head_has_a_committed_checkpoint():
     saved = {(folder.parent.name.split("-")[0], folder.name) for folder in FOLDERS}
     assert {family for family, _ in saved} == set(FAMILIES)
-    for family in FAMILIES:
-        config_class = next(c for c in vars(hf_scratch).values()
-                            if isinstance(c, type) and getattr(c, "model_type", None) == f"scratch-{family.replace('_', '-')}"
-                            and issubclass(c, hf_scratch.ScratchConfig))
+    for family, config_class in FAMILIES.items():
         heads = {ref.split(".")[1] for key, ref in config_class.default_auto_map.items() if key != "AutoConfig"}
         assert heads <= {head for fam, head in saved if fam == family}, (family, heads)
 

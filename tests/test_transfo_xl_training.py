@@ -12,8 +12,8 @@ from torch.utils.data import BatchSampler
 from transformers import TrainingArguments
 
 from hf_scratch import ScratchTransfoXLConfig, ScratchTransfoXLLMHeadModel
-from hf_scratch.tokenization import train_tokenizer
-from hf_scratch.training_transfo_xl import MEMORY_FILE, StreamSampler, TransfoXLTrainer, segment_dataset
+from hf_scratch.tools.tokenization import train_tokenizer
+from hf_scratch.tools.training_transfo_xl import MEMORY_FILE, StreamSampler, TransfoXLTrainer, segment_dataset
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from hf_scratch import (
 from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_transformers
 from hf_scratch.inputs import shift_tokens_right
 from hf_scratch.positional import sinusoidal_table
-from hf_scratch.tokenization import train_tokenizer
+from hf_scratch.tools.tokenization import train_tokenizer
 
 PAD = 98  # Marian's convention: pad = decoder start = the last id, eos = 0
 MARIAN_TINY = dict(

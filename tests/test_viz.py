@@ -1,4 +1,4 @@
-"""hf_scratch.viz: the pictures are produced, are real images with content, and show the right relations."""
+"""hf_scratch.tools.viz: the pictures are produced, are real images with content, and show the right relations."""
 
 import json
 
@@ -7,7 +7,7 @@ import torch
 
 pytest.importorskip("matplotlib")
 
-from hf_scratch import viz  # noqa: E402
+from hf_scratch.tools import viz  # noqa: E402
 
 
 def _image_has_content(path, min_bytes: int = 5_000) -> None:

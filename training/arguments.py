@@ -20,19 +20,14 @@ from typing import Any, Iterable, Optional
 import transformers
 from transformers import AutoConfig, HfArgumentParser, TrainingArguments
 
+from hf_scratch import FAMILY_CONFIGS
 from hf_scratch.convert import REFERENCE_TO_SCRATCH
-from hf_scratch.tokenization import TOKENIZER_KINDS
+from hf_scratch.tools.tokenization import TOKENIZER_KINDS
 from training.checkpoints import resolve_output_dir
 
-# model_type → family name (the file suffix of its configuration/modeling pair and of its model card template)
-FAMILIES = {
-    "scratch-bert": "bert",
-    "scratch-gpt": "gpt",
-    "scratch-transformer": "transformer",
-    "scratch-transfo-xl": "transfo_xl",
-    "scratch-longformer": "longformer",
-    "scratch-rnn": "rnn",
-}
+# model_type → family name (the file suffix of its configuration/modeling pair and of its model card template),
+# from the registered config classes
+FAMILIES = {config.model_type: config.family_name() for config in FAMILY_CONFIGS}
 # size presets in the shared field names; "base" keeps the family's own defaults (the paper's base size)
 SIZE_PRESETS: dict[str, dict[str, int]] = {
     "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128},
@@ -108,29 +103,23 @@ class DataArguments:
     )
 
 
-# --learning_rate when none is given. From scratch: by --model_size — tiny and small models learn in a few hundred
-# steps at 1e-3 / 5e-4 (the Trainer's 5e-5 leaves a 60-step tiny run at ln(vocabulary)); base uses the paper's value
-# (BERT 1e-4, Devlin et al. 2019 §A.2; GPT 2.5e-4, Radford et al. 2018 §4.1; Transformer-XL base 2.5e-4, Dai et al.
-# 2019; the Transformer's schedule peaks near 7e-4 for d=512 after 4,000 warm-up steps, Vaswani et al. 2017 §5.3,
-# 5e-4 without them). A checkpoint given by --model_name_or_path is fine-tuned at 5e-5 (BERT's fine-tuning range
-# 2e-5 – 5e-5, the Trainer's default).
-LEARNING_RATES: dict[str, dict[str, float]] = {
-    "scratch-bert": {"tiny": 1e-3, "small": 5e-4, "base": 1e-4},
-    "scratch-gpt": {"tiny": 1e-3, "small": 5e-4, "base": 2.5e-4},
-    "scratch-transformer": {"tiny": 1e-3, "small": 5e-4, "base": 5e-4},
-    "scratch-transfo-xl": {"tiny": 1e-3, "small": 5e-4, "base": 2.5e-4},
-    "scratch-longformer": {"tiny": 1e-3, "small": 5e-4, "base": 1e-4},
-    "scratch-rnn": {"tiny": 1e-3, "small": 1e-3, "base": 1e-3},
-}
+# --learning_rate when none is given. From scratch: the family's rate for --model_size (its config's
+# ``learning_rates``: the Trainer's 5e-5 leaves a 60-step tiny run at ln(vocabulary)). A checkpoint given by
+# --model_name_or_path is fine-tuned at 5e-5 (BERT's fine-tuning range 2e-5 – 5e-5, the Trainer's default).
 FINE_TUNING_LEARNING_RATE = 5e-5
 TRACEBACK_FLAG = "--traceback"  # the CLI (``run_script``) shows the traceback of an error only with this flag
 
 
 def default_learning_rate(model_args: ModelArguments) -> float:
-    """The learning rate of a run that gives no --learning_rate (``LEARNING_RATES``)."""
-    if model_args.model_type is None:
+    """The learning rate of a run that gives no --learning_rate (the family config's ``learning_rates``)."""
+    if model_args.model_type not in FAMILIES:
         return FINE_TUNING_LEARNING_RATE
-    return LEARNING_RATES.get(model_args.model_type, {}).get(model_args.model_size, FINE_TUNING_LEARNING_RATE)
+    return family_config(model_args.model_type).learning_rates.get(model_args.model_size, FINE_TUNING_LEARNING_RATE)
+
+
+def family_config(model_type: str):
+    """The registered config class of an hf_scratch ``model_type`` (``hf_scratch.FAMILY_CONFIGS``)."""
+    return next(config for config in FAMILY_CONFIGS if config.model_type == model_type)
 
 
 class ScriptHelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -199,9 +188,9 @@ def build_parser(
         actions["model_type"].help = f"Train from scratch: {', '.join(supported)}."
     rates = "; ".join(
         f"{model_type}: "
-        + ", ".join(f"{size} {short_float(rate)}" for size, rate in LEARNING_RATES[model_type].items())
-        for model_type in (supported or LEARNING_RATES)
-        if model_type in LEARNING_RATES
+        + ", ".join(f"{size} {short_float(rate)}" for size, rate in family_config(model_type).learning_rates.items())
+        for model_type in (supported or FAMILIES)
+        if model_type in FAMILIES
     )
     actions["learning_rate"].help = (
         f"The initial learning rate of AdamW (default: by family and --model_size when training from "

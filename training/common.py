@@ -4,9 +4,10 @@ and model card (``model_card.py``):
 - data loading (``load_raw_datasets``): local txt/csv/json/jsonl files, a ``datasets`` hub name, or the small
   embedded default dataset in ``training/data/``, loaded or streamed (``--streaming``); unreadable data raises
   ``ValueError`` naming the file; language-modelling blocks (``tokenize_text_blocks``) and label lists;
-- tokenizers (``get_tokenizer``): given, taken from the checkpoint, or trained with ``hf_scratch.tokenization`` —
-  WordPiece (BERT, Longformer), byte-level BPE (GPT, Transformer-XL), one shared vocabulary for both languages
-  (translation) or characters (``--tokenizer_type char``: the nanoGPT Shakespeare setting);
+- tokenizers (``get_tokenizer``): given, taken from the checkpoint, or trained with
+  ``hf_scratch.tools.tokenization`` — the family config's ``default_tokenizer``: WordPiece (BERT, Longformer),
+  byte-level BPE (GPT, Transformer-XL), one shared vocabulary for both languages (translation) — or characters
+  (``--tokenizer_type char``: the nanoGPT Shakespeare setting);
 - models (``create_model``): ``--model_type`` + ``--model_size`` preset + ``--config_overrides``, or
   ``--model_name_or_path`` (an hf_scratch checkpoint, or a reference checkpoint — bert, gpt2, openai-gpt, marian,
   longformer, transfo-xl — converted on the fly with ``hf_scratch.convert.load_reference_checkpoint``);
@@ -31,8 +32,8 @@ import datasets
 from transformers import AutoConfig, AutoTokenizer
 
 from hf_scratch.convert import load_reference_checkpoint, needs_conversion
-from hf_scratch.tokenization import model_max_length, train_tokenizer
-from hf_scratch.training_transfo_xl import perplexity
+from hf_scratch.tools.tokenization import model_max_length, train_tokenizer
+from hf_scratch.tools.training_transfo_xl import perplexity
 from training.arguments import (
     DATA_EXTENSIONS,
     SIZE_PRESETS,
@@ -40,6 +41,7 @@ from training.arguments import (
     ModelArguments,
     checkpoint_folder,
     checkpoint_model_type,
+    family_config,
     hub_options,
 )
 from training.checkpoints import (
@@ -55,25 +57,6 @@ TRAINING_DIR = Path(__file__).resolve().parent
 DATA_DIR = TRAINING_DIR / "data"
 METRICS_DIR = TRAINING_DIR / "metrics"
 
-# the tokenizer each family trains when none is given
-DEFAULT_TOKENIZER = {
-    "scratch-bert": "wordpiece",
-    "scratch-longformer": "wordpiece",
-    "scratch-gpt": "bpe",
-    "scratch-transfo-xl": "bpe",
-    "scratch-transformer": "seq2seq",
-    "scratch-rnn": "seq2seq",
-}
-# what a family needs on top of the shared sizes (a trained tokenizer's small vocabulary has no use for
-# Transformer-XL's adaptive-softmax cutoffs, which are sized for WikiText-103's 267k words)
-FAMILY_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "scratch-transfo-xl": {
-        "tiny": {"embedding_size": 64, "head_dim": 32, "mem_len": 32, "cutoffs": []},
-        "small": {"embedding_size": 256, "head_dim": 64, "mem_len": 128, "cutoffs": []},
-        "base": {"cutoffs": []},
-    },
-    "scratch-longformer": {"tiny": {"attention_window": 16}, "small": {"attention_window": 64}, "base": {}},
-}
 # encoder-decoder configs size each side with their own names
 _SIDE_NAMES = {
     "num_hidden_layers": ("encoder_layers", "decoder_layers"),
@@ -223,7 +206,7 @@ def get_tokenizer(model_args: ModelArguments, texts: Callable[[], Iterable[str]]
         except (OSError, ValueError) as error:
             raise ValueError(f"Cannot load a tokenizer from {source!r}: {error}. Give --tokenizer_name.") from error
     else:
-        kind = model_args.tokenizer_type or DEFAULT_TOKENIZER[model_args.model_type]
+        kind = model_args.tokenizer_type or family_config(model_args.model_type).default_tokenizer
         tokenizer = train_tokenizer(texts(), kind=kind, vocab_size=model_args.tokenizer_vocab_size)
     if needs_padding and tokenizer.pad_token is None:
         tokenizer.add_special_tokens({"pad_token": "<pad>"})
@@ -263,7 +246,7 @@ def scratch_config(model_args: ModelArguments, tokenizer, **head_kwargs):
             kwargs["d_model"] = value
         elif has(name):
             kwargs[name] = value
-    kwargs.update(FAMILY_PRESETS.get(model_args.model_type, {}).get(model_args.model_size, {}))
+    kwargs.update(type(default).size_presets.get(model_args.model_size, {}))
     kwargs["vocab_size"] = len(tokenizer)
     for name in ("pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id", "cls_token_id", "mask_token_id"):
         token_id = getattr(tokenizer, name, None)
@@ -285,7 +268,7 @@ def create_model(model_args: ModelArguments, auto_class, tokenizer, **head_kwarg
     """The model to train: from scratch (``--model_type``) or from ``--model_name_or_path``. A reference checkpoint
     (model_type bert, gpt2, …) is converted to hf_scratch first, then loaded into the head ``auto_class`` (an Auto
     class, or a model class) asks for (a new head is initialised; ``head_kwargs`` such as ``num_labels`` update the config). The tokenizer's
-    ``model_max_length`` becomes the model's input limit (``hf_scratch.tokenization.model_max_length``) unless it
+    ``model_max_length`` becomes the model's input limit (``hf_scratch.tools.tokenization.model_max_length``) unless it
     already says less, so the tokenizer saved beside the model reports it."""
     load_kwargs = {"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}
     if model_args.model_name_or_path is None:

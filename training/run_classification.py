@@ -8,7 +8,7 @@ run_classification.py.
 Rows hold a text (and optionally a second text) and a label (string or integer), in the columns transformers'
 run_classification reads — ``sentence`` (else ``text``, as in the embedded data) and ``label`` — unless
 ``--text_column_names`` / ``--label_column_name`` say otherwise. BERT/Longformer read
-``[CLS] a [SEP] (b [SEP])``; GPT uses GPT-1's input transformations (``hf_scratch.gpt_input_transforms``):
+``[CLS] a [SEP] (b [SEP])``; GPT uses GPT-1's input transformations (``hf_scratch.tools.gpt_input_transforms``):
 ``[<s>; a; ⟨e⟩]`` or ``[<s>; a; $; b; ⟨e⟩]`` with the head on the extract token (``--symmetric_pair`` feeds both
 orders of a pair and sums them, GPT-1's similarity setting; ``--lm_labels`` adds GPT-1's auxiliary LM loss).
 Longformer's classification head gives the first token global attention (Beltagy et al. 2020 §3.1);
@@ -30,6 +30,7 @@ if __package__ in (None, ""):
 import numpy as np
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
 
+from hf_scratch import ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig, ScratchRNNConfig
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     choose_column,
@@ -47,7 +48,9 @@ from training.common import (
 )
 from training.model_card import CardInfo
 
-SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer", "scratch-rnn")
+SUPPORTED = tuple(
+    config.model_type for config in (ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig, ScratchRNNConfig)
+)
 GLOBAL_ATTENTION = ("cls", "none")  # Longformer: global attention on the classification token, or on no token
 
 
@@ -108,7 +111,7 @@ class GPTClassificationCollator:
             batch = (self.task_inputs.similarity if self.symmetric else self.task_inputs.entailment)(first, second)
         batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
         if self.lm_labels:  # L3 = L2 + λ·L1 (GPT-1 eq. 5): the framed tokens are also language-modelled
-            from hf_scratch.gpt_input_transforms import language_modeling_labels
+            from hf_scratch.tools.gpt_input_transforms import language_modeling_labels
 
             batch["lm_labels"] = language_modeling_labels(batch)
         return batch
@@ -133,7 +136,7 @@ def check_global_attention(global_attention: Optional[str], model_type: str) -> 
     if global_attention not in GLOBAL_ATTENTION:
         raise ValueError(f"--global_attention {global_attention!r} is unknown: use 'cls' (the classification token, the "
                          "default) or 'none' (no global token).")
-    if model_type != "scratch-longformer":
+    if model_type != ScratchLongformerConfig.model_type:
         raise ValueError(f"--global_attention is a Longformer setting; model type {model_type!r} has no global attention: "
                          "drop the flag or train --model_type scratch-longformer.")
 
@@ -164,7 +167,7 @@ def classification_text_columns(raw, cls_args: ClassificationArguments) -> list[
 
 def check_classification_flags(cls_args: ClassificationArguments, model_type: str) -> None:
     check_global_attention(cls_args.global_attention, model_type)
-    if cls_args.lm_labels and model_type != "scratch-gpt":
+    if cls_args.lm_labels and model_type != ScratchGPTConfig.model_type:
         raise ValueError(f"--lm_labels is GPT-1's auxiliary language-modelling loss; model type {model_type!r} has no LM "
                          "head in its classifier: drop the flag or train --model_type scratch-gpt.")
 
@@ -189,7 +192,7 @@ def load_labelled_data(model_args, data_args, cls_args: ClassificationArguments)
 
 def gpt_model_data_collator(model_args, data_args, cls_args, training_args, raw, text_columns, tokenizer, head):
     """GPT: the model, the untokenized data and a collator framing them with GPT-1's input transformations."""
-    from hf_scratch.gpt_input_transforms import GPTTaskInputs
+    from hf_scratch.tools.gpt_input_transforms import GPTTaskInputs
 
     task_inputs = GPTTaskInputs(tokenizer, max_length=data_args.max_seq_length)  # adds ⟨s⟩ $ ⟨e⟩ to the vocabulary
     model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)
@@ -257,7 +260,7 @@ def main(args=None, callbacks=None) -> dict:
     )
     head = dict(num_labels=len(labels), id2label=dict(enumerate(map(str, labels))),
                 label2id={str(label): i for i, label in enumerate(labels)})
-    if model_type == "scratch-gpt":
+    if model_type == ScratchGPTConfig.model_type:
         model, data, collator = gpt_model_data_collator(
             model_args, data_args, cls_args, training_args, raw, text_columns, tokenizer, head
         )

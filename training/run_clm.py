@@ -7,7 +7,7 @@ transformers' run_clm.py.
 
 Text is tokenized (byte-level BPE by default, one token per character with ``--tokenizer_type char``),
 concatenated and cut into blocks of ``--max_seq_length`` (alias ``--block_size``) tokens; labels are the inputs (the model shifts them).
-Transformer-XL trains through ``hf_scratch.training_transfo_xl.TransfoXLTrainer``: batches stream the corpus in
+Transformer-XL trains through ``hf_scratch.tools.training_transfo_xl.TransfoXLTrainer``: batches stream the corpus in
 order so that row i of batch k+1 continues row i of batch k, the memory is carried between steps and saved in every
 checkpoint (resume continues exactly), and evaluation runs with memory.
 Without data arguments it trains on the embedded Shakespeare excerpt in ``training/data/shakespeare``. Reports
@@ -26,6 +26,7 @@ if __package__ in (None, ""):
 
 from transformers import AutoModelForCausalLM, Trainer, default_data_collator
 
+from hf_scratch import ScratchGPTConfig, ScratchTransfoXLConfig
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     choose_column,
@@ -40,7 +41,8 @@ from training.common import (
 )
 from training.model_card import CardInfo
 
-SUPPORTED = ("scratch-gpt", "scratch-transfo-xl")
+# the families this script trains
+SUPPORTED = tuple(config.model_type for config in (ScratchGPTConfig, ScratchTransfoXLConfig))
 
 
 @dataclass
@@ -57,7 +59,7 @@ def main(args=None, callbacks=None) -> dict:
     model_args, data_args, clm_args, training_args = parse_arguments(
         "run_clm", (CLMArguments,), args, aliases={"block_size": "max_seq_length"}, doc=__doc__, supported=SUPPORTED
     )
-    if check_model_type(model_args, SUPPORTED) == "scratch-transfo-xl" and data_args.streaming:
+    if check_model_type(model_args, SUPPORTED) == ScratchTransfoXLConfig.model_type and data_args.streaming:
         raise ValueError("--streaming: Transformer-XL's trainer lays the whole corpus out in parallel streams to carry its memory; "
                          "drop --streaming (GPT streams).")
     raw = load_raw_datasets(model_args, data_args, "shakespeare", limit=False, can_stream=True)
@@ -70,9 +72,9 @@ def main(args=None, callbacks=None) -> dict:
     )
     data = data.map(lambda batch: {"labels": batch["input_ids"]}, batched=True, **map_options(data_args, "labels"))
     trainer_class = Trainer
-    if model.config.model_type == "scratch-transfo-xl":
+    if model.config.model_type == ScratchTransfoXLConfig.model_type:
         # blocks are in corpus order; the XL trainer streams them, carries `mems` and checkpoints them
-        from hf_scratch.training_transfo_xl import TransfoXLTrainer as trainer_class
+        from hf_scratch.tools.training_transfo_xl import TransfoXLTrainer as trainer_class
     trainer = trainer_class(
         model=model,
         args=training_args,

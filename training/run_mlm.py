@@ -20,6 +20,7 @@ if __package__ in (None, ""):
 
 from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling, Trainer
 
+from hf_scratch import ScratchBertConfig, ScratchLongformerConfig
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     choose_column,
@@ -33,7 +34,8 @@ from training.common import (
 )
 from training.model_card import CardInfo
 
-SUPPORTED = ("scratch-bert", "scratch-longformer")
+# the families this script trains
+SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig, ScratchLongformerConfig))
 
 
 @dataclass

@@ -28,6 +28,7 @@ if __package__ in (None, ""):
 import numpy as np
 from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
 
+from hf_scratch import ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     column_names,
@@ -42,7 +43,7 @@ from training.common import (
 )
 from training.model_card import CardInfo
 
-SUPPORTED = ("scratch-bert", "scratch-gpt", "scratch-longformer")
+SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig))
 
 
 @dataclass
@@ -74,7 +75,7 @@ class GPTMultipleChoiceCollator:
     def __call__(self, features: list[dict]) -> dict:
         import torch
 
-        from hf_scratch.gpt_input_transforms import language_modeling_labels
+        from hf_scratch.tools.gpt_input_transforms import language_modeling_labels
 
         batch = self.task_inputs.multiple_choice([f[self.args.context_column] for f in features], [f[self.args.endings_column] for f in features])
         choices = torch.tensor([f["labels"] for f in features], dtype=torch.long)
@@ -143,7 +144,7 @@ def load_choice_data(model_args, data_args, mc_args: MultipleChoiceArguments):
 
 def gpt_model_data_collator(model_args, data_args, mc_args, training_args, raw, tokenizer):
     """GPT: the model (with double heads under --lm_labels), the untokenized data and a GPT-1 framing collator."""
-    from hf_scratch.gpt_input_transforms import GPTTaskInputs
+    from hf_scratch.tools.gpt_input_transforms import GPTTaskInputs
 
     from hf_scratch import ScratchGPTDoubleHeadsModel
 
@@ -189,7 +190,7 @@ def multiple_choice_card(data_args, is_gpt: bool) -> CardInfo:
         task="multiple choice", pipeline_tag="multiple-choice",
         dataset=describe_data(data_args, "next_line"), metric_names=["accuracy"],
         usage="Score every (context, ending) pair with the model and take the argmax over the choices"
-              + (" (GPT: frame them with `hf_scratch.gpt_input_transforms.GPTTaskInputs.multiple_choice`)." if is_gpt else "."),
+              + (" (GPT: frame them with `hf_scratch.tools.gpt_input_transforms.GPTTaskInputs.multiple_choice`)." if is_gpt else "."),
     )
 
 
@@ -197,7 +198,7 @@ def main(args=None, callbacks=None) -> dict:
     model_args, data_args, mc_args, training_args = parse_arguments(
         "run_multiple_choice", (MultipleChoiceArguments,), args, doc=__doc__, supported=SUPPORTED
     )
-    is_gpt = check_model_type(model_args, SUPPORTED) == "scratch-gpt"
+    is_gpt = check_model_type(model_args, SUPPORTED) == ScratchGPTConfig.model_type
     raw, num_choices = load_choice_data(model_args, data_args, mc_args)
     texts = lambda: (t for row in raw["train"] for t in [row[mc_args.context_column], *row[mc_args.endings_column]])  # noqa: E731
     tokenizer = get_tokenizer(model_args, texts, needs_padding=True)

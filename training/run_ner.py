@@ -23,6 +23,7 @@ if __package__ in (None, ""):
 import numpy as np
 from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, Trainer
 
+from hf_scratch import ScratchBertConfig, ScratchLongformerConfig
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     create_model,
@@ -38,7 +39,8 @@ from training.common import (
 )
 from training.model_card import CardInfo
 
-SUPPORTED = ("scratch-bert", "scratch-longformer")
+# the families this script trains
+SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig, ScratchLongformerConfig))
 
 
 @dataclass

@@ -5,7 +5,7 @@
 
 Data is document-level text: in a txt file documents are separated by a line ``=====`` (or by two blank lines);
 in csv/json data each row of ``--text_column`` is a document. Sentence pairs come from
-``hf_scratch.pretraining.make_nsp_examples`` (half IsNext, half a random sentence from another document) and are
+``hf_scratch.tools.pretraining.make_nsp_examples`` (half IsNext, half a random sentence from another document) and are
 masked by ``DataCollatorForBertPreTraining``. Without data arguments it trains on the embedded play excerpts in
 ``training/data/documents``. Reports masked-token and next-sentence accuracy (eval_loss is MLM + NSP).
 
@@ -29,7 +29,8 @@ import datasets
 import numpy as np
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, DataCollatorForLanguageModeling, Trainer
 
-from hf_scratch.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
+from hf_scratch import ScratchBertConfig
+from hf_scratch.tools.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     choose_column,
@@ -43,7 +44,8 @@ from training.common import (
 )
 from training.model_card import CardInfo
 
-SUPPORTED = ("scratch-bert",)
+# the families this script trains
+SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig,))
 
 
 @dataclass

@@ -23,6 +23,7 @@ if __package__ in (None, ""):
 import numpy as np
 from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer
 
+from hf_scratch import ScratchBertConfig, ScratchLongformerConfig
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets, map_options, require_columns,
@@ -30,7 +31,8 @@ from training.common import (
 )
 from training.model_card import CardInfo
 
-SUPPORTED = ("scratch-bert", "scratch-longformer")
+# the families this script trains
+SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig, ScratchLongformerConfig))
 COLUMNS = ("id", "question", "context", "answers")
 
 

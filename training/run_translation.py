@@ -25,6 +25,7 @@ if __package__ in (None, ""):
 import numpy as np
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
+from hf_scratch import ScratchRNNConfig, ScratchTransformerConfig
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets, map_options, require_columns,
@@ -32,7 +33,8 @@ from training.common import (
 )
 from training.model_card import CardInfo
 
-SUPPORTED = ("scratch-transformer", "scratch-rnn")
+# the families this script trains
+SUPPORTED = tuple(config.model_type for config in (ScratchTransformerConfig, ScratchRNNConfig))
 
 
 @dataclass

@@ -19,7 +19,8 @@ Where to read what:
     longformer.py    longformer → scratch-longformer
 
 Each family file holds that family's config translation (both ways, the reference config read as a plain dict so
-no reference class is needed), its ``WeightMap``, and the ``register_conversion(...)`` call that makes it known.
+no reference class is needed; ``FieldNames.of`` derives the renames from the config's ``attribute_map``), its
+``WeightMap``, and the ``register_conversion(...)`` call that makes it known.
 The configuration/modeling files a checkpoint carries never import this package.
 """
 
@@ -28,6 +29,7 @@ from .engine import (
     REFERENCE_TO_SCRATCH,
     TOKENIZER_FILES,
     Conversion,
+    FieldNames,
     WeightMap,
     WeightRule,
     _conversion_for_reference,  # noqa: F401  (tests reach a reference type's Conversion through it)
@@ -47,6 +49,7 @@ __all__ = [
     "REFERENCE_TO_SCRATCH",
     "TOKENIZER_FILES",
     "Conversion",
+    "FieldNames",
     "WeightMap",
     "WeightRule",
     "convert_directory",

@@ -10,31 +10,34 @@ from ..configuration_bert import ScratchBertConfig
 from .engine import (
     TASK_FIELDS,
     Conversion,
+    FieldNames,
     WeightMap,
     WeightRule,
-    copy_fields,
     register_conversion,
     rule,
     scratch_heads,
     weight_and_bias,
 )
 
-# Fields whose names and meanings are the same in transformers' BertConfig and ours.
+# Fields whose names and meanings are the same in transformers' BertConfig and ours (ScratchBertConfig has no
+# attribute_map: it uses BertConfig's names).
 BERT_SHARED_FIELDS = (
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
     "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
     "initializer_range", "layer_norm_eps", "classifier_dropout", "pad_token_id", "tie_word_embeddings",
 )
 
+_FIELD_NAMES = FieldNames.of(ScratchBertConfig, same=BERT_SHARED_FIELDS + TASK_FIELDS)
+
 
 def _config_to_ours(reference: dict) -> ScratchBertConfig:
     if reference.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError("Only BERT with absolute position embeddings can be converted (position_embedding_type).")
-    return ScratchBertConfig(**copy_fields(reference, BERT_SHARED_FIELDS + TASK_FIELDS))
+    return ScratchBertConfig(**_FIELD_NAMES.to_ours(reference))
 
 
 def _config_to_reference(config) -> dict:
-    return copy_fields(config.to_dict(), BERT_SHARED_FIELDS + TASK_FIELDS)
+    return _FIELD_NAMES.to_reference(config.to_dict())
 
 
 def encoder_rules(prefix: str) -> list[WeightRule]:

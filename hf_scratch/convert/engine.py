@@ -219,6 +219,36 @@ def copy_fields(source: dict, names: Sequence[str]) -> dict:
     return {name: source[name] for name in names if name in source and source[name] is not None}
 
 
+@dataclass(frozen=True)
+class FieldNames:
+    """Reference config name → our field name, both ways. Built by ``of`` from the config class's ``attribute_map``
+    (the reference names our config already accepts), so a family lists only what that map lacks. Where several
+    reference names give one field, the last one listed wins: a field's own name (``same``) over an alias."""
+
+    names: Mapping[str, str]
+
+    @classmethod
+    def of(
+        cls, config_class, same: Sequence[str] = (), other: Mapping[str, str] | None = None,
+        without: Sequence[str] = (),
+    ) -> FieldNames:
+        """``config_class.attribute_map`` less ``without`` (aliases the reference does not have, or a family
+        translates itself), then ``other`` (reference names the map lacks), then ``same`` (fields named alike)."""
+        names = {name: ours for name, ours in config_class.attribute_map.items() if name not in without}
+        names.update(other or {})
+        names.update({name: name for name in same})
+        return cls(names)
+
+    def to_ours(self, reference: Mapping) -> dict:
+        """The fields set (not None) in the reference config dict ``reference``, under our names."""
+        return {ours: reference[name] for name, ours in self.names.items() if reference.get(name) is not None}
+
+    def to_reference(self, ours: Mapping) -> dict:
+        """Our config dict's fields that are set (not None), under the reference's names (one name per field)."""
+        reference_name = {field_name: name for name, field_name in self.names.items()}
+        return {name: ours[field] for field, name in reference_name.items() if ours.get(field) is not None}
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Models, both ways
 # --------------------------------------------------------------------------------------------------------------

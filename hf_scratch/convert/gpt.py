@@ -11,25 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..configuration_gpt import ScratchGPTConfig
-from .engine import TASK_FIELDS, Conversion, WeightMap, copy_fields, register_conversion, rule, weight_and_bias
+from .engine import TASK_FIELDS, Conversion, FieldNames, WeightMap, register_conversion, rule, weight_and_bias
 
-# reference name → ours, shared by GPT2Config and OpenAIGPTConfig (the activation is translated separately)
-_RENAMED_FIELDS = {
-    "vocab_size": "vocab_size",
-    "n_embd": "hidden_size",
-    "n_layer": "num_hidden_layers",
-    "n_head": "num_attention_heads",
-    "n_positions": "max_position_embeddings",
-    "resid_pdrop": "hidden_dropout_prob",
-    "attn_pdrop": "attention_probs_dropout_prob",
-    "embd_pdrop": "embedding_dropout_prob",
-    "layer_norm_epsilon": "layer_norm_eps",
-    "initializer_range": "initializer_range",
-    "summary_activation": "multiple_choice_activation",
-    "summary_first_dropout": "multiple_choice_dropout",
-    "pad_token_id": "pad_token_id",
-    "tie_word_embeddings": "tie_word_embeddings",
-}
+# GPT2Config's and OpenAIGPTConfig's names → ours: ScratchGPTConfig's attribute_map, less the FFN width and the
+# activation, which differ between the two and are translated below
+_FIELD_NAMES = FieldNames.of(
+    ScratchGPTConfig,
+    same=("vocab_size", "initializer_range", "pad_token_id", "tie_word_embeddings", *TASK_FIELDS),
+    without=("n_inner", "activation_function", "afn"),
+)
 # OpenAI GPT's afn="gelu" is the tanh approximation (transformers' gelu_new), as in GPT-2.
 _OPENAI_ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu", "silu": "silu", "swish": "silu"}
 
@@ -54,7 +44,7 @@ def _check_reference_config(reference: dict) -> None:
 
 def _config_to_ours(reference: dict, layer_norm_placement: str) -> ScratchGPTConfig:
     _check_reference_config(reference)
-    fields = {ours: reference[name] for name, ours in _RENAMED_FIELDS.items() if name in reference}
+    fields = _FIELD_NAMES.to_ours(reference)
     if layer_norm_placement == "pre":  # GPT-2
         fields["hidden_act"] = reference.get("activation_function", "gelu_new")
         fields["intermediate_size"] = reference.get("n_inner")
@@ -65,17 +55,11 @@ def _config_to_ours(reference: dict, layer_norm_placement: str) -> ScratchGPTCon
             raise ValueError(f"Unknown OpenAI GPT activation afn={afn!r}: expected one of {sorted(_OPENAI_ACTIVATIONS)}.")
         fields["hidden_act"] = _OPENAI_ACTIVATIONS[afn]
     defaults = {"vocab_size": 50257, "hidden_size": 768, "max_position_embeddings": 1024} if layer_norm_placement == "pre" else {}
-    return ScratchGPTConfig(
-        **{**defaults, **fields},
-        **copy_fields(reference, TASK_FIELDS),
-        layer_norm_placement=layer_norm_placement,
-    )
+    return ScratchGPTConfig(**{**defaults, **fields}, layer_norm_placement=layer_norm_placement)
 
 
 def _config_to_reference(config, layer_norm_placement: str) -> dict:
-    values = config.to_dict()
-    reference = {name: values[ours] for name, ours in _RENAMED_FIELDS.items() if ours in values}
-    reference.update(copy_fields(values, TASK_FIELDS))
+    reference = _FIELD_NAMES.to_reference(config.to_dict())
     if layer_norm_placement == "pre":
         reference.update(activation_function=config.hidden_act, n_inner=config.intermediate_size, use_cache=config.use_cache)
         return reference

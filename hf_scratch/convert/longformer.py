@@ -12,21 +12,25 @@ from .bert import BERT_SHARED_FIELDS, encoder_rules, mlm_head_rules
 from .engine import (
     TASK_FIELDS,
     Conversion,
+    FieldNames,
     WeightMap,
-    copy_fields,
     register_conversion,
     scratch_heads,
     weight_and_bias,
 )
 
 # BERT's shared fields without classifier_dropout (LongformerConfig has none), plus the window and separator
-_SHARED_FIELDS = (
-    *(name for name in BERT_SHARED_FIELDS if name != "classifier_dropout"), "attention_window", "sep_token_id"
+_FIELD_NAMES = FieldNames.of(
+    ScratchLongformerConfig,
+    same=(
+        *(name for name in BERT_SHARED_FIELDS if name != "classifier_dropout"), "attention_window", "sep_token_id",
+        *TASK_FIELDS,
+    ),
 )
 
 
 def _config_to_ours(reference: dict) -> ScratchLongformerConfig:
-    return ScratchLongformerConfig(**copy_fields(reference, _SHARED_FIELDS + TASK_FIELDS))
+    return ScratchLongformerConfig(**_FIELD_NAMES.to_ours(reference))
 
 
 def _config_to_reference(config) -> dict:
@@ -36,7 +40,7 @@ def _config_to_reference(config) -> dict:
             f"This model uses dilated attention (attention_dilation={config.attention_dilation}), which transformers' "
             "Longformer does not have: only models with attention_dilation=1 convert to transformers."
         )
-    return copy_fields(config.to_dict(), _SHARED_FIELDS + TASK_FIELDS)
+    return _FIELD_NAMES.to_reference(config.to_dict())
 
 
 def _weight_map(config) -> WeightMap:

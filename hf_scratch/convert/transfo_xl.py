@@ -10,18 +10,27 @@ the learned u, v biases (Dai et al. 2019, §3.3), shared or per layer (``untie_r
 from __future__ import annotations
 
 from ..configuration_transfo_xl import ScratchTransfoXLConfig
-from .engine import Conversion, WeightMap, copy_fields, register_conversion, rule, scratch_heads, weight_and_bias
+from .engine import (
+    Conversion,
+    FieldNames,
+    WeightMap,
+    copy_fields,
+    register_conversion,
+    rule,
+    scratch_heads,
+    weight_and_bias,
+)
 
-# reference field → ours (the reference config is read as a plain dict: transformers 5 has no TransfoXLConfig)
-_FIELDS = {
-    "vocab_size": "vocab_size", "d_model": "hidden_size", "d_embed": "embedding_size", "n_head": "num_attention_heads",
-    "d_head": "head_dim", "d_inner": "intermediate_size", "n_layer": "num_hidden_layers", "div_val": "div_val",
-    "pre_lnorm": "pre_norm", "mem_len": "mem_len", "clamp_len": "clamp_len", "same_length": "same_length",
-    "untie_r": "untie_r", "cutoffs": "cutoffs", "tie_projs": "tie_projs", "dropout": "hidden_dropout_prob",
-    "dropatt": "attention_probs_dropout_prob", "layer_norm_epsilon": "layer_norm_eps", "init_std": "initializer_range",
-    "proj_init_std": "proj_init_std", "eos_token_id": "eos_token_id", "pad_token_id": "pad_token_id",
-    "tie_word_embeddings": "tie_word_embeddings",
-}
+# the reference's names → ours (read from a plain dict: transformers 5 has no TransfoXLConfig): the attribute_map of
+# ScratchTransfoXLConfig, the original hub configs' tie_weight (e.g. transfo-xl-wt103), and the fields named alike
+_FIELD_NAMES = FieldNames.of(
+    ScratchTransfoXLConfig,
+    other={"tie_weight": "tie_word_embeddings"},
+    same=(
+        "vocab_size", "div_val", "mem_len", "clamp_len", "same_length", "untie_r", "cutoffs", "tie_projs",
+        "proj_init_std", "eos_token_id", "pad_token_id", "tie_word_embeddings",
+    ),
+)
 
 
 def _config_to_ours(reference: dict) -> ScratchTransfoXLConfig:
@@ -32,12 +41,7 @@ def _config_to_ours(reference: dict) -> ScratchTransfoXLConfig:
         )
     if reference.get("sample_softmax", -1) > 0:
         raise ValueError("Transformer-XL checkpoints with a sampled softmax (sample_softmax > 0) are not supported.")
-    fields = {ours: reference[name] for name, ours in _FIELDS.items() if reference.get(name) is not None}
-    # the original hub configs (e.g. transfo-xl-wt103) name these n_token and tie_weight
-    if "vocab_size" not in fields and reference.get("n_token") is not None:
-        fields["vocab_size"] = reference["n_token"]
-    if "tie_word_embeddings" not in fields and reference.get("tie_weight") is not None:
-        fields["tie_word_embeddings"] = reference["tie_weight"]
+    fields = _FIELD_NAMES.to_ours(reference)
     if "tie_projs" not in fields and "cutoffs" in fields:  # configs that only carry proj_share_all_but_first
         share = reference.get("proj_share_all_but_first", True)
         fields["tie_projs"] = [False] + [share] * len(fields["cutoffs"])
@@ -45,7 +49,7 @@ def _config_to_ours(reference: dict) -> ScratchTransfoXLConfig:
 
 
 def _config_to_reference(config) -> dict:
-    return {name: getattr(config, ours) for name, ours in _FIELDS.items()}
+    return _FIELD_NAMES.to_reference(config.to_dict())
 
 
 def _has_no_transformers_class(config) -> bool:

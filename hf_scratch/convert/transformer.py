@@ -12,20 +12,20 @@ import torch
 
 from ..configuration_transformer import ScratchTransformerConfig
 from ..positional import sinusoidal_table
-from .engine import Conversion, WeightMap, copy_fields, register_conversion, rule, weight_and_bias
+from .engine import Conversion, FieldNames, WeightMap, copy_fields, register_conversion, rule, weight_and_bias
 
-# (Marian field, our field) pairs with the same meaning; Marian is post-LN with split sinusoids and LayerNorm eps 1e-5.
-_MARIAN_FIELDS = (
-    ("vocab_size", "vocab_size"), ("decoder_vocab_size", "decoder_vocab_size"), ("d_model", "hidden_size"),
-    ("encoder_layers", "encoder_layers"), ("decoder_layers", "decoder_layers"),
-    ("encoder_attention_heads", "encoder_attention_heads"), ("decoder_attention_heads", "decoder_attention_heads"),
-    ("encoder_ffn_dim", "encoder_ffn_dim"), ("decoder_ffn_dim", "decoder_ffn_dim"),
-    ("activation_function", "hidden_act"), ("dropout", "hidden_dropout_prob"),
-    ("attention_dropout", "attention_probs_dropout_prob"), ("activation_dropout", "activation_dropout"),
-    ("init_std", "initializer_range"), ("max_position_embeddings", "max_position_embeddings"),
-    ("scale_embedding", "scale_embedding"), ("share_encoder_decoder_embeddings", "share_encoder_decoder_embeddings"),
-    ("tie_word_embeddings", "tie_word_embeddings"), ("pad_token_id", "pad_token_id"), ("bos_token_id", "bos_token_id"),
-    ("eos_token_id", "eos_token_id"), ("decoder_start_token_id", "decoder_start_token_id"),
+# MarianConfig's names → ours: ScratchTransformerConfig's attribute_map (less the shared names it reads as the
+# encoder's, which are not Marian's) and the fields named alike. Marian is post-LN with split sinusoids and LayerNorm
+# eps 1e-5.
+_FIELD_NAMES = FieldNames.of(
+    ScratchTransformerConfig,
+    without=("num_hidden_layers", "num_attention_heads", "intermediate_size"),
+    same=(
+        "vocab_size", "decoder_vocab_size", "encoder_layers", "decoder_layers", "encoder_attention_heads",
+        "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "activation_dropout",
+        "max_position_embeddings", "scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings",
+        "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
+    ),
 )
 _MARIAN_LAYER_NORM_EPS = 1e-5  # Marian's nn.LayerNorm default
 
@@ -39,7 +39,7 @@ def _config_to_ours(reference: dict) -> ScratchTransformerConfig:
         if reference.get(name):
             raise ValueError(f"Marian config has {name}=True, which transformers' Marian (and scratch-transformer) "
                              "does not implement: this checkpoint needs a different architecture.")
-    fields = {ours: reference[theirs] for theirs, ours in _MARIAN_FIELDS if reference.get(theirs) is not None}
+    fields = _FIELD_NAMES.to_ours(reference)
     # Marian: one vocabulary unless stated otherwise; no separate flag means shared (its default).
     fields.setdefault("share_encoder_decoder_embeddings", True)
     fields.setdefault("tie_word_embeddings", True)
@@ -65,8 +65,7 @@ def _config_to_reference(config) -> dict:
                 f"Marian has {name}={marian!r} built in but this model has {name}={value!r}: only models configured "
                 f"like Marian (sinusoidal_layout='split', pre_norm=False, layer_norm_eps=1e-5) convert to MarianMTModel."
             )
-    values = config.to_dict()
-    return {theirs: values[ours] for theirs, ours in _MARIAN_FIELDS if values.get(ours) is not None}
+    return _FIELD_NAMES.to_reference(config.to_dict())
 
 
 class _MarianWeightMap(WeightMap):

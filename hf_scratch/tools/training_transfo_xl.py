@@ -19,7 +19,7 @@ Usage::
 
     from transformers import TrainingArguments
     from hf_scratch import ScratchTransfoXLConfig, ScratchTransfoXLLMHeadModel
-    from hf_scratch.training_transfo_xl import TransfoXLTrainer, segment_dataset
+    from hf_scratch.tools.training_transfo_xl import TransfoXLTrainer, segment_dataset
 
     ids = tokenizer(text)["input_ids"]                       # one long token stream
     train = segment_dataset(ids[: -10_000], segment_length=128)

@@ -23,24 +23,18 @@ def model_max_length(config) -> int:
     transformers' own checkpoints (512 for bert-base), so that generic code which truncates or cuts text into blocks
     of ``tokenizer.model_max_length`` tokens never feeds the model more positions than it has.
 
-    - BERT, GPT and the encoder-decoder Transformer: ``max_position_embeddings``, the size of the learned position
-      table (BERT, GPT) or of the sinusoidal table both sides of the Transformer look positions up in (Vaswani et al. 2017 §3.5).
-    - Longformer: RoBERTa's position ids start at ``pad_token_id + 1``, so ``max_position_embeddings -
-      pad_token_id - 1`` (4098 - 2 = 4096 for longformer-base, what its tokenizer says).
-    - Transformer-XL (relative sinusoidal encodings, computed for any distance, plus the memory of earlier
-      segments) and the RNN baselines (no positions at all) have no limit. They keep transformers' "no limit"
-      value ``VERY_LARGE_INTEGER`` (int(1e30)), as transformers' own Transformer-XL and XLNet tokenizers do (their
-      positional size is ``None``): truncating to ``model_max_length`` then keeps the whole text, which these
-      models can read. A Transformer-XL user picks the segment length with ``max_length=`` and carries ``mems``.
+    The config says it (``ScratchConfig.max_input_tokens``): the position table's size, less what a family reserves
+    (Longformer's RoBERTa positions). Transformer-XL (relative sinusoidal encodings, computed for any distance, plus
+    the memory of earlier segments) and the RNN baselines (no positions at all) have no limit. They keep
+    transformers' "no limit" value ``VERY_LARGE_INTEGER`` (int(1e30)), as transformers' own Transformer-XL and XLNet
+    tokenizers do (their positional size is ``None``): truncating to ``model_max_length`` then keeps the whole text,
+    which these models can read. A Transformer-XL user picks the segment length with ``max_length=`` and carries
+    ``mems``.
     """
     from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
-    positions = getattr(config, "max_position_embeddings", None)
-    if positions is None:
-        return VERY_LARGE_INTEGER
-    if config.model_type == "scratch-longformer":
-        return positions - config.pad_token_id - 1
-    return positions
+    limit = config.max_input_tokens
+    return VERY_LARGE_INTEGER if limit is None else limit
 
 
 def train_tokenizer(texts: Iterable[str], kind: str = "wordpiece", vocab_size: int = 1000, lowercase: bool = True):

@@ -5,7 +5,7 @@ run's logs (``trainer_state.json`` or TensorBoard event files).
 
 matplotlib is an optional extra (``pip install hf_scratch[plots]``) imported only when a picture is drawn.
 
-    python -m hf_scratch.viz OUT_DIR [--run RUN_DIR] [--model MODEL_DIR --sentence "..."]
+    python -m hf_scratch.tools.viz OUT_DIR [--run RUN_DIR] [--model MODEL_DIR --sentence "..."]
 
 renders ``positional_encoding.png``, ``attention.png``, ``masks.png`` and, given a run directory,
 ``training_curves.png`` into OUT_DIR.
@@ -21,15 +21,15 @@ from typing import Optional, Sequence
 
 import torch
 
-from .attention import AttentionMask, causal_mask, combine_masks, padding_mask
-from .positional import sinusoidal_table
+from ..attention import AttentionMask, causal_mask, combine_masks, padding_mask
+from ..positional import sinusoidal_table
 
 
 def _pyplot():
     try:
         import matplotlib
     except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError("hf_scratch.viz needs matplotlib: pip install 'hf_scratch[plots]'.") from error
+        raise ImportError("hf_scratch.tools.viz needs matplotlib: pip install 'hf_scratch[plots]'.") from error
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -97,8 +97,8 @@ def plot_attention(path, weights: torch.Tensor, tokens: Sequence[str], title: st
 
 def _demo_bert(sentence: str):
     """A tiny randomly initialised BERT over the sentence's own words: shows the mechanics, not a trained model."""
-    from .configuration_bert import ScratchBertConfig
-    from .modeling_bert import ScratchBertModel
+    from ..configuration_bert import ScratchBertConfig
+    from ..modeling_bert import ScratchBertModel
 
     words = ["[CLS]"] + sentence.split() + ["[SEP]"]
     vocabulary = {word: index for index, word in enumerate(dict.fromkeys(["[PAD]"] + words))}
@@ -118,7 +118,7 @@ def plot_attention_for_sentence(path, sentence: str, model_dir: Optional[str] = 
     else:
         from transformers import AutoModel, AutoTokenizer
 
-        from .convert import load_reference_checkpoint, needs_conversion
+        from ..convert import load_reference_checkpoint, needs_conversion
 
         try:
             tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -310,7 +310,9 @@ def render_all(out_dir, run_dir=None, model_dir=None, sentence: str = "the cat s
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m hf_scratch.viz", description="Render hf_scratch's pictures to PNG.")
+    parser = argparse.ArgumentParser(
+        prog="python -m hf_scratch.tools.viz", description="Render hf_scratch's pictures to PNG."
+    )
     parser.add_argument("out_dir")
     parser.add_argument("--run", help="a Trainer output_dir (trainer_state.json or TensorBoard logs) for training curves")
     parser.add_argument("--model", help="a saved model directory with its tokenizer for the attention picture")
