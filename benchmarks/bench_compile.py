@@ -33,8 +33,19 @@ import sys
 import time
 
 import torch
-from common import (Autocast, bar_plot, compare, in_repo_path, matrix_products_fn, optimizer_step_fn, ratio_row,
-                    setup_threads, synchronized, train_step_fn, write_table)
+from common import (
+    Autocast,
+    bar_plot,
+    compare,
+    in_repo_path,
+    matrix_products_fn,
+    optimizer_step_fn,
+    ratio_row,
+    setup_threads,
+    synchronized,
+    train_step_fn,
+    write_table,
+)
 
 in_repo_path()
 
@@ -42,23 +53,53 @@ import hf_scratch  # noqa: E402
 
 VOCAB, HIDDEN, LAYERS, HEADS, FFN, BATCH, LENGTH = 8000, 256, 4, 4, 1024, 8, 128
 NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-ENCODER = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-               intermediate_size=FFN, **NO_DROPOUT)
+ENCODER = dict(
+    vocab_size=VOCAB,
+    hidden_size=HIDDEN,
+    num_hidden_layers=LAYERS,
+    num_attention_heads=HEADS,
+    intermediate_size=FFN,
+    **NO_DROPOUT,
+)
 
 MODELS = {
     "bert": lambda: hf_scratch.ScratchBertForMaskedLM(hf_scratch.ScratchBertConfig(**ENCODER)),
     "gpt": lambda: hf_scratch.ScratchGPTLMHeadModel(
-        hf_scratch.ScratchGPTConfig(**ENCODER, embedding_dropout_prob=0.0, layer_norm_placement="pre")),
-    "transformer": lambda: hf_scratch.ScratchTransformerForConditionalGeneration(hf_scratch.ScratchTransformerConfig(
-        vocab_size=VOCAB, hidden_size=HIDDEN, encoder_layers=LAYERS, decoder_layers=LAYERS, encoder_attention_heads=HEADS,
-        decoder_attention_heads=HEADS, encoder_ffn_dim=FFN, decoder_ffn_dim=FFN, **NO_DROPOUT)),
-    "longformer": lambda: hf_scratch.ScratchLongformerForMaskedLM(hf_scratch.ScratchLongformerConfig(
-        **ENCODER, attention_window=32, max_position_embeddings=LENGTH + 2)),
-    "transfo_xl": lambda: hf_scratch.ScratchTransfoXLLMHeadModel(hf_scratch.ScratchTransfoXLConfig(
-        vocab_size=VOCAB, cutoffs=[2000, 4000], hidden_size=HIDDEN, embedding_size=HIDDEN, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, head_dim=HIDDEN // HEADS, intermediate_size=FFN, mem_len=LENGTH, **NO_DROPOUT)),
-    "rnn": lambda: hf_scratch.ScratchRNNForConditionalGeneration(hf_scratch.ScratchRNNConfig(
-        vocab_size=VOCAB, hidden_size=HIDDEN, hidden_dropout_prob=0.0)),
+        hf_scratch.ScratchGPTConfig(**ENCODER, embedding_dropout_prob=0.0, layer_norm_placement="pre")
+    ),
+    "transformer": lambda: hf_scratch.ScratchTransformerForConditionalGeneration(
+        hf_scratch.ScratchTransformerConfig(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            encoder_layers=LAYERS,
+            decoder_layers=LAYERS,
+            encoder_attention_heads=HEADS,
+            decoder_attention_heads=HEADS,
+            encoder_ffn_dim=FFN,
+            decoder_ffn_dim=FFN,
+            **NO_DROPOUT,
+        )
+    ),
+    "longformer": lambda: hf_scratch.ScratchLongformerForMaskedLM(
+        hf_scratch.ScratchLongformerConfig(**ENCODER, attention_window=32, max_position_embeddings=LENGTH + 2)
+    ),
+    "transfo_xl": lambda: hf_scratch.ScratchTransfoXLLMHeadModel(
+        hf_scratch.ScratchTransfoXLConfig(
+            vocab_size=VOCAB,
+            cutoffs=[2000, 4000],
+            hidden_size=HIDDEN,
+            embedding_size=HIDDEN,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS,
+            head_dim=HIDDEN // HEADS,
+            intermediate_size=FFN,
+            mem_len=LENGTH,
+            **NO_DROPOUT,
+        )
+    ),
+    "rnn": lambda: hf_scratch.ScratchRNNForConditionalGeneration(
+        hf_scratch.ScratchRNNConfig(vocab_size=VOCAB, hidden_size=HIDDEN, hidden_dropout_prob=0.0)
+    ),
 }
 
 
@@ -82,8 +123,12 @@ def against_transformers(args, threads: int, argv) -> None:
     command = " ".join(["python benchmarks/bench_compile.py", *(argv if argv is not None else sys.argv[1:])])
     suffix = ("bert_base_" if args.base else "") + ("cuda" if args.device.startswith("cuda") else "cpu")
     title = "Compiled training step" + (", BERT-base" if args.base else "") + ": ours vs transformers"
-    write_table(f"compile_vs_transformers_{suffix}", f"{title}\n\n`{command}`", rows,
-                against_transformers_notes(args, where, BERT_BASE, SMALL))
+    write_table(
+        f"compile_vs_transformers_{suffix}",
+        f"{title}\n\n`{command}`",
+        rows,
+        against_transformers_notes(args, where, BERT_BASE, SMALL),
+    )
 
 
 def compile_cases(args, bert_base: dict, small: dict) -> list[tuple]:
@@ -158,15 +203,14 @@ def compile_row(label: str, batch: int, times: dict, compile_s: dict, cpu_float3
         "transformers eager (ms)": round(ms["transformers eager"], 2),
         "transformers compiled (ms)": round(ms["transformers compiled"], 2),
         "ours: eager ÷ compiled": round(ms["ours eager"] / ms["ours compiled"], 2),
-        "vs transformers eager (goal ≥ 1.25)":
-            f"{vs_ref_eager:.2f} ({'met' if vs_ref_eager >= 1.25 else 'NOT met'})",
-        "vs transformers compiled (goal ≥ 1.0)":
-            f"{vs_ref_compiled:.2f} ({'met' if vs_ref_compiled >= 1.0 else 'NOT met'})",
+        "vs transformers eager (goal ≥ 1.25)": f"{vs_ref_eager:.2f} ({'met' if vs_ref_eager >= 1.25 else 'NOT met'})",
+        "vs transformers compiled (goal ≥ 1.0)": f"{vs_ref_compiled:.2f} ({'met' if vs_ref_compiled >= 1.0 else 'NOT met'})",
     }
     if cpu_float32:
         row["ceiling vs transformers eager"] = round(ms["transformers eager"] / (ms["products"] + ms["update"]), 2)
     row["compile s (ours / transformers)"] = (
-        f"{compile_s['ours compiled']:.0f} / {compile_s['transformers compiled']:.0f}")
+        f"{compile_s['ours compiled']:.0f} / {compile_s['transformers compiled']:.0f}"
+    )
     return row
 
 
@@ -174,15 +218,16 @@ def against_transformers_notes(args, where: str, bert_base: dict, small: dict) -
     cpu_float32 = args.device == "cpu" and args.dtype == "float32"
     size = "BERT-base: " if args.base else ""
     size += "hidden {hidden}, {layers} layers, {heads} heads, FFN {ffn}, vocabulary {vocab}".format(
-        **(bert_base if args.base else small))
+        **(bert_base if args.base else small)
+    )
     notes = [
-        f"machine: {where}; {args.dtype}"
-        + (" autocast" if args.dtype != "float32" else ""),
+        f"machine: {where}; {args.dtype}" + (" autocast" if args.dtype != "float32" else ""),
         f"training step (forward + backward + AdamW), {size}, dropout 0, SDPA on both sides"
         + ("" if args.base else f" (the encoder-decoder {small['layers']} + {small['layers']} layers)")
         + f"; torch.compile defaults (Inductor) on the model; medians of {args.repeats} repeats, timed round-robin "
         "after 2 warm-up steps each",
-        "compared with BertForMaskedLM" + ("" if args.base else ", GPT2LMHeadModel, MarianMTModel")
+        "compared with BertForMaskedLM"
+        + ("" if args.base else ", GPT2LMHeadModel, MarianMTModel")
         + " at the same configuration and weights; the four first-step losses are checked equal before timing",
         "ratios: other time ÷ our compiled time (> 1: ours compiled is faster); compile s = the first step",
         "noise = (max − min) ÷ median over the repeats, the largest of the four columns; load = the machine's "
@@ -193,10 +238,13 @@ def against_transformers_notes(args, where: str, bert_base: dict, small: dict) -
             "ceiling = transformers eager ÷ (our step's linear-layer matrix products, forward + backward, replayed "
             "alone + AdamW's update alone), timed in the same round-robin: the ratio ours compiled would reach if "
             "everything but those GEMMs and the update took no time; Inductor on the CPU leaves the GEMMs to the "
-            "same library kernels, so a ceiling below 1.25 means the goal is out of reach of any fusion")
+            "same library kernels, so a ceiling below 1.25 means the goal is out of reach of any fusion"
+        )
     if not torch.cuda.is_available():
-        notes.append("no GPU on this machine: the bf16 GPU table of issue 15 (`--device cuda --dtype bfloat16`, "
-                     "compile_vs_transformers_cuda.md) is not measured here")
+        notes.append(
+            "no GPU on this machine: the bf16 GPU table of issue 15 (`--device cuda --dtype bfloat16`, "
+            "compile_vs_transformers_cuda.md) is not measured here"
+        )
     return notes
 
 
@@ -234,10 +282,14 @@ def main(argv=None):
         compiled_step = train_step_fn(compiled, inputs)
         compiled_step()  # compiles the training graphs (forward + backward)
         compile_seconds = time.perf_counter() - start
-        times = compare({"compiled": compiled_step, "eager": train_step_fn(eager, inputs)}, warmup=1, repeats=args.repeats)
+        times = compare(
+            {"compiled": compiled_step, "eager": train_step_fn(eager, inputs)}, warmup=1, repeats=args.repeats
+        )
         row = ratio_row(name, times["compiled"], times["eager"], compile_s=round(compile_seconds))
-        row = {("compiled (ms)" if k == "ours (ms)" else "eager (ms)" if k == "transformers (ms)" else k): v
-               for k, v in row.items()}
+        row = {
+            ("compiled (ms)" if k == "ours (ms)" else "eager (ms)" if k == "transformers (ms)" else k): v
+            for k, v in row.items()
+        }
         rows.append(row)
         print(row, flush=True)
     notes = [

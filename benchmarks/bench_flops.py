@@ -66,8 +66,13 @@ def main(argv=None):
     a, b = torch.randn(m, k), torch.randn(k, n)
     # The GEMM runs round-robin with the two steps, so a busy phase of the shared machine slows all three alike.
     times = compare(
-        {"ours": train_step_fn(ours, inputs), "transformers": train_step_fn(reference, inputs), "gemm": lambda: [torch.mm(a, b) for _ in range(GEMM_CALLS)]},
-        warmup=1, repeats=args.repeats,
+        {
+            "ours": train_step_fn(ours, inputs),
+            "transformers": train_step_fn(reference, inputs),
+            "gemm": lambda: [torch.mm(a, b) for _ in range(GEMM_CALLS)],
+        },
+        warmup=1,
+        repeats=args.repeats,
     )
     peak = GEMM_CALLS * 2 * m * k * n / times["gemm"].median
     peak_shape = f"{m}×{k}·{k}×{n}"
@@ -75,13 +80,15 @@ def main(argv=None):
     rows = []
     for name in ("ours", "transformers"):
         rate = flops[name] / times[name].median
-        rows.append({
-            "model": name,
-            "GFLOP per step": round(flops[name] / 1e9, 1),
-            "step (s)": round(times[name].median, 3),
-            "achieved GFLOP/s": round(rate / 1e9, 1),
-            "fraction of GEMM peak": f"{rate / peak:.0%}",
-        })
+        rows.append(
+            {
+                "model": name,
+                "GFLOP per step": round(flops[name] / 1e9, 1),
+                "step (s)": round(times[name].median, 3),
+                "achieved GFLOP/s": round(rate / 1e9, 1),
+                "fraction of GEMM peak": f"{rate / peak:.0%}",
+            }
+        )
     notes = [
         f"BERT-base MLM (dropout 0), batch {args.batch} × {args.length}, {threads} threads, SDPA; GEMM peak "
         f"{peak / 1e9:.1f} GFLOP/s (torch.mm {peak_shape}, the fastest of the step's GEMM shapes and 2048³, timed round-robin with the steps).",

@@ -44,8 +44,16 @@ def build(size: dict, positions: int = 1024):
     from hf_scratch.convert import from_transformers
 
     config = GPT2Config(
-        vocab_size=size["vocab"], n_embd=size["hidden"], n_layer=size["layers"], n_head=size["heads"],
-        n_positions=positions, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+        vocab_size=size["vocab"],
+        n_embd=size["hidden"],
+        n_layer=size["layers"],
+        n_head=size["heads"],
+        n_positions=positions,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
         pad_token_id=0,
     )
     torch.manual_seed(0)
@@ -67,8 +75,14 @@ def generate_fn(model, inputs, new_tokens: int, use_cache: bool = True, **genera
     def run():
         with torch.inference_mode():
             tokens = model.generate(
-                **inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, use_cache=use_cache,
-                eos_token_id=None, pad_token_id=0, **generate_kwargs,
+                **inputs,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                use_cache=use_cache,
+                eos_token_id=None,
+                pad_token_id=0,
+                **generate_kwargs,
             )
         if tokens.is_cuda:
             torch.cuda.synchronize()
@@ -106,20 +120,21 @@ def compiled_rows(ours, reference, size: dict, args) -> list[dict]:
         same_ref = torch.equal(tokens["ours compiled static"], tokens["transformers compiled static"])
         vs_eager = tps["ours compiled static"] / tps["ours eager dynamic"]
         vs_ref = tps["ours compiled static"] / tps["transformers compiled static"]
-        rows.append({
-            "batch": batch,
-            "ours eager dynamic (tok/s)": round(tps["ours eager dynamic"], 1),
-            "ours compiled static (tok/s)": round(tps["ours compiled static"], 1),
-            "transformers compiled static (tok/s)": round(tps["transformers compiled static"], 1),
-            "transformers eager dynamic (tok/s)": round(tps["transformers eager dynamic"], 1),
-            "compiled ÷ our eager (goal ≥ 3)": f"{vs_eager:.2f} ({'met' if vs_eager >= 3 else 'NOT met'})",
-            "ours ÷ transformers compiled (goal ≥ 1.0)": f"{vs_ref:.2f} ({'met' if vs_ref >= 1.0 else 'NOT met'})",
-            "first call s (ours / transformers compiled)":
-                f"{compile_s['ours compiled static']:.0f} / {compile_s['transformers compiled static']:.0f}",
-            "same tokens (ours static≡dynamic / ≡ transformers)": f"{'yes' if same_ours else 'NO'} / "
-                                                                   f"{'yes' if same_ref else 'NO'}",
-            "noise": f"{max(t.spread for t in times.values()):.0%}",
-        })
+        rows.append(
+            {
+                "batch": batch,
+                "ours eager dynamic (tok/s)": round(tps["ours eager dynamic"], 1),
+                "ours compiled static (tok/s)": round(tps["ours compiled static"], 1),
+                "transformers compiled static (tok/s)": round(tps["transformers compiled static"], 1),
+                "transformers eager dynamic (tok/s)": round(tps["transformers eager dynamic"], 1),
+                "compiled ÷ our eager (goal ≥ 3)": f"{vs_eager:.2f} ({'met' if vs_eager >= 3 else 'NOT met'})",
+                "ours ÷ transformers compiled (goal ≥ 1.0)": f"{vs_ref:.2f} ({'met' if vs_ref >= 1.0 else 'NOT met'})",
+                "first call s (ours / transformers compiled)": f"{compile_s['ours compiled static']:.0f} / {compile_s['transformers compiled static']:.0f}",
+                "same tokens (ours static≡dynamic / ≡ transformers)": f"{'yes' if same_ours else 'NO'} / "
+                f"{'yes' if same_ref else 'NO'}",
+                "noise": f"{max(t.spread for t in times.values()):.0%}",
+            }
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -151,8 +166,9 @@ def profile_compiled(ours, size: dict, args) -> None:
     inputs = dict(zip(("input_ids", "attention_mask"), prompts(size["vocab"], 1)))
     runs = {
         "eager dynamic": generate_fn(ours, inputs, args.new_tokens),
-        "compiled static": generate_fn(ours, inputs, args.new_tokens, cache_implementation="static",
-                                       compile_config=compile_config),
+        "compiled static": generate_fn(
+            ours, inputs, args.new_tokens, cache_implementation="static", compile_config=compile_config
+        ),
     }
     for name, run in runs.items():
         run(), run()  # compiles (the static one), warms up
@@ -208,8 +224,12 @@ def write_compiled_table(ours, reference, size: dict, args, threads: int) -> Non
         "noise = (max − min) ÷ median over the repeats, the largest of the four columns",
     ]
     suffix = "cuda" if args.device.startswith("cuda") else "cpu"
-    write_table(f"gpt_generation_compiled_{args.size}_{suffix}",
-                f"GPT greedy decoding: compiled static cache vs eager dynamic cache\n\n`{command}`", rows, notes=notes)
+    write_table(
+        f"gpt_generation_compiled_{args.size}_{suffix}",
+        f"GPT greedy decoding: compiled static cache vs eager dynamic cache\n\n`{command}`",
+        rows,
+        notes=notes,
+    )
 
 
 def profile_eager(ours, size: dict) -> None:
@@ -243,10 +263,12 @@ def cached_row(ours, reference, size: dict, args, batch: int) -> dict:
             "ours": generate_fn(ours, inputs, args.new_tokens),
             "transformers": generate_fn(reference, inputs, args.new_tokens),
         },
-        warmup=1, repeats=args.repeats,
+        warmup=1,
+        repeats=args.repeats,
     )
-    return speed_row(f"cached, batch {batch}, {args.new_tokens} new", times, "ours", "transformers", batch,
-                     args.new_tokens, same)
+    return speed_row(
+        f"cached, batch {batch}, {args.new_tokens} new", times, "ours", "transformers", batch, args.new_tokens, same
+    )
 
 
 def cached_vs_uncached_row(ours, size: dict, args) -> dict:
@@ -260,13 +282,17 @@ def cached_vs_uncached_row(ours, size: dict, args) -> dict:
         return lambda: outputs.__setitem__(name, run())
 
     times = compare(
-        {"cached": keep("cached", generate_fn(ours, inputs, args.long)),
-         "uncached": keep("uncached", generate_fn(ours, inputs, args.long, use_cache=False))},
-        warmup=0, repeats=args.long_repeats,
+        {
+            "cached": keep("cached", generate_fn(ours, inputs, args.long)),
+            "uncached": keep("uncached", generate_fn(ours, inputs, args.long, use_cache=False)),
+        },
+        warmup=0,
+        repeats=args.long_repeats,
     )
     same = torch.equal(outputs["cached"], outputs["uncached"])
-    return speed_row(f"ours cached vs uncached, batch 1, {args.long} new", times, "cached", "uncached", 1,
-                     args.long, same)
+    return speed_row(
+        f"ours cached vs uncached, batch 1, {args.long} new", times, "cached", "uncached", 1, args.long, same
+    )
 
 
 if __name__ == "__main__":

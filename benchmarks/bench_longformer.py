@@ -21,15 +21,22 @@ from __future__ import annotations
 import argparse
 
 import torch
-
 from common import bar_plot, compare, in_repo_path, line_plot, peak_memory_mib, ratio_row, setup_threads, write_table
 
 in_repo_path()
 
 VOCAB = 1000
-CONFIG = dict(vocab_size=VOCAB, hidden_size=256, num_hidden_layers=2, num_attention_heads=4, intermediate_size=1024,
-              attention_window=256, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-              max_position_embeddings=16384 + 8)
+CONFIG = dict(
+    vocab_size=VOCAB,
+    hidden_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=1024,
+    attention_window=256,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+    max_position_embeddings=16384 + 8,
+)
 
 
 def build(which: str, length: int, dilation=1, seed: int = 0, batch: int = 1):
@@ -94,8 +101,13 @@ def attention_step(which: str, length: int):
         mask = torch.zeros(1, length).masked_fill(is_global, torch.finfo(torch.float32).max)
 
         def run():
-            return layer(hidden, attention_mask=mask, is_index_masked=mask < 0, is_index_global_attn=mask > 0,
-                         is_global_attn=True)[0]
+            return layer(
+                hidden,
+                attention_mask=mask,
+                is_index_masked=mask < 0,
+                is_index_global_attn=mask > 0,
+                is_global_attn=True,
+            )[0]
     else:
         layer = from_transformers(reference).model.layers[0].attention
         real = torch.ones(1, length, dtype=torch.bool)
@@ -140,8 +152,10 @@ def matrix_product_flops(length: int) -> dict:
     hidden, ffn, layers = CONFIG["hidden_size"], CONFIG["intermediate_size"], CONFIG["num_hidden_layers"]
     per_token = layers * (hidden * 3 * hidden + hidden * hidden + 2 * hidden * ffn) + hidden * hidden + hidden * VOCAB
     window_keys = CONFIG["attention_window"] + 1
-    return {"linear": 3 * 2 * length * per_token,  # forward, and two products backward
-            "attention": 3 * 2 * 2 * layers * length * window_keys * hidden}  # Q Kᵀ and P V over all heads
+    return {
+        "linear": 3 * 2 * length * per_token,  # forward, and two products backward
+        "attention": 3 * 2 * 2 * layers * length * window_keys * hidden,
+    }  # Q Kᵀ and P V over all heads
 
 
 # glibc returns every block of 32 MB or more to the kernel when it is freed, so each new one is page-faulted in again:
@@ -168,8 +182,15 @@ def scaling_without_page_faults(lengths, repeats: int) -> dict:
     import subprocess
     import sys
 
-    command = [sys.executable, __file__, "--scaling-child", "--repeats", str(repeats),
-               "--lengths", ",".join(map(str, lengths))]
+    command = [
+        sys.executable,
+        __file__,
+        "--scaling-child",
+        "--repeats",
+        str(repeats),
+        "--lengths",
+        ",".join(map(str, lengths)),
+    ]
     completed = subprocess.run(command, env={**os.environ, **NO_MMAP}, capture_output=True, text=True, check=True)
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
@@ -188,20 +209,36 @@ def main() -> None:
         print(json.dumps(scaling_times([int(x) for x in args.lengths.split(",")], args.repeats)))
         return
     lengths = [int(x) for x in args.lengths.split(",")]
-    notes = [f"{threads} threads; hidden 256, 2 layers, 4 heads, FFN 1024, window 256, 1 global token, dropout 0, "
-             f"vocabulary {VOCAB}; forward + backward of the MLM loss; speed-up = transformers time / ours",
-             "memory: peak RSS a step adds over the built model, each in a fresh process"]
+    notes = [
+        f"{threads} threads; hidden 256, 2 layers, 4 heads, FFN 1024, window 256, 1 global token, dropout 0, "
+        f"vocabulary {VOCAB}; forward + backward of the MLM loss; speed-up = transformers time / ours",
+        "memory: peak RSS a step adds over the built model, each in a fresh process",
+    ]
     rows, times, bound, memory = time_and_memory_over_lengths(lengths, args)
     if 4096 in lengths:
         notes += matrix_product_bound_notes(bound, times["transformers"][lengths.index(4096)])
     if 4096 in lengths and 16384 in lengths:
         notes += scaling_notes(lengths, times, args.repeats)
     write_table("longformer_lengths", "Longformer MLM forward + backward vs length (ours vs transformers)", rows, notes)
-    line_plot("longformer_lengths", lengths, {k: [t * 1e3 for t in v] for k, v in times.items()},
-              xlabel="tokens", ylabel="forward + backward (ms)", logx=True, logy=True)
+    line_plot(
+        "longformer_lengths",
+        lengths,
+        {k: [t * 1e3 for t in v] for k, v in times.items()},
+        xlabel="tokens",
+        ylabel="forward + backward (ms)",
+        logx=True,
+        logy=True,
+    )
     if memory["ours"]:
-        line_plot("longformer_memory", lengths, memory, xlabel="tokens", ylabel="peak memory added (MiB)", logx=True,
-                  logy=True)
+        line_plot(
+            "longformer_memory",
+            lengths,
+            memory,
+            xlabel="tokens",
+            ylabel="peak memory added (MiB)",
+            logx=True,
+            logy=True,
+        )
     write_attention_table(lengths, args.repeats, threads)
     write_dilation_table(args.repeats, threads)
     bar_plot("longformer_speedup", rows, value_key="speed-up", label_key="tokens", ylabel="transformers time / ours")
@@ -222,11 +259,13 @@ def time_and_memory_over_lengths(lengths: list[int], args):
         timing = compare(steps, warmup=1, repeats=repeats)
         bound = timing.get("linear layers", bound)
         del ours, reference
-        row = {"tokens": length,
-               "ours (ms)": round(timing["ours"].median * 1e3, 1),
-               "transformers (ms)": round(timing["transformers"].median * 1e3, 1),
-               "speed-up": round(timing["transformers"].median / timing["ours"].median, 2),
-               "noise": f"{max(timing['ours'].spread, timing['transformers'].spread):.0%}"}
+        row = {
+            "tokens": length,
+            "ours (ms)": round(timing["ours"].median * 1e3, 1),
+            "transformers (ms)": round(timing["transformers"].median * 1e3, 1),
+            "speed-up": round(timing["transformers"].median / timing["ours"].median, 2),
+            "noise": f"{max(timing['ours'].spread, timing['transformers'].spread):.0%}",
+        }
         times["ours"].append(timing["ours"].median)
         times["transformers"].append(timing["transformers"].median)
         if not args.skip_memory:
@@ -269,7 +308,8 @@ def scaling_notes(lengths: list[int], times: dict, repeats: int) -> list[str]:
         notes.append(f"time(16k) / time(4k), {which}: {times[which][i16] / times[which][i4]:.2f}")
     kept = scaling_without_page_faults([4096, 16384], max(2, repeats - 1))
     notes.append(
-        "the same with the allocator keeping freed memory (" + " ".join(f"{k}={v}" for k, v in NO_MMAP.items())
+        "the same with the allocator keeping freed memory ("
+        + " ".join(f"{k}={v}" for k, v in NO_MMAP.items())
         + "; otherwise each activation of 32 MB or more — at 16k most of them, at 4k none — is page-faulted in "
         "afresh at every step): " + ", ".join(f"{which} {kept[which][1] / kept[which][0]:.2f}" for which in kept)
     )
@@ -283,9 +323,15 @@ def write_attention_table(lengths: list[int], repeats: int, threads: int) -> Non
         attention = {which: attention_step(which, length) for which in ("ours", "transformers")}
         timing = compare(attention, warmup=1, repeats=repeats)
         attention_rows.append(ratio_row(f"{length} tokens", timing["ours"], timing["transformers"]))
-    write_table("longformer_attention", "Longformer self-attention layer alone, forward + backward", attention_rows,
-                [f"{threads} threads; ours includes the output projection, transformers' LongformerSelfAttention does "
-                 "not (so this understates our lead); one global token, window 256, hidden 256, 4 heads"])
+    write_table(
+        "longformer_attention",
+        "Longformer self-attention layer alone, forward + backward",
+        attention_rows,
+        [
+            f"{threads} threads; ours includes the output projection, transformers' LongformerSelfAttention does "
+            "not (so this understates our lead); one global token, window 256, hidden 256, 4 heads"
+        ],
+    )
 
 
 def write_dilation_table(repeats: int, threads: int) -> None:
@@ -295,11 +341,22 @@ def write_dilation_table(repeats: int, threads: int) -> None:
     steps = {name: step_fn(*build("ours", length, dilation=dilation)) for name, dilation in cases.items()}
     timing = compare(steps, warmup=1, repeats=repeats)
     plain = timing["dilation 1"].median
-    dilation_rows = [{"case": name, "forward + backward (ms)": round(t.median * 1e3, 1),
-                      "time / dilation 1": round(t.median / plain, 2), "noise": f"{t.spread:.0%}"}
-                     for name, t in timing.items()]
-    write_table("longformer_dilation", f"Longformer: dilated vs plain sliding window (ours, {length} tokens, window 256)",
-                dilation_rows, [f"{threads} threads; same model as above, forward + backward, window 256 in every case"])
+    dilation_rows = [
+        {
+            "case": name,
+            "forward + backward (ms)": round(t.median * 1e3, 1),
+            "time / dilation 1": round(t.median / plain, 2),
+            "noise": f"{t.spread:.0%}",
+        }
+        for name, t in timing.items()
+    ]
+    write_table(
+        "longformer_dilation",
+        f"Longformer: dilated vs plain sliding window (ours, {length} tokens, window 256)",
+        dilation_rows,
+        [f"{threads} threads; same model as above, forward + backward, window 256 in every case"],
+    )
+
 
 if __name__ == "__main__":
     main()

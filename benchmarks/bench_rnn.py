@@ -47,23 +47,40 @@ def build_models(vocab_size: int, ids: dict, args) -> dict[str, torch.nn.Module]
     )
 
     torch.manual_seed(args.seed)
-    transformer = ScratchTransformerForConditionalGeneration(ScratchTransformerConfig(
-        vocab_size=vocab_size, d_model=args.d_model, encoder_layers=args.layers, decoder_layers=args.layers,
-        encoder_attention_heads=args.heads, decoder_attention_heads=args.heads, encoder_ffn_dim=4 * args.d_model,
-        decoder_ffn_dim=4 * args.d_model, max_position_embeddings=max(args.lengths) + 2, hidden_dropout_prob=args.dropout,
-        **ids,
-    ))
+    transformer = ScratchTransformerForConditionalGeneration(
+        ScratchTransformerConfig(
+            vocab_size=vocab_size,
+            d_model=args.d_model,
+            encoder_layers=args.layers,
+            decoder_layers=args.layers,
+            encoder_attention_heads=args.heads,
+            decoder_attention_heads=args.heads,
+            encoder_ffn_dim=4 * args.d_model,
+            decoder_ffn_dim=4 * args.d_model,
+            max_position_embeddings=max(args.lengths) + 2,
+            hidden_dropout_prob=args.dropout,
+            **ids,
+        )
+    )
     target = count_parameters(transformer)
     models = {"Transformer": transformer}
     for attention in args.rnn_attention:
 
         def lstm(hidden_size: int):
             torch.manual_seed(args.seed)
-            return ScratchRNNForConditionalGeneration(ScratchRNNConfig(
-                vocab_size=vocab_size, hidden_size=hidden_size, encoder_layers=args.rnn_layers,
-                decoder_layers=args.rnn_layers, cell_type="lstm", bidirectional_encoder=True,
-                attention_type=attention, hidden_dropout_prob=args.dropout, **ids,
-            ))
+            return ScratchRNNForConditionalGeneration(
+                ScratchRNNConfig(
+                    vocab_size=vocab_size,
+                    hidden_size=hidden_size,
+                    encoder_layers=args.rnn_layers,
+                    decoder_layers=args.rnn_layers,
+                    cell_type="lstm",
+                    bidirectional_encoder=True,
+                    attention_type=attention,
+                    hidden_dropout_prob=args.dropout,
+                    **ids,
+                )
+            )
 
         # the parameter count grows with the hidden size: bisect over even sizes, keep the closer neighbour
         low, high = 4, 4 * args.d_model  # half hidden sizes
@@ -78,10 +95,14 @@ def build_models(vocab_size: int, ids: dict, args) -> dict[str, torch.nn.Module]
 def describe(model: torch.nn.Module) -> str:
     config = model.config
     if config.model_type == "scratch-rnn":
-        return (f"hidden {config.hidden_size}, {config.encoder_layers}+{config.decoder_layers} layers, "
-                f"BiLSTM encoder, {config.attention_type} attention")
-    return (f"d_model {config.hidden_size}, {config.encoder_layers}+{config.decoder_layers} layers, "
-            f"{config.encoder_attention_heads} heads, FFN {config.encoder_ffn_dim}")
+        return (
+            f"hidden {config.hidden_size}, {config.encoder_layers}+{config.decoder_layers} layers, "
+            f"BiLSTM encoder, {config.attention_type} attention"
+        )
+    return (
+        f"d_model {config.hidden_size}, {config.encoder_layers}+{config.decoder_layers} layers, "
+        f"{config.encoder_attention_heads} heads, FFN {config.encoder_ffn_dim}"
+    )
 
 
 # ---- 1. training throughput ----------------------------------------------------------------------------------
@@ -128,9 +149,19 @@ def throughput(models: dict, vocab_size: int, args) -> None:
         f"one step = forward + backward + AdamW; median of {args.repeats} round-robin repeats on {args.device}",
         "Transformer / X > 1: the Transformer trains that many times more tokens per second",
     ]
-    write_table("rnn_throughput", "Training throughput: LSTM seq2seq vs Transformer at equal parameter count", rows, notes)
-    line_plot("rnn_throughput", list(args.lengths), series, xlabel="sequence length (source = target)",
-              ylabel="training tokens / s", logx=True, logy=True, title="LSTM seq2seq vs Transformer")
+    write_table(
+        "rnn_throughput", "Training throughput: LSTM seq2seq vs Transformer at equal parameter count", rows, notes
+    )
+    line_plot(
+        "rnn_throughput",
+        list(args.lengths),
+        series,
+        xlabel="sequence length (source = target)",
+        ylabel="training tokens / s",
+        logx=True,
+        logy=True,
+        title="LSTM seq2seq vs Transformer",
+    )
 
 
 # ---- 2. BLEU after equal training time -----------------------------------------------------------------------
@@ -164,15 +195,34 @@ def train_and_score(name, model, tokenizer, train, validation, metric, args) -> 
         return [tokenizer(s, text_target=t, truncation=True, max_length=args.max_length) for s, t in pairs]
 
     training_args = Seq2SeqTrainingArguments(
-        output_dir=str(REPO_ROOT / "benchmarks" / "results" / "_rnn_run"), seed=args.seed, data_seed=args.seed,
-        per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=64, max_steps=1_000_000,
-        learning_rate=args.learning_rate, warmup_steps=100, lr_scheduler_type="constant_with_warmup",
-        max_grad_norm=1.0, logging_steps=50, save_strategy="no", report_to=[], use_cpu=args.device == "cpu",
-        predict_with_generate=True, generation_max_length=args.max_length, generation_num_beams=1,
-        disable_tqdm=True, dataloader_num_workers=0,
+        output_dir=str(REPO_ROOT / "benchmarks" / "results" / "_rnn_run"),
+        seed=args.seed,
+        data_seed=args.seed,
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=64,
+        max_steps=1_000_000,
+        learning_rate=args.learning_rate,
+        warmup_steps=100,
+        lr_scheduler_type="constant_with_warmup",
+        max_grad_norm=1.0,
+        logging_steps=50,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=args.device == "cpu",
+        predict_with_generate=True,
+        generation_max_length=args.max_length,
+        generation_num_beams=1,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
     )
-    trainer = Seq2SeqTrainer(model=model, args=training_args, train_dataset=encode(train), processing_class=tokenizer,
-                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model), callbacks=[train_for(args.train_seconds)])
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=encode(train),
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        callbacks=[train_for(args.train_seconds)],
+    )
     start = time.perf_counter()
     trainer.train()
     train_seconds = time.perf_counter() - start
@@ -184,8 +234,11 @@ def train_and_score(name, model, tokenizer, train, validation, metric, args) -> 
     predictions = np.where(predictions < 0, tokenizer.pad_token_id, predictions)
     hypotheses = [text.strip() for text in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
     bleu = metric.compute(predictions=hypotheses, references=[[t] for _, t in validation])["score"]
-    print(f"{name}: BLEU {bleu:.2f} after {trainer.state.global_step} steps; e.g. {validation[0][0]!r} → "
-          f"{hypotheses[0]!r} (reference {validation[0][1]!r})", flush=True)
+    print(
+        f"{name}: BLEU {bleu:.2f} after {trainer.state.global_step} steps; e.g. {validation[0][0]!r} → "
+        f"{hypotheses[0]!r} (reference {validation[0][1]!r})",
+        flush=True,
+    )
     return {
         "model": name,
         "parameters": count_parameters(model),
@@ -205,8 +258,10 @@ def translation(tokenizer, args) -> None:
     metric = evaluate.load(str(REPO_ROOT / "training" / "metrics" / "sacrebleu"))
     ids = special_ids(tokenizer)
     models = build_models(len(tokenizer), ids, args)
-    rows = [train_and_score(name, model.to(args.device), tokenizer, train, validation, metric, args)
-            for name, model in models.items()]
+    rows = [
+        train_and_score(name, model.to(args.device), tokenizer, train, validation, metric, args)
+        for name, model in models.items()
+    ]
     notes = [f"{name}: {describe(model)}" for name, model in models.items()]
     notes += [
         f"data: {args.data} (de→en), {len(train)} training pairs, {len(validation)} validation pairs scored; shared "
@@ -215,12 +270,18 @@ def translation(tokenizer, args) -> None:
         f"AdamW lr {args.learning_rate}, 100 warmup steps, dropout {args.dropout}, seed {args.seed}",
         "decoding: greedy; sacreBLEU (13a) via evaluate.load('training/metrics/sacrebleu')",
     ]
-    write_table("rnn_translation", "German→English BLEU after equal training time: LSTM seq2seq vs Transformer", rows, notes)
+    write_table(
+        "rnn_translation", "German→English BLEU after equal training time: LSTM seq2seq vs Transformer", rows, notes
+    )
 
 
 def special_ids(tokenizer) -> dict:
-    return dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-                eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id)
+    return dict(
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.bos_token_id,
+    )
 
 
 def main() -> None:
@@ -250,8 +311,9 @@ def main() -> None:
     setup_threads()
 
     train = read_pairs(f"{args.data}/train.jsonl", "de", "en")
-    tokenizer = train_tokenizer([text for pair in train for text in pair], "seq2seq", vocab_size=args.vocab_size,
-                                lowercase=False)
+    tokenizer = train_tokenizer(
+        [text for pair in train for text in pair], "seq2seq", vocab_size=args.vocab_size, lowercase=False
+    )
     if not args.skip_throughput:
         throughput(build_models(len(tokenizer), special_ids(tokenizer), args), len(tokenizer), args)
     if not args.skip_bleu:

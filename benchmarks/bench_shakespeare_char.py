@@ -36,18 +36,29 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from common import REPO_ROOT, SHARED_DATA, setup_threads, write_table
 
 ARMS = ("nanogpt", "ours", "ours-compiled", "nanogpt-compiled")  # ABBA: eager pair, then compiled pair reversed
 BLOCK = 64
 NANOGPT_FILES = ("train.py", "model.py", "configurator.py", "config/train_shakespeare_char.py")
 # nanoGPT README, "I only have a macbook": its CPU command line (the dataset and output folder are added per run)
-NANOGPT_CPU = ["config/train_shakespeare_char.py", "--device=cpu", "--eval_iters=20", "--log_interval=1",
-               f"--block_size={BLOCK}", "--batch_size=12", "--n_layer=4", "--n_head=4", "--n_embd=128", "--dropout=0.0"]
-OUR_MODEL = ("hidden_size=128,num_hidden_layers=4,num_attention_heads=4,intermediate_size=512,"
-             f"max_position_embeddings={BLOCK},layer_norm_placement=pre,hidden_act=gelu,hidden_dropout_prob=0.0,"
-             "attention_probs_dropout_prob=0.0,embedding_dropout_prob=0.0")
+NANOGPT_CPU = [
+    "config/train_shakespeare_char.py",
+    "--device=cpu",
+    "--eval_iters=20",
+    "--log_interval=1",
+    f"--block_size={BLOCK}",
+    "--batch_size=12",
+    "--n_layer=4",
+    "--n_head=4",
+    "--n_embd=128",
+    "--dropout=0.0",
+]
+OUR_MODEL = (
+    "hidden_size=128,num_hidden_layers=4,num_attention_heads=4,intermediate_size=512,"
+    f"max_position_embeddings={BLOCK},layer_norm_placement=pre,hidden_act=gelu,hidden_dropout_prob=0.0,"
+    "attention_probs_dropout_prob=0.0,embedding_dropout_prob=0.0"
+)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -107,7 +118,9 @@ def block_loss(logits_of, ids: np.ndarray, batch_size: int = 64) -> float:
     for start in range(0, len(blocks), batch_size):
         batch = blocks[start : start + batch_size]
         logits = logits_of(batch[:, :-1].contiguous())
-        total += torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="sum").item()
+        total += torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="sum"
+        ).item()
         count += batch[:, 1:].numel()
     return total / count
 
@@ -133,8 +146,9 @@ def nanogpt_logits(checkout: Path, checkpoint: Path):
 
 
 def our_logits(run_dir: Path):
-    import hf_scratch  # noqa: F401  (registers the families with the Auto classes)
     from transformers import AutoModelForCausalLM
+
+    import hf_scratch  # noqa: F401  (registers the families with the Auto classes)
 
     model = AutoModelForCausalLM.from_pretrained(run_dir).eval()
     return lambda x: model(input_ids=x).logits
@@ -147,13 +161,17 @@ def our_logits(run_dir: Path):
 
 def check_nanogpt_dir(path) -> Path:
     if path is None:
-        raise ValueError("--nanogpt_dir is required: the side-by-side runs karpathy/nanoGPT's own train.py. Get it with "
-                         "`git clone https://github.com/karpathy/nanoGPT` and pass --nanogpt_dir nanoGPT.")
+        raise ValueError(
+            "--nanogpt_dir is required: the side-by-side runs karpathy/nanoGPT's own train.py. Get it with "
+            "`git clone https://github.com/karpathy/nanoGPT` and pass --nanogpt_dir nanoGPT."
+        )
     checkout = Path(path).expanduser().resolve()
     missing = [name for name in NANOGPT_FILES if not (checkout / name).is_file()]
     if missing:
-        raise ValueError(f"--nanogpt_dir {path} is not a nanoGPT checkout (missing {missing}); get one with "
-                         "`git clone https://github.com/karpathy/nanoGPT`.")
+        raise ValueError(
+            f"--nanogpt_dir {path} is not a nanoGPT checkout (missing {missing}); get one with "
+            "`git clone https://github.com/karpathy/nanoGPT`."
+        )
     return checkout
 
 
@@ -163,8 +181,14 @@ def timed(command: list[str], cwd: Path, log: Path, timeout: float) -> dict:
     load_before = os.getloadavg()[0]
     start = time.perf_counter()
     with open(log, "w") as out:
-        process = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
-                                 env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        process = subprocess.run(
+            command,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        )
     wall = time.perf_counter() - start
     if process.returncode != 0:
         raise RuntimeError(f"{command[1]} failed (exit {process.returncode}); its output:\n{log.read_text()[-3000:]}")
@@ -178,9 +202,18 @@ def run_nanogpt(checkout: Path, scratch: Path, steps: int, compiled: bool, timeo
     shutil.copytree(checkout, work, ignore=shutil.ignore_patterns(".git"))
     shutil.copytree(scratch / "nanogpt-data", work / "data" / "hf_scratch_split")
     eval_interval = 250 if steps % 250 == 0 else steps  # its config's 250, or one evaluation at the last step
-    command = [sys.executable, "train.py", *NANOGPT_CPU, f"--compile={compiled}", f"--max_iters={steps}",
-               f"--lr_decay_iters={steps}", f"--eval_interval={eval_interval}", "--dataset=hf_scratch_split",
-               f"--out_dir={work / 'out'}", "--always_save_checkpoint=True"]
+    command = [
+        sys.executable,
+        "train.py",
+        *NANOGPT_CPU,
+        f"--compile={compiled}",
+        f"--max_iters={steps}",
+        f"--lr_decay_iters={steps}",
+        f"--eval_interval={eval_interval}",
+        "--dataset=hf_scratch_split",
+        f"--out_dir={work / 'out'}",
+        "--always_save_checkpoint=True",
+    ]
     result = timed(command, work, scratch / f"{work.name}.log", timeout)
     log = (scratch / f"{work.name}.log").read_text()
     step_ms = [float(ms) for ms in re.findall(r"^iter \d+: loss [\d.]+, time ([\d.]+)ms", log, re.M)]
@@ -189,8 +222,14 @@ def run_nanogpt(checkout: Path, scratch: Path, steps: int, compiled: bool, timeo
     if iter_num != steps:
         raise RuntimeError(f"nanoGPT's checkpoint is from iteration {iter_num}, not {steps}.")
     val = np.fromfile(work / "data" / "hf_scratch_split" / "val.bin", dtype=np.uint16)
-    return {**result, "loop": sum(step_ms) / 1e3, "step_ms": statistics.median(step_ms), "first_step": step_ms[0] / 1e3,
-            "own_val": float(own[-1][1]), "val": block_loss(logits_of, val)}
+    return {
+        **result,
+        "loop": sum(step_ms) / 1e3,
+        "step_ms": statistics.median(step_ms),
+        "first_step": step_ms[0] / 1e3,
+        "own_val": float(own[-1][1]),
+        "val": block_loss(logits_of, val),
+    }
 
 
 def run_ours(scratch: Path, train: Path, validation: Path, steps: int, compiled: bool, timeout: float) -> dict:
@@ -198,15 +237,57 @@ def run_ours(scratch: Path, train: Path, validation: Path, steps: int, compiled:
     run_dir = scratch / ("ours-compiled" if compiled else "ours")
     clock = scratch / f"{run_dir.name}-steps.json"
     command = [
-        sys.executable, str(Path(__file__).resolve()), "--run_clm_timing_steps", str(clock),
-        "--model_type", "scratch-gpt", "--tokenizer_type", "char", "--config_overrides", OUR_MODEL,
-        "--train_file", str(train), "--validation_file", str(validation), "--max_seq_length", str(BLOCK),
-        "--per_device_train_batch_size", "12", "--per_device_eval_batch_size", "64",
-        "--max_steps", str(steps), "--learning_rate", "1e-3", "--warmup_steps", "100",
-        "--lr_scheduler_type", "cosine_with_min_lr", "--lr_scheduler_kwargs", '{"min_lr": 1e-4}',
-        "--adam_beta2", "0.99", "--weight_decay", "0.1", "--max_grad_norm", "1.0",
-        "--logging_steps", "50", "--eval_strategy", "no", "--save_strategy", "no", "--report_to", "none",
-        "--seed", "1337", "--dataloader_num_workers", "0", "--output_dir", str(run_dir), "--overwrite_output_dir",
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--run_clm_timing_steps",
+        str(clock),
+        "--model_type",
+        "scratch-gpt",
+        "--tokenizer_type",
+        "char",
+        "--config_overrides",
+        OUR_MODEL,
+        "--train_file",
+        str(train),
+        "--validation_file",
+        str(validation),
+        "--max_seq_length",
+        str(BLOCK),
+        "--per_device_train_batch_size",
+        "12",
+        "--per_device_eval_batch_size",
+        "64",
+        "--max_steps",
+        str(steps),
+        "--learning_rate",
+        "1e-3",
+        "--warmup_steps",
+        "100",
+        "--lr_scheduler_type",
+        "cosine_with_min_lr",
+        "--lr_scheduler_kwargs",
+        '{"min_lr": 1e-4}',
+        "--adam_beta2",
+        "0.99",
+        "--weight_decay",
+        "0.1",
+        "--max_grad_norm",
+        "1.0",
+        "--logging_steps",
+        "50",
+        "--eval_strategy",
+        "no",
+        "--save_strategy",
+        "no",
+        "--report_to",
+        "none",
+        "--seed",
+        "1337",
+        "--dataloader_num_workers",
+        "0",
+        "--output_dir",
+        str(run_dir),
+        "--overwrite_output_dir",
         *(["--torch_compile"] if compiled else []),
     ]
     result = timed(command, REPO_ROOT, scratch / f"{run_dir.name}.log", timeout)
@@ -219,8 +300,15 @@ def run_ours(scratch: Path, train: Path, validation: Path, steps: int, compiled:
     if AutoTokenizer.from_pretrained(run_dir).get_vocab() != stored:
         raise RuntimeError("Our run's char vocabulary differs from the one written for nanoGPT.")
     val = np.fromfile(scratch / "nanogpt-data" / "val.bin", dtype=np.uint16)
-    return {**result, "loop": ends[-1] - ends[0], "step_ms": statistics.median(step_ms), "first_step": step_ms[0] / 1e3,
-            "own_val": trainer["eval_loss"], "val": block_loss(our_logits(run_dir), val), "run_dir": run_dir}
+    return {
+        **result,
+        "loop": ends[-1] - ends[0],
+        "step_ms": statistics.median(step_ms),
+        "first_step": step_ms[0] / 1e3,
+        "own_val": trainer["eval_loss"],
+        "val": block_loss(our_logits(run_dir), val),
+        "run_dir": run_dir,
+    }
 
 
 def run_clm_timing_steps(clock: str, run_clm_args: list[str]) -> None:
@@ -252,18 +340,30 @@ def run_clm_timing_steps(clock: str, run_clm_args: list[str]) -> None:
 
 
 def ratio(ours: dict, theirs: dict, case: str) -> dict:
-    return {"arm": f"**{case}**", "wall time (s)": f"{ours['wall'] / theirs['wall']:.2f}×",
-            "training loop (s)": f"{ours['loop'] / theirs['loop']:.2f}×",
-            "median step (ms)": f"{ours['step_ms'] / theirs['step_ms']:.2f}×",
-            "validation loss (nats/char)": f"{ours['val'] / theirs['val']:.3f}×"}
+    return {
+        "arm": f"**{case}**",
+        "wall time (s)": f"{ours['wall'] / theirs['wall']:.2f}×",
+        "training loop (s)": f"{ours['loop'] / theirs['loop']:.2f}×",
+        "median step (ms)": f"{ours['step_ms'] / theirs['step_ms']:.2f}×",
+        "validation loss (nats/char)": f"{ours['val'] / theirs['val']:.3f}×",
+    }
 
 
 def write_results(results: dict, failures: dict, steps: int, threads: int, vocab_size: int) -> None:
     """The table: one row per arm, then ours / nanoGPT ratios; notes say how each figure was measured."""
-    rows = [{"arm": arm, "wall time (s)": round(r["wall"]), "training loop (s)": round(r["loop"]),
-             "median step (ms)": round(r["step_ms"], 1),
-             "first step (s)": round(r["first_step"], 1), "validation loss (nats/char)": round(r["val"], 3),
-             "own validation figure": round(r["own_val"], 3), "load average": r["load"]} for arm, r in results.items()]
+    rows = [
+        {
+            "arm": arm,
+            "wall time (s)": round(r["wall"]),
+            "training loop (s)": round(r["loop"]),
+            "median step (ms)": round(r["step_ms"], 1),
+            "first step (s)": round(r["first_step"], 1),
+            "validation loss (nats/char)": round(r["val"], 3),
+            "own validation figure": round(r["own_val"], 3),
+            "load average": r["load"],
+        }
+        for arm, r in results.items()
+    ]
     rows += [{"arm": arm, "wall time (s)": f"failed: {reason}"} for arm, reason in failures.items()]
     for ours, theirs in (("ours", "nanogpt"), ("ours-compiled", "nanogpt"), ("ours-compiled", "nanogpt-compiled")):
         if ours in results and theirs in results:
@@ -284,22 +384,31 @@ def write_results(results: dict, failures: dict, steps: int, threads: int, vocab
         "nanoGPT runs its README CPU command line plus --dataset/--out_dir and --always_save_checkpoint=True (so ckpt.pt "
         "is the final model); compiled arms: nanoGPT --compile=True, ours --torch_compile (Inductor).",
     ]
-    understated = [arm for arm in ("ours", "ours-compiled") if arm in results
-                   and abs(results[arm]["own_val"] * BLOCK / (BLOCK - 1) - results[arm]["val"]) < 2e-3]
+    understated = [
+        arm
+        for arm in ("ours", "ours-compiled")
+        if arm in results and abs(results[arm]["own_val"] * BLOCK / (BLOCK - 1) - results[arm]["val"]) < 2e-3
+    ]
     if understated:
-        notes.append(f"{', '.join(understated)}: the Trainer's eval_loss is {BLOCK - 1}/{BLOCK} of the evaluator's — the Trainer "
-                     f"divides by all {BLOCK} labels of a block (num_items_in_batch) while the model predicts {BLOCK - 1}: "
-                     "transformers counts labels[..., 1:] only for a model whose loss_type maps to ForCausalLMLoss.")
+        notes.append(
+            f"{', '.join(understated)}: the Trainer's eval_loss is {BLOCK - 1}/{BLOCK} of the evaluator's — the Trainer "
+            f"divides by all {BLOCK} labels of a block (num_items_in_batch) while the model predicts {BLOCK - 1}: "
+            "transformers counts labels[..., 1:] only for a model whose loss_type maps to ForCausalLMLoss."
+        )
     if "ours-compiled" in results and "nanogpt" in results:
         ours, theirs = results["ours-compiled"], results["nanogpt"]
         met = ours["wall"] <= 0.8 * theirs["wall"] and ours["val"] <= theirs["val"]
-        notes.append(f"goal (issue #15: ours compiled ≤ 0.8× nanoGPT's wall time in its CPU configuration, at ≤ its validation "
-                     f"loss): {'met' if met else 'not met'} — {ours['wall'] / theirs['wall']:.2f}× the wall time at "
-                     f"{ours['val'] / theirs['val']:.3f}× the loss. Outside the training loop ours spends "
-                     f"{ours['wall'] - ours['loop']:.0f} s (nanoGPT {theirs['wall'] - theirs['loop']:.0f} s); the first "
-                     f"compiled step takes {ours['first_step']:.0f} s; median steps {ours['step_ms']:.0f} ms vs "
-                     f"{theirs['step_ms']:.0f} ms.")
-    write_table("shakespeare_char", "Character-level Shakespeare side by side with nanoGPT (its CPU setting)", rows, notes)
+        notes.append(
+            f"goal (issue #15: ours compiled ≤ 0.8× nanoGPT's wall time in its CPU configuration, at ≤ its validation "
+            f"loss): {'met' if met else 'not met'} — {ours['wall'] / theirs['wall']:.2f}× the wall time at "
+            f"{ours['val'] / theirs['val']:.3f}× the loss. Outside the training loop ours spends "
+            f"{ours['wall'] - ours['loop']:.0f} s (nanoGPT {theirs['wall'] - theirs['loop']:.0f} s); the first "
+            f"compiled step takes {ours['first_step']:.0f} s; median steps {ours['step_ms']:.0f} ms vs "
+            f"{theirs['step_ms']:.0f} ms."
+        )
+    write_table(
+        "shakespeare_char", "Character-level Shakespeare side by side with nanoGPT (its CPU setting)", rows, notes
+    )
 
 
 def main(argv=None):
@@ -307,9 +416,11 @@ def main(argv=None):
     if argv[:1] == ["--run_clm_timing_steps"]:
         return run_clm_timing_steps(argv[1], argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nanogpt_dir", default=os.environ.get("NANOGPT_DIR"),
-                        help="a checkout of https://github.com/karpathy/nanoGPT (default: $NANOGPT_DIR, which "
-                             "run_all.py passes on)")
+    parser.add_argument(
+        "--nanogpt_dir",
+        default=os.environ.get("NANOGPT_DIR"),
+        help="a checkout of https://github.com/karpathy/nanoGPT (default: $NANOGPT_DIR, which run_all.py passes on)",
+    )
     parser.add_argument("--max_steps", type=int, default=2000, help="optimisation steps, both sides")
     parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, in running order, of {ARMS}")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per arm")
@@ -332,18 +443,27 @@ def main(argv=None):
         for arm in arms:
             try:
                 if arm.startswith("nanogpt"):
-                    results[arm] = run_nanogpt(checkout, scratch, args.max_steps, arm.endswith("compiled"), args.timeout)
+                    results[arm] = run_nanogpt(
+                        checkout, scratch, args.max_steps, arm.endswith("compiled"), args.timeout
+                    )
                 else:
-                    results[arm] = run_ours(scratch, train, validation, args.max_steps, arm.endswith("compiled"), args.timeout)
+                    results[arm] = run_ours(
+                        scratch, train, validation, args.max_steps, arm.endswith("compiled"), args.timeout
+                    )
                 print(arm, {k: v for k, v in results[arm].items() if k != "run_dir"}, flush=True)
-            except (RuntimeError, subprocess.TimeoutExpired) as error:  # recorded in the table, the other arms still run
+            except (
+                RuntimeError,
+                subprocess.TimeoutExpired,
+            ) as error:  # recorded in the table, the other arms still run
                 failures[arm] = str(error).strip().splitlines()[-1][:300]
                 print(f"{arm} failed: {error}", flush=True)
         if "ours" in results:
             from hf_scratch.tools.viz import plot_training_curves
 
             try:
-                plot_training_curves(REPO_ROOT / "benchmarks" / "results" / "shakespeare_char.png", results["ours"]["run_dir"])
+                plot_training_curves(
+                    REPO_ROOT / "benchmarks" / "results" / "shakespeare_char.png", results["ours"]["run_dir"]
+                )
             except ValueError as error:  # a run shorter than logging_steps logs no loss
                 print(f"no training curves: {error}")
     write_results(results, failures, args.max_steps, threads, meta["vocab_size"])

@@ -42,8 +42,12 @@ def bert_reference(size: dict):
     from transformers import BertConfig, BertForMaskedLM
 
     config = BertConfig(
-        vocab_size=size["vocab"], hidden_size=size["hidden"], num_hidden_layers=size["layers"],
-        num_attention_heads=size["heads"], intermediate_size=size["ffn"], hidden_dropout_prob=0.0,
+        vocab_size=size["vocab"],
+        hidden_size=size["hidden"],
+        num_hidden_layers=size["layers"],
+        num_attention_heads=size["heads"],
+        intermediate_size=size["ffn"],
+        hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
     )
     ids = _token_batch(size["vocab"])
@@ -54,8 +58,16 @@ def gpt_reference(size: dict):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
-        vocab_size=size["vocab"], n_embd=size["hidden"], n_layer=size["layers"], n_head=size["heads"],
-        n_inner=size["ffn"], n_positions=512, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
+        vocab_size=size["vocab"],
+        n_embd=size["hidden"],
+        n_layer=size["layers"],
+        n_head=size["heads"],
+        n_inner=size["ffn"],
+        n_positions=512,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
         eos_token_id=0,
     )
     ids = _token_batch(size["vocab"])
@@ -66,10 +78,22 @@ def transformer_reference(size: dict):
     from transformers import MarianConfig, MarianMTModel
 
     config = MarianConfig(
-        vocab_size=size["vocab"], d_model=size["hidden"], encoder_layers=size["layers"], decoder_layers=size["layers"],
-        encoder_attention_heads=size["heads"], decoder_attention_heads=size["heads"], encoder_ffn_dim=size["ffn"],
-        decoder_ffn_dim=size["ffn"], max_position_embeddings=512, dropout=0.0, attention_dropout=0.0,
-        activation_dropout=0.0, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, forced_eos_token_id=1,
+        vocab_size=size["vocab"],
+        d_model=size["hidden"],
+        encoder_layers=size["layers"],
+        decoder_layers=size["layers"],
+        encoder_attention_heads=size["heads"],
+        decoder_attention_heads=size["heads"],
+        encoder_ffn_dim=size["ffn"],
+        decoder_ffn_dim=size["ffn"],
+        max_position_embeddings=512,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        pad_token_id=0,
+        eos_token_id=1,
+        decoder_start_token_id=0,
+        forced_eos_token_id=1,
     )
     source, target = _token_batch(size["vocab"]), _token_batch(size["vocab"]).flip(0)
     return MarianMTModel(config), {"input_ids": source, "attention_mask": torch.ones_like(source), "labels": target}
@@ -79,15 +103,28 @@ def longformer_reference(size: dict, window: int = 32):
     from transformers import LongformerConfig, LongformerForMaskedLM
 
     config = LongformerConfig(
-        vocab_size=size["vocab"], hidden_size=size["hidden"], num_hidden_layers=size["layers"],
-        num_attention_heads=size["heads"], intermediate_size=size["ffn"], hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, attention_window=window, max_position_embeddings=LENGTH + 2,
-        pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        vocab_size=size["vocab"],
+        hidden_size=size["hidden"],
+        num_hidden_layers=size["layers"],
+        num_attention_heads=size["heads"],
+        intermediate_size=size["ffn"],
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        attention_window=window,
+        max_position_embeddings=LENGTH + 2,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
     )
     ids = _token_batch(size["vocab"])
     global_attention = torch.zeros_like(ids)
     global_attention[:, 0] = 1  # the [CLS]-style first token attends everywhere, as in classification
-    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "global_attention_mask": global_attention, "labels": ids}
+    inputs = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "global_attention_mask": global_attention,
+        "labels": ids,
+    }
     return LongformerForMaskedLM(config), inputs
 
 
@@ -137,13 +174,24 @@ def run_case(label: str, family: str, size: dict, warmup: int, repeats: int, row
     ours.train()
     products = matrix_products_fn(lambda: ours(**inputs).loss.backward())
     update = optimizer_step_fn(ours)
-    train = compare({"ours": train_step_fn(ours, inputs), "transformers": train_step_fn(reference, inputs),
-                     "products": products, "update": update}, warmup, repeats)
+    train = compare(
+        {
+            "ours": train_step_fn(ours, inputs),
+            "transformers": train_step_fn(reference, inputs),
+            "products": products,
+            "update": update,
+        },
+        warmup,
+        repeats,
+    )
     rows_train.append(ratio_row(label, train["ours"], train["transformers"]))
-    rows_train[-1]["ceiling"] = round(train["transformers"].median / (train["products"].median + train["update"].median), 2)
+    rows_train[-1]["ceiling"] = round(
+        train["transformers"].median / (train["products"].median + train["update"].median), 2
+    )
     infer = compare(
         {"ours": inference_fn(ours, inference_inputs), "transformers": inference_fn(reference, inference_inputs)},
-        warmup, repeats,
+        warmup,
+        repeats,
     )
     rows_infer.append(ratio_row(label, infer["ours"], infer["transformers"]))
     print(rows_train[-1], rows_infer[-1], flush=True)
@@ -163,7 +211,9 @@ def main(argv=None):
     rows_train, rows_infer, skipped = [], [], []
     for family in ("bert", "gpt", "transformer", "longformer"):
         if family in args.only:
-            skipped.append(run_case(f"{family} small", family, SMALL, args.warmup, args.repeats, rows_train, rows_infer))
+            skipped.append(
+                run_case(f"{family} small", family, SMALL, args.warmup, args.repeats, rows_train, rows_infer)
+            )
     if not args.no_base and "bert" in args.only:
         skipped.append(run_case("bert base", "bert", BERT_BASE, 1, max(3, args.repeats // 2), rows_train, rows_infer))
 

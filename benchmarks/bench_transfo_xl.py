@@ -44,9 +44,20 @@ def speed_model(memory: int, same_length: bool) -> ScratchTransfoXLLMHeadModel:
     """A small word-level model: 4 layers, d 256, adaptive softmax over 10k words."""
     torch.manual_seed(0)
     config = ScratchTransfoXLConfig(
-        vocab_size=10000, cutoffs=[2000, 5000], div_val=2, hidden_size=256, embedding_size=256, num_hidden_layers=4,
-        num_attention_heads=4, head_dim=64, intermediate_size=1024, mem_len=memory, clamp_len=-1,
-        same_length=same_length, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        vocab_size=10000,
+        cutoffs=[2000, 5000],
+        div_val=2,
+        hidden_size=256,
+        embedding_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        head_dim=64,
+        intermediate_size=1024,
+        mem_len=memory,
+        clamp_len=-1,
+        same_length=same_length,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
     )
     return ScratchTransfoXLLMHeadModel._from_config(config, attn_implementation="sdpa").eval()
 
@@ -106,20 +117,44 @@ def perplexity_with_and_without_memory(quick: bool) -> dict:
     valid_ids = tokenizer(valid_text, add_special_tokens=False)["input_ids"]
     segment, memory = 32, 64
     torch.manual_seed(0)
-    model = ScratchTransfoXLLMHeadModel(ScratchTransfoXLConfig(
-        vocab_size=len(tokenizer), cutoffs=[], hidden_size=64, embedding_size=64, num_hidden_layers=2,
-        num_attention_heads=4, head_dim=16, intermediate_size=256, mem_len=memory, clamp_len=-1, same_length=False,
-        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.0,
-    ))
+    model = ScratchTransfoXLLMHeadModel(
+        ScratchTransfoXLConfig(
+            vocab_size=len(tokenizer),
+            cutoffs=[],
+            hidden_size=64,
+            embedding_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            head_dim=16,
+            intermediate_size=256,
+            mem_len=memory,
+            clamp_len=-1,
+            same_length=False,
+            hidden_dropout_prob=0.1,
+            attention_probs_dropout_prob=0.0,
+        )
+    )
     steps = 200 if quick else 1500
     with tempfile.TemporaryDirectory() as output_dir:
         args = TrainingArguments(
-            output_dir=output_dir, per_device_train_batch_size=16, per_device_eval_batch_size=16, learning_rate=3e-3,
-            max_steps=steps, warmup_steps=steps // 20, lr_scheduler_type="cosine", report_to=[], use_cpu=True,
-            disable_tqdm=True, logging_steps=steps, save_strategy="no", seed=0,
+            output_dir=output_dir,
+            per_device_train_batch_size=16,
+            per_device_eval_batch_size=16,
+            learning_rate=3e-3,
+            max_steps=steps,
+            warmup_steps=steps // 20,
+            lr_scheduler_type="cosine",
+            report_to=[],
+            use_cpu=True,
+            disable_tqdm=True,
+            logging_steps=steps,
+            save_strategy="no",
+            seed=0,
         )
         trainer = TransfoXLTrainer(
-            model=model, args=args, train_dataset=segment_dataset(train_ids, segment),
+            model=model,
+            args=args,
+            train_dataset=segment_dataset(train_ids, segment),
             eval_dataset=segment_dataset(valid_ids, segment),
         )
         trainer.train()
@@ -145,9 +180,15 @@ def main() -> None:
     repeats = 3 if options.quick else 5
 
     rows = [
-        evaluation_speed("same attention length", window=128, memory=128, same_length=True, vanilla_tokens=32, repeats=repeats),
-        evaluation_speed("window = memory + segment", window=256, memory=128, same_length=False, vanilla_tokens=32, repeats=repeats),
-        evaluation_speed("same attention length", window=512, memory=512, same_length=True, vanilla_tokens=16, repeats=repeats),
+        evaluation_speed(
+            "same attention length", window=128, memory=128, same_length=True, vanilla_tokens=32, repeats=repeats
+        ),
+        evaluation_speed(
+            "window = memory + segment", window=256, memory=128, same_length=False, vanilla_tokens=32, repeats=repeats
+        ),
+        evaluation_speed(
+            "same attention length", window=512, memory=512, same_length=True, vanilla_tokens=16, repeats=repeats
+        ),
     ]
     write_table(
         "transfo_xl_eval_speed",
@@ -163,13 +204,22 @@ def main() -> None:
             "the W_R R projection, term (b)+(d)), so at L = 128 the ceiling is ≈ 128 / 1.5 ≈ 85×.",
         ],
     )
-    bar_plot("transfo_xl_eval_speed", [dict(r, label=f"{r['attention length']} ({r['case'][:6]})") for r in rows],
-             label_key="label", ylabel="vanilla time / XL time per token", title="Transformer-XL eval speed-up")
+    bar_plot(
+        "transfo_xl_eval_speed",
+        [dict(r, label=f"{r['attention length']} ({r['case'][:6]})") for r in rows],
+        label_key="label",
+        ylabel="vanilla time / XL time per token",
+        title="Transformer-XL eval speed-up",
+    )
     if not options.skip_perplexity:
         row = perplexity_with_and_without_memory(options.quick)
-        write_table("transfo_xl_perplexity", "Transformer-XL: validation perplexity with vs without memory "
-                    "(../shared/data/shakespeare, character level)", [row],
-                    notes=[f"{threads} thread(s); same model and segments, memory reset at the start of evaluation."])
+        write_table(
+            "transfo_xl_perplexity",
+            "Transformer-XL: validation perplexity with vs without memory "
+            "(../shared/data/shakespeare, character level)",
+            [row],
+            notes=[f"{threads} thread(s); same model and segments, memory reset at the start of evaluation."],
+        )
 
 
 if __name__ == "__main__":

@@ -34,10 +34,22 @@ def build(size: dict):
 
     pad = size["vocab"] - 1
     config = MarianConfig(
-        vocab_size=size["vocab"], d_model=size["d_model"], encoder_layers=size["layers"], decoder_layers=size["layers"],
-        encoder_attention_heads=size["heads"], decoder_attention_heads=size["heads"], encoder_ffn_dim=size["ffn"],
-        decoder_ffn_dim=size["ffn"], max_position_embeddings=512, activation_function="swish", scale_embedding=True,
-        pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0, forced_eos_token_id=None, dropout=0.0,
+        vocab_size=size["vocab"],
+        d_model=size["d_model"],
+        encoder_layers=size["layers"],
+        decoder_layers=size["layers"],
+        encoder_attention_heads=size["heads"],
+        decoder_attention_heads=size["heads"],
+        encoder_ffn_dim=size["ffn"],
+        decoder_ffn_dim=size["ffn"],
+        max_position_embeddings=512,
+        activation_function="swish",
+        scale_embedding=True,
+        pad_token_id=pad,
+        decoder_start_token_id=pad,
+        eos_token_id=0,
+        forced_eos_token_id=None,
+        dropout=0.0,
     )
     torch.manual_seed(0)
     reference = MarianMTModel(config).eval()
@@ -58,7 +70,11 @@ def generate_fn(model, inputs, new_tokens: int, num_beams: int):
     def run():
         with torch.inference_mode():
             return model.generate(
-                **inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, num_beams=num_beams, do_sample=False,
+                **inputs,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                num_beams=num_beams,
+                do_sample=False,
             )
 
     return run
@@ -115,6 +131,7 @@ def generation_row(ours, reference, inputs: dict, args, num_beams: int) -> dict:
         "same sequences": "yes" if same else "NO",
         "noise": f"{max(times['ours'].spread, times['transformers'].spread):.0%}",
     }
+
 
 if __name__ == "__main__":
     main()

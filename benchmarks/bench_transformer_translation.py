@@ -41,21 +41,48 @@ def build_models(tokenizer, args):
 
     from hf_scratch import ScratchTransformerConfig, ScratchTransformerForConditionalGeneration
 
-    ids = dict(pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-               decoder_start_token_id=tokenizer.bos_token_id)
-    shape = dict(vocab_size=len(tokenizer), d_model=args.d_model, encoder_layers=args.layers, decoder_layers=args.layers,
-                 encoder_attention_heads=args.heads, decoder_attention_heads=args.heads, encoder_ffn_dim=4 * args.d_model,
-                 decoder_ffn_dim=4 * args.d_model, max_position_embeddings=args.max_length + 2)
+    ids = dict(
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.bos_token_id,
+    )
+    shape = dict(
+        vocab_size=len(tokenizer),
+        d_model=args.d_model,
+        encoder_layers=args.layers,
+        decoder_layers=args.layers,
+        encoder_attention_heads=args.heads,
+        decoder_attention_heads=args.heads,
+        encoder_ffn_dim=4 * args.d_model,
+        decoder_ffn_dim=4 * args.d_model,
+        max_position_embeddings=args.max_length + 2,
+    )
     torch.manual_seed(args.seed)
-    ours = ScratchTransformerForConditionalGeneration(ScratchTransformerConfig(
-        **shape, **ids, bos_token_id=tokenizer.bos_token_id, hidden_act="relu", hidden_dropout_prob=args.dropout,
-        scale_embedding=True, initializer_range=0.02,
-    ))
+    ours = ScratchTransformerForConditionalGeneration(
+        ScratchTransformerConfig(
+            **shape,
+            **ids,
+            bos_token_id=tokenizer.bos_token_id,
+            hidden_act="relu",
+            hidden_dropout_prob=args.dropout,
+            scale_embedding=True,
+            initializer_range=0.02,
+        )
+    )
     torch.manual_seed(args.seed)
-    marian = MarianMTModel(MarianConfig(
-        **shape, **ids, forced_eos_token_id=None, activation_function="relu", dropout=args.dropout,
-        scale_embedding=True, init_std=0.02, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
-    ))
+    marian = MarianMTModel(
+        MarianConfig(
+            **shape,
+            **ids,
+            forced_eos_token_id=None,
+            activation_function="relu",
+            dropout=args.dropout,
+            scale_embedding=True,
+            init_std=0.02,
+            share_encoder_decoder_embeddings=True,
+            tie_word_embeddings=True,
+        )
+    )
     return {"hf_scratch Transformer": ours, "transformers MarianMTModel": marian}
 
 
@@ -66,16 +93,36 @@ def train_and_score(name, model, tokenizer, train, validation, metric, args):
         return [tokenizer(s, text_target=t, truncation=True, max_length=args.max_length) for s, t in pairs]
 
     training_args = Seq2SeqTrainingArguments(
-        output_dir=tempfile.mkdtemp(prefix="translation_"), seed=args.seed, data_seed=args.seed,
-        per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=64, max_steps=args.max_steps,
-        learning_rate=args.learning_rate, adam_beta2=0.98, warmup_steps=args.max_steps // 10,
-        lr_scheduler_type="linear", weight_decay=0.0, label_smoothing_factor=0.1, max_grad_norm=1.0,
-        logging_steps=max(1, args.max_steps // 10), save_strategy="no", report_to=[], use_cpu=True,
-        predict_with_generate=True, generation_max_length=args.max_length, generation_num_beams=args.num_beams,
-        disable_tqdm=True, dataloader_num_workers=0,
+        output_dir=tempfile.mkdtemp(prefix="translation_"),
+        seed=args.seed,
+        data_seed=args.seed,
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=64,
+        max_steps=args.max_steps,
+        learning_rate=args.learning_rate,
+        adam_beta2=0.98,
+        warmup_steps=args.max_steps // 10,
+        lr_scheduler_type="linear",
+        weight_decay=0.0,
+        label_smoothing_factor=0.1,
+        max_grad_norm=1.0,
+        logging_steps=max(1, args.max_steps // 10),
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        predict_with_generate=True,
+        generation_max_length=args.max_length,
+        generation_num_beams=args.num_beams,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
     )
-    trainer = Seq2SeqTrainer(model=model, args=training_args, train_dataset=encode(train), processing_class=tokenizer,
-                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=encode(train),
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+    )
     start = time.perf_counter()
     trainer.train()
     train_seconds = time.perf_counter() - start
@@ -87,8 +134,10 @@ def train_and_score(name, model, tokenizer, train, validation, metric, args):
     predictions = np.where(predictions < 0, tokenizer.pad_token_id, predictions)
     hypotheses = [text.strip() for text in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
     bleu = metric.compute(predictions=hypotheses, references=[[t] for _, t in validation])["score"]
-    print(f"{name}: BLEU {bleu:.2f}; e.g. {validation[0][0]!r} → {hypotheses[0]!r} (reference {validation[0][1]!r})",
-          flush=True)
+    print(
+        f"{name}: BLEU {bleu:.2f}; e.g. {validation[0][0]!r} → {hypotheses[0]!r} (reference {validation[0][1]!r})",
+        flush=True,
+    )
     return {
         "model": name,
         "trained parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
@@ -126,11 +175,14 @@ def main() -> None:
 
     train = read_pairs(f"{args.data}/train.jsonl", args.source, args.target)
     validation = read_pairs(f"{args.data}/validation.jsonl", args.source, args.target, args.validation_limit)
-    tokenizer = train_tokenizer([text for pair in train for text in pair], "seq2seq", vocab_size=args.vocab_size,
-                                lowercase=False)
+    tokenizer = train_tokenizer(
+        [text for pair in train for text in pair], "seq2seq", vocab_size=args.vocab_size, lowercase=False
+    )
     metric = evaluate.load(str(REPO_ROOT / "training" / "metrics" / "sacrebleu"))
-    rows = [train_and_score(name, model, tokenizer, train, validation, metric, args)
-            for name, model in build_models(tokenizer, args).items()]
+    rows = [
+        train_and_score(name, model, tokenizer, train, validation, metric, args)
+        for name, model in build_models(tokenizer, args).items()
+    ]
     rows[0]["Δ BLEU vs Marian"] = round(rows[0]["sacreBLEU"] - rows[1]["sacreBLEU"], 2)
     notes = [
         f"data: {args.data} ({args.source}→{args.target}), {len(train)} training pairs, {len(validation)} validation "
@@ -144,8 +196,12 @@ def main() -> None:
         "train/generate seconds: the two models ran one after the other on a shared machine, so they are no speed "
         "comparison (benchmarks/bench_transformer.py times generation round-robin)",
     ]
-    write_table("transformer_translation", "German→English translation: hf_scratch Transformer vs MarianMTModel",
-                rows, notes=notes)
+    write_table(
+        "transformer_translation",
+        "German→English translation: hf_scratch Transformer vs MarianMTModel",
+        rows,
+        notes=notes,
+    )
 
 
 if __name__ == "__main__":

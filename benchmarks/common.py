@@ -27,9 +27,9 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 import torch
 
@@ -43,7 +43,7 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 # --------------------------------------------------------------------------------------------------------------
 
 
-def setup_threads(num_threads: Optional[int] = None) -> int:
+def setup_threads(num_threads: int | None = None) -> int:
     """Fix the number of intra-op threads (env ``BENCH_THREADS``, default 1) and return it.
 
     One thread by default: on a shared, oversubscribed machine OpenMP threads spin-wait for each other, and a
@@ -106,7 +106,9 @@ def time_call(fn: Callable[[], object], warmup: int = 2, repeats: int = 5, inner
     return compare({"fn": fn}, warmup=warmup, repeats=repeats, inner=inner)["fn"]
 
 
-def compare(fns: dict[str, Callable[[], object]], warmup: int = 2, repeats: int = 5, inner: int = 1) -> dict[str, Timing]:
+def compare(
+    fns: dict[str, Callable[[], object]], warmup: int = 2, repeats: int = 5, inner: int = 1
+) -> dict[str, Timing]:
     """Time several callables round-robin (A B A B …), so that a slow phase of the shared machine hits all alike."""
     for _ in range(warmup):
         for fn in fns.values():
@@ -136,7 +138,7 @@ def warmed_up(steps: dict[str, Callable[[], object]], warmup: int) -> dict[str, 
 
 
 def train_step_fn(
-    model: torch.nn.Module, inputs: dict, lr: float = 1e-4, optimizer: Optional[torch.optim.Optimizer] = None
+    model: torch.nn.Module, inputs: dict, lr: float = 1e-4, optimizer: torch.optim.Optimizer | None = None
 ) -> Callable[[], float]:
     """One training step as a callable: forward (the model computes its loss from ``labels``), backward, AdamW
     (``optimizer``, by default AdamW(lr) over the model's parameters)."""
@@ -352,7 +354,7 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_table(name: str, title: str, rows: list[dict], notes: Optional[list[str]] = None) -> Path:
+def write_table(name: str, title: str, rows: list[dict], notes: list[str] | None = None) -> Path:
     """Write ``results/<name>.md`` (title, environment, table, notes), print it, return its path."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     text = f"## {title}\n\n_{environment()}_\n\n{markdown_table(rows)}"
@@ -378,8 +380,15 @@ def _pyplot():
     return plt
 
 
-def bar_plot(name: str, rows: list[dict], value_key: str = "speed-up", label_key: str = "case", ylabel: str = "",
-             reference_line: Optional[float] = 1.0, title: str = "") -> Path:
+def bar_plot(
+    name: str,
+    rows: list[dict],
+    value_key: str = "speed-up",
+    label_key: str = "case",
+    ylabel: str = "",
+    reference_line: float | None = 1.0,
+    title: str = "",
+) -> Path:
     """One bar per row (e.g. the speed-up of each case), with a dashed line at ``reference_line``."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(rows) + 2), 3.5))
@@ -393,8 +402,16 @@ def bar_plot(name: str, rows: list[dict], value_key: str = "speed-up", label_key
     return _save(fig, name)
 
 
-def line_plot(name: str, x: list, series: dict[str, list], xlabel: str, ylabel: str, logx: bool = False,
-              logy: bool = False, title: str = "") -> Path:
+def line_plot(
+    name: str,
+    x: list,
+    series: dict[str, list],
+    xlabel: str,
+    ylabel: str,
+    logx: bool = False,
+    logy: bool = False,
+    title: str = "",
+) -> Path:
     """One line per series over ``x`` (e.g. time against sequence length for ours and transformers')."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))

@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from common import check_summary, guarded, max_diff, report  # noqa: E402
 from families import FAMILIES, NAMES, fixed_sizes  # noqa: E402
 
-from common import check_summary, guarded, max_diff, report  # noqa: E402
 
 def padded_inputs(name: str, device: torch.device) -> tuple[dict, dict]:
     family, sizes = FAMILIES[name], fixed_sizes()
@@ -57,7 +57,11 @@ def check_forward(name: str, sizes: dict, cpu_inputs: dict, gpu_inputs: dict, de
             expected, actual = cpu_model(**cpu_inputs).logits, gpu_model(**gpu_inputs).logits
         difference = max_diff(expected, actual)
         finite = bool(torch.isfinite(actual).all())
-        report(f"{name} {implementation} forward", difference <= 1e-4 and finite, f"max |Δ logits| {difference:.2e}, finite {finite}")
+        report(
+            f"{name} {implementation} forward",
+            difference <= 1e-4 and finite,
+            f"max |Δ logits| {difference:.2e}, finite {finite}",
+        )
 
 
 def check_loss_and_gradients(name: str, sizes: dict, cpu_inputs: dict, gpu_inputs: dict, device: torch.device):
@@ -75,10 +79,15 @@ def check_loss_and_gradients(name: str, sizes: dict, cpu_inputs: dict, gpu_input
         loss = model(**inputs, labels=label).loss
         loss.backward()
         losses.append(loss)
-    gradient = max(max_diff(a.grad, b.grad) for a, b in zip(cpu_model.parameters(), gpu_model.parameters()) if a.grad is not None)
+    gradient = max(
+        max_diff(a.grad, b.grad) for a, b in zip(cpu_model.parameters(), gpu_model.parameters()) if a.grad is not None
+    )
     loss_difference = abs(losses[0].item() - losses[1].item())
-    report(f"{name} loss and gradients", loss_difference <= 1e-4 and gradient <= 1e-4,
-           f"|Δ loss| {loss_difference:.2e}, max |Δ grad| {gradient:.2e}")
+    report(
+        f"{name} loss and gradients",
+        loss_difference <= 1e-4 and gradient <= 1e-4,
+        f"|Δ loss| {loss_difference:.2e}, max |Δ grad| {gradient:.2e}",
+    )
     return cpu_model, gpu_model, labels
 
 
@@ -89,8 +98,11 @@ def check_greedy_generation(name: str, cpu_model, gpu_model, cpu_inputs: dict, d
     cpu_tokens = cpu_model.generate(**generate_inputs, **kwargs)
     gpu_tokens = gpu_model.generate(**{k: v.to(device) for k, v in generate_inputs.items()}, **kwargs)
     same = torch.equal(cpu_tokens, gpu_tokens.cpu())
-    report(f"{name} greedy generation", same and gpu_tokens.device.type == device.type,
-           f"same tokens {same}, on {gpu_tokens.device}")
+    report(
+        f"{name} greedy generation",
+        same and gpu_tokens.device.type == device.type,
+        f"same tokens {same}, on {gpu_tokens.device}",
+    )
 
 
 def check_save_and_load(name: str, gpu_model, gpu_inputs: dict, device: torch.device) -> None:
@@ -101,7 +113,11 @@ def check_save_and_load(name: str, gpu_model, gpu_inputs: dict, device: torch.de
         with torch.no_grad():
             difference = max_diff(gpu_model.eval()(**gpu_inputs).logits, reloaded(**gpu_inputs).logits)
         on_device = next(reloaded.parameters()).device.type == device.type
-        report(f"{name} save → load", difference == 0.0 and on_device, f"max |Δ| {difference:.1e}, on {device.type} {on_device}")
+        report(
+            f"{name} save → load",
+            difference == 0.0 and on_device,
+            f"max |Δ| {difference:.1e}, on {device.type} {on_device}",
+        )
 
 
 def check_bf16_autocast(name: str, sizes: dict, gpu_inputs: dict, labels, device: torch.device) -> None:
@@ -117,7 +133,9 @@ def check_bf16_autocast(name: str, sizes: dict, gpu_inputs: dict, labels, device
     with torch.autocast(device.type, dtype=torch.bfloat16):
         out = model(**inputs, labels=bf16_labels)
     out.loss.backward()
-    finite = bool(torch.isfinite(out.loss)) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    finite = bool(torch.isfinite(out.loss)) and all(
+        torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None
+    )
     report(f"{name} bf16 autocast", finite, f"loss {out.loss.item():.4f}, gradients finite {finite}")
 
 
@@ -128,7 +146,10 @@ def main() -> None:
     device = torch.device(args.device)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    print(f"torch {torch.__version__}; device {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}", flush=True)
+    print(
+        f"torch {torch.__version__}; device {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}",
+        flush=True,
+    )
     for name in NAMES:
         guarded(name)(check_family)(name, device)
     sys.exit(1 if check_summary() else 0)

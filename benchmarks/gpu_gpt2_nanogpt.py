@@ -29,12 +29,10 @@ import sys
 import torch
 import torch.nn.functional as F
 import transformers
+from bench_shakespeare_char import check_nanogpt_dir, nanogpt_model_module
+from common import Autocast, compare, device_peak_mib, in_repo_path, synchronized, train_step_fn, warmed_up, write_table
 from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.modeling_outputs import CausalLMOutput
-
-from bench_shakespeare_char import check_nanogpt_dir, nanogpt_model_module
-from common import (Autocast, compare, device_peak_mib, in_repo_path, synchronized, train_step_fn, warmed_up,
-                    write_table)
 
 in_repo_path()
 
@@ -51,16 +49,34 @@ TRANSPOSED = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "ml
 
 
 def transformers_gpt2(size: dict) -> GPT2LMHeadModel:
-    config = GPT2Config(vocab_size=size["vocab"], n_positions=size["block"], n_embd=size["hidden"],
-                        n_layer=size["layers"], n_head=size["heads"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                        bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(
+        vocab_size=size["vocab"],
+        n_positions=size["block"],
+        n_embd=size["hidden"],
+        n_layer=size["layers"],
+        n_head=size["heads"],
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     return GPT2LMHeadModel(config)
 
 
 def nanogpt_gpt2(module, reference: GPT2LMHeadModel, size: dict) -> torch.nn.Module:
     """nanoGPT's GPT (from its model.py) with ``reference``'s weights."""
-    model = module.GPT(module.GPTConfig(block_size=size["block"], vocab_size=size["vocab"], n_layer=size["layers"],
-                                        n_head=size["heads"], n_embd=size["hidden"], dropout=0.0, bias=True))
+    model = module.GPT(
+        module.GPTConfig(
+            block_size=size["block"],
+            vocab_size=size["vocab"],
+            n_layer=size["layers"],
+            n_head=size["heads"],
+            n_embd=size["hidden"],
+            dropout=0.0,
+            bias=True,
+        )
+    )
     state = {key: value.t() if key.endswith(TRANSPOSED) else value for key, value in reference.state_dict().items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [key for key in missing if key != "lm_head.weight" and not key.endswith(".attn.bias")]  # tied; a buffer
@@ -85,8 +101,10 @@ class NanoGPTWithLabels(torch.nn.Module):
 def nanogpt_adamw(model: torch.nn.Module) -> torch.optim.AdamW:
     """nanoGPT's ``configure_optimizers``: weight decay on the ≥ 2-D parameters, none on biases and norms; fused."""
     parameters = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in parameters if p.dim() >= 2], "weight_decay": WEIGHT_DECAY},
-              {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in parameters if p.dim() >= 2], "weight_decay": WEIGHT_DECAY},
+        {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(groups, lr=LR, betas=BETAS, fused=True)
 
 
@@ -125,9 +143,16 @@ def rows_of(times: dict, peaks: dict, flops_per_step: float, tokens: int, peak: 
     rows = []
     for arm, timing in times.items():
         seconds = timing.median
-        rows.append({"model": arm, "step (ms)": round(seconds * 1e3, 2), "tokens/s": f"{tokens / seconds / 1e3:.0f}k",
-                     f"MFU of {peak / 1e12:.0f} TFLOP/s": f"{flops_per_step / seconds / peak:.1%}",
-                     "peak (MiB)": round(peaks[arm], 1), "noise": f"{timing.spread:.0%}"})
+        rows.append(
+            {
+                "model": arm,
+                "step (ms)": round(seconds * 1e3, 2),
+                "tokens/s": f"{tokens / seconds / 1e3:.0f}k",
+                f"MFU of {peak / 1e12:.0f} TFLOP/s": f"{flops_per_step / seconds / peak:.1%}",
+                "peak (MiB)": round(peaks[arm], 1),
+                "noise": f"{timing.spread:.0%}",
+            }
+        )
         if "nanoGPT" in times:
             rows[-1]["nanoGPT's step ÷ this"] = round(times["nanoGPT"].median / seconds, 3)
     return rows
@@ -135,8 +160,11 @@ def rows_of(times: dict, peaks: dict, flops_per_step: float, tokens: int, peak: 
 
 def parse(argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nanogpt_dir", default=os.environ.get("NANOGPT_DIR"),
-                        help="a checkout of https://github.com/karpathy/nanoGPT (default: $NANOGPT_DIR)")
+    parser.add_argument(
+        "--nanogpt_dir",
+        default=os.environ.get("NANOGPT_DIR"),
+        help="a checkout of https://github.com/karpathy/nanoGPT (default: $NANOGPT_DIR)",
+    )
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dry_run", action="store_true", help="the CPU, a tiny GPT, writes nothing")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
@@ -174,15 +202,16 @@ def main(argv=None) -> None:
     flops_per_token = 6 * parameters + 12 * size["layers"] * size["hidden"] * size["block"]  # 12·L·H·Q·T, H·Q = hidden
     rows = rows_of(times, peaks, flops_per_token * tokens, tokens, peak_flops(device, args.peak_tflops))
     where = torch.cuda.get_device_name(device) if args.device.startswith("cuda") else "CPU (dry run)"
-    notes = [f"`python benchmarks/gpu_gpt2_nanogpt.py {' '.join(argv)}` on {where}, torch {torch.__version__}, "
-             f"transformers {transformers.__version__}; nanoGPT from {checkout}",
-             f"{size['layers']} layers × {size['hidden']}, {size['heads']} heads, block {size['block']}, batch "
-             f"{size['batch']}, vocabulary {size['vocab']}, bias, dropout 0; bf16 autocast, "
-             f"{'eager' if args.no_compile else 'torch.compile defaults'}, fused AdamW (nanoGPT's groups), TF32; "
-             f"median of {args.repeats} interleaved rounds of {args.inner} steps after {args.warmup}; peak = "
-             "torch.cuda.max_memory_allocated during one step minus what was allocated before",
-             f"MFU: (6N + 12·L·H·Q·T)·tokens per step / time / peak, N = {parameters / 1e6:.2f}M (nanoGPT's "
-             "estimate_mfu)"]
+    notes = [
+        f"`python benchmarks/gpu_gpt2_nanogpt.py {' '.join(argv)}` on {where}, torch {torch.__version__}, "
+        f"transformers {transformers.__version__}; nanoGPT from {checkout}",
+        f"{size['layers']} layers × {size['hidden']}, {size['heads']} heads, block {size['block']}, batch "
+        f"{size['batch']}, vocabulary {size['vocab']}, bias, dropout 0; bf16 autocast, "
+        f"{'eager' if args.no_compile else 'torch.compile defaults'}, fused AdamW (nanoGPT's groups), TF32; "
+        f"median of {args.repeats} interleaved rounds of {args.inner} steps after {args.warmup}; peak = "
+        "torch.cuda.max_memory_allocated during one step minus what was allocated before",
+        f"MFU: (6N + 12·L·H·Q·T)·tokens per step / time / peak, N = {parameters / 1e6:.2f}M (nanoGPT's estimate_mfu)",
+    ]
     if args.dry_run:
         print(rows, notes, sep="\n")
     else:

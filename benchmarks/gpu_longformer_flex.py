@@ -26,22 +26,43 @@ from __future__ import annotations
 import argparse
 import sys
 
-import torch
-import transformers
-
 import bench_longformer
 import longformer_gpu_check
-from common import (CHECKS, Autocast, check_summary, compare, device_peak_mib, guarded, in_repo_path, inference_fn,
-                    max_diff, report, synchronized, warmed_up, write_table)
+import torch
+import transformers
+from common import (
+    CHECKS,
+    Autocast,
+    check_summary,
+    compare,
+    device_peak_mib,
+    guarded,
+    in_repo_path,
+    inference_fn,
+    max_diff,
+    report,
+    synchronized,
+    warmed_up,
+    write_table,
+)
 
 in_repo_path()
 
 from hf_scratch import ScratchLongformerConfig, ScratchLongformerForMaskedLM  # noqa: E402
 
 ARMS = ("transformers", "ours banded", "ours flex", "ours flex compiled")
-CHECK_CONFIG = dict(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                    attention_window=[32, 64], attention_dilation=[[1, 2, 1, 3], [2, 2, 1, 1]], pad_token_id=1,
-                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+CHECK_CONFIG = dict(
+    vocab_size=100,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    attention_window=[32, 64],
+    attention_dilation=[[1, 2, 1, 3], [2, 2, 1, 1]],
+    pad_token_id=1,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
 
 
 # ---- 1. checks ----------------------------------------------------------------------------------------------------
@@ -54,7 +75,8 @@ def flex_and_banded(length: int, device) -> dict:
     for implementation in ("sdpa", "flex_attention"):
         torch.manual_seed(0)
         models[implementation] = ScratchLongformerForMaskedLM._from_config(
-            ScratchLongformerConfig(**config), attn_implementation=implementation).to(device)
+            ScratchLongformerConfig(**config), attn_implementation=implementation
+        ).to(device)
     models["flex_attention"].load_state_dict(models["sdpa"].state_dict())
     return models
 
@@ -74,17 +96,23 @@ def loss_and_gradients(model, inputs: dict, train: bool, bf16: bool = False):
 def check_flex_equals_banded(device, lengths, train: bool) -> None:
     for length in lengths:
         input_ids, attention_mask, global_attention_mask = longformer_gpu_check.padded_batch(length, device)
-        inputs = dict(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
-                      labels=input_ids.masked_fill(attention_mask == 0, -100))
+        inputs = dict(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            global_attention_mask=global_attention_mask,
+            labels=input_ids.masked_fill(attention_mask == 0, -100),
+        )
         models = flex_and_banded(length, device)
         (banded, banded_grads), (flex, flex_grads) = (loss_and_gradients(m, inputs, train) for m in models.values())
         real = attention_mask.bool()
         logits = max_diff(banded[real], flex[real])
         grads = max((max_diff(banded_grads[name], flex_grads[name]) for name in banded_grads), default=0.0)
         same_grads = banded_grads.keys() == flex_grads.keys()
-        report(f"flex ≡ banded fp32 n={length}" + (" (forward only)" if not train else ""),
-               logits <= 1e-4 and grads <= 1e-4 and same_grads,
-               f"max |Δ logits| on real tokens {logits:.2e}, max |Δ grad| {grads:.2e}")
+        report(
+            f"flex ≡ banded fp32 n={length}" + (" (forward only)" if not train else ""),
+            logits <= 1e-4 and grads <= 1e-4 and same_grads,
+            f"max |Δ logits| on real tokens {logits:.2e}, max |Δ grad| {grads:.2e}",
+        )
         flex_bf16, bf16_grads = loss_and_gradients(models["flex_attention"], inputs, train, bf16=True)
         finite = bool(torch.isfinite(flex_bf16).all()) and all(torch.isfinite(g).all() for g in bf16_grads.values())
         report(f"flex bf16 autocast finite n={length}", finite, f"logits dtype {flex_bf16.dtype}")
@@ -150,8 +178,14 @@ def notes(args, train: bool) -> list[str]:
 
 # What a run on a GPU measures, and what a dry run on the CPU (tiny, quick) does instead. The goal's row (batch 8,
 # 16k tokens) first: a run cut short by the GPU's time limit still has it.
-SETTINGS = {"lengths": ([16384, 4096], [300]), "batches": ([8, 1], [2, 1]), "repeats": (10, 2), "warmup": (3, 1),
-            "backend": ("inductor", "aot_eager"), "check_lengths": ([37, 301, 1000], [37, 301])}
+SETTINGS = {
+    "lengths": ([16384, 4096], [300]),
+    "batches": ([8, 1], [2, 1]),
+    "repeats": (10, 2),
+    "warmup": (3, 1),
+    "backend": ("inductor", "aot_eager"),
+    "check_lengths": ([37, 301, 1000], [37, 301]),
+}
 
 
 def parse(argv) -> argparse.Namespace:
@@ -185,8 +219,12 @@ def main(argv=None) -> int:
             steps = arm_steps(args.arms, length, batch, device, train, args.backend, args.warmup)
             rows.append(table_row(length, batch, steps, args.repeats, device))
             if not args.dry_run:
-                write_table("longformer_flex_gpu", "Longformer through flex_attention against transformers (GPU)", rows,
-                            notes(args, train))
+                write_table(
+                    "longformer_flex_gpu",
+                    "Longformer through flex_attention against transformers (GPU)",
+                    rows,
+                    notes(args, train),
+                )
     failures = check_summary()
     return 1 if failures else 0
 

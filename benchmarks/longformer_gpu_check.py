@@ -20,12 +20,12 @@ import time
 import traceback
 from pathlib import Path
 
+import bench_longformer
 import torch
 import transformers
+from common import CHECKS, check_summary, device_peak_mib, guarded, max_diff, report, synchronize
 from transformers import LongformerConfig, LongformerForMaskedLM
 
-import bench_longformer
-from common import CHECKS, check_summary, device_peak_mib, guarded, max_diff, report, synchronize
 import hf_scratch  # noqa: F401
 from hf_scratch import ScratchLongformerConfig, ScratchLongformerForMaskedLM
 from hf_scratch.convert import from_transformers
@@ -34,19 +34,27 @@ from hf_scratch.modeling_longformer import GlobalTokens, ScratchLongformerSelfAt
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from reference import dense_longformer_attention  # noqa: E402  (the tests' dense oracle)
 
-
 # ---- 1. parity with transformers ------------------------------------------------------------------------------
 
-PAR = dict(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-           attention_window=[8, 16], max_position_embeddings=600, pad_token_id=1, sep_token_id=2)
+PAR = dict(
+    vocab_size=100,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    attention_window=[8, 16],
+    max_position_embeddings=600,
+    pad_token_id=1,
+    sep_token_id=2,
+)
 
 
 def padded_batch(length, device, seed=1):
     g = torch.Generator().manual_seed(seed)
     input_ids = torch.randint(3, 100, (3, length), generator=g)
     attention_mask = torch.ones(3, length, dtype=torch.long)
-    attention_mask[1, (2 * length) // 3:] = 0
-    attention_mask[2, length // 2:] = 0
+    attention_mask[1, (2 * length) // 3 :] = 0
+    attention_mask[2, length // 2 :] = 0
     input_ids[attention_mask == 0] = 1
     gam = torch.zeros_like(input_ids)
     gam[0, [0, 5, length - 2]] = 1
@@ -77,8 +85,11 @@ def check_parity(device, lengths):
             diff = (expected.logits[real] - actual.logits[real]).abs().max().item()
             ldiff = abs(expected.loss.item() - actual.loss.item())
             finite = bool(torch.isfinite(actual.logits).all())
-            report(f"parity fp32 {impl} length {length}", diff <= 1e-4 and ldiff <= 1e-4 and finite,
-                   f"max|dlogits| on real = {diff:.3e}, |dloss| = {ldiff:.3e}, finite={finite}")
+            report(
+                f"parity fp32 {impl} length {length}",
+                diff <= 1e-4 and ldiff <= 1e-4 and finite,
+                f"max|dlogits| on real = {diff:.3e}, |dloss| = {ldiff:.3e}, finite={finite}",
+            )
         # gradients too (sdpa in training path uses checkpoint): compare grads of the MLM loss
         ours.config._attn_implementation = "sdpa"
         reference.zero_grad(set_to_none=True)
@@ -105,14 +116,25 @@ def run_attention(attention, hidden, upstream, fn):
 
 @guarded("dilation")
 def check_dilation(device, length):
-    cases = [("int 2", 2, 4), ("per-layer [1, 3]", [1, 3], 4), ("per-head [[1,2,4,8],[2,2,1,1]]", [[1, 2, 4, 8], [2, 2, 1, 1]], 4),
-             ("per-head [[3,1,2,1],[1,1,1,1]]", [[3, 1, 2, 1], [1, 1, 1, 1]], 4)]
+    cases = [
+        ("int 2", 2, 4),
+        ("per-layer [1, 3]", [1, 3], 4),
+        ("per-head [[1,2,4,8],[2,2,1,1]]", [[1, 2, 4, 8], [2, 2, 1, 1]], 4),
+        ("per-head [[3,1,2,1],[1,1,1,1]]", [[3, 1, 2, 1], [1, 1, 1, 1]], 4),
+    ]
     for name, dilation, heads in cases:
         for window in (4, 8):
             config = ScratchLongformerConfig(
-                hidden_size=8 * heads, num_attention_heads=heads, num_hidden_layers=2, intermediate_size=16, vocab_size=10,
-                attention_window=window, attention_dilation=dilation, attention_probs_dropout_prob=0.0,
-                max_position_embeddings=length + 8)
+                hidden_size=8 * heads,
+                num_attention_heads=heads,
+                num_hidden_layers=2,
+                intermediate_size=16,
+                vocab_size=10,
+                attention_window=window,
+                attention_dilation=dilation,
+                attention_probs_dropout_prob=0.0,
+                max_position_embeddings=length + 8,
+            )
             for layer in (0, 1):
                 for impl in ("sdpa", "eager"):
                     config._attn_implementation = impl
@@ -129,33 +151,59 @@ def check_dilation(device, length):
                     is_global = is_global.to(device)
                     hidden = torch.randn(4, length, 8 * heads, generator=g).to(device).requires_grad_(True)
                     upstream = torch.randn(4, length, 8 * heads, generator=g).to(device)
-                    banded = run_attention(attention, hidden, upstream, lambda: attention(
-                        hidden, key_is_real, GlobalTokens.from_mask(is_global & key_is_real))[0])
-                    dense = run_attention(attention, hidden, upstream, lambda: dense_longformer_attention(
-                        attention, hidden, key_is_real, is_global))
+                    banded = run_attention(
+                        attention,
+                        hidden,
+                        upstream,
+                        lambda: attention(hidden, key_is_real, GlobalTokens.from_mask(is_global & key_is_real))[0],
+                    )
+                    dense = run_attention(
+                        attention,
+                        hidden,
+                        upstream,
+                        lambda: dense_longformer_attention(attention, hidden, key_is_real, is_global),
+                    )
                     # the same banded computation on CPU
                     attention_cpu = ScratchLongformerSelfAttention(config, layer)
                     attention_cpu.load_state_dict({k: v.cpu() for k, v in attention.state_dict().items()})
                     hidden_cpu = hidden.detach().cpu().requires_grad_(True)
-                    cpu = run_attention(attention_cpu, hidden_cpu, upstream.cpu(), lambda: attention_cpu(
-                        hidden_cpu, key_is_real.cpu(), GlobalTokens.from_mask((is_global & key_is_real).cpu()))[0])
+                    cpu = run_attention(
+                        attention_cpu,
+                        hidden_cpu,
+                        upstream.cpu(),
+                        lambda: attention_cpu(
+                            hidden_cpu, key_is_real.cpu(), GlobalTokens.from_mask((is_global & key_is_real).cpu())
+                        )[0],
+                    )
                     finite = all(torch.isfinite(t).all() for t in [banded[0], banded[1], *banded[2]])
                     fwd = max_diff(banded[0], dense[0])
                     gin = max_diff(banded[1], dense[1])
                     gw = max(max_diff(a, b) for a, b in zip(banded[2], dense[2]))
-                    cpu_d = max(max_diff(banded[0], cpu[0]), max_diff(banded[1], cpu[1]),
-                                max(max_diff(a, b) for a, b in zip(banded[2], cpu[2])))
+                    cpu_d = max(
+                        max_diff(banded[0], cpu[0]),
+                        max_diff(banded[1], cpu[1]),
+                        max(max_diff(a, b) for a, b in zip(banded[2], cpu[2])),
+                    )
                     ok = finite and fwd <= 1e-5 and gin <= 1e-5 and gw <= 1e-5 and cpu_d <= 1e-5
-                    report(f"dilation {name} window {window} layer {layer} {impl} n={length}", ok,
-                           f"fwd {fwd:.2e}, grad input {gin:.2e}, grad weights {gw:.2e} vs dense on {device.type}; "
-                           f"max vs CPU banded {cpu_d:.2e}; finite={finite}")
+                    report(
+                        f"dilation {name} window {window} layer {layer} {impl} n={length}",
+                        ok,
+                        f"fwd {fwd:.2e}, grad input {gin:.2e}, grad weights {gw:.2e} vs dense on {device.type}; "
+                        f"max vs CPU banded {cpu_d:.2e}; finite={finite}",
+                    )
 
 
 @guarded("dilation full model")
 def check_dilated_model_cpu_vs_gpu(device, length):
-    config = ScratchLongformerConfig(**{**PAR, "max_position_embeddings": length + 8,
-                                        "attention_dilation": [[1, 2, 4, 8], [2, 2, 1, 1]],
-                                        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
+    config = ScratchLongformerConfig(
+        **{
+            **PAR,
+            "max_position_embeddings": length + 8,
+            "attention_dilation": [[1, 2, 4, 8], [2, 2, 1, 1]],
+            "hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0,
+        }
+    )
     torch.manual_seed(0)
     cpu_model = ScratchLongformerForMaskedLM(config).train()
     for impl in ("sdpa", "eager"):
@@ -168,16 +216,30 @@ def check_dilated_model_cpu_vs_gpu(device, length):
         results = []
         for model, dev in ((cpu_model, torch.device("cpu")), (gpu_model, device)):
             model.zero_grad(set_to_none=True)
-            out = model(input_ids=input_ids.to(dev), attention_mask=attention_mask.to(dev),
-                        global_attention_mask=gam.to(dev), labels=labels.to(dev))
+            out = model(
+                input_ids=input_ids.to(dev),
+                attention_mask=attention_mask.to(dev),
+                global_attention_mask=gam.to(dev),
+                labels=labels.to(dev),
+            )
             out.loss.backward()
-            results.append((out.logits.detach().cpu(), {n: p.grad.detach().cpu() for n, p in model.named_parameters() if p.grad is not None}))
+            results.append(
+                (
+                    out.logits.detach().cpu(),
+                    {n: p.grad.detach().cpu() for n, p in model.named_parameters() if p.grad is not None},
+                )
+            )
         real = attention_mask.bool()
         ld = (results[0][0][real] - results[1][0][real]).abs().max().item()
         gd = max((results[0][1][n] - results[1][1][n]).abs().max().item() for n in results[0][1])
-        finite = bool(torch.isfinite(results[1][0]).all()) and all(torch.isfinite(g).all() for g in results[1][1].values())
-        report(f"dilated full MLM model {impl} n={length} GPU vs CPU", ld <= 1e-4 and gd <= 1e-4 and finite,
-               f"max|dlogits| {ld:.2e}, max|dgrad| {gd:.2e}, finite={finite}")
+        finite = bool(torch.isfinite(results[1][0]).all()) and all(
+            torch.isfinite(g).all() for g in results[1][1].values()
+        )
+        report(
+            f"dilated full MLM model {impl} n={length} GPU vs CPU",
+            ld <= 1e-4 and gd <= 1e-4 and finite,
+            f"max|dlogits| {ld:.2e}, max|dgrad| {gd:.2e}, finite={finite}",
+        )
 
 
 # ---- 3. bf16 autocast --------------------------------------------------------------------------------------------
@@ -186,7 +248,9 @@ def check_dilated_model_cpu_vs_gpu(device, length):
 @guarded("bf16 autocast")
 def check_bf16(device, length):
     for dilation in (1, [[1, 2, 4, 8], [2, 2, 1, 1]]):
-        config = ScratchLongformerConfig(**{**PAR, "max_position_embeddings": length + 8, "attention_dilation": dilation})
+        config = ScratchLongformerConfig(
+            **{**PAR, "max_position_embeddings": length + 8, "attention_dilation": dilation}
+        )
         for impl in ("sdpa", "eager"):
             torch.manual_seed(0)
             model = ScratchLongformerForMaskedLM._from_config(config, attn_implementation=impl).to(device).train()
@@ -195,17 +259,23 @@ def check_bf16(device, length):
             attention_mask[2] = 0  # a row with nothing real, globals on it
             labels = input_ids.masked_fill(attention_mask == 0, -100)
             with torch.autocast(device.type, dtype=torch.bfloat16):
-                out = model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=gam, labels=labels)
+                out = model(
+                    input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=gam, labels=labels
+                )
             out.loss.backward()
             real = attention_mask.bool()
             finite = bool(torch.isfinite(out.loss)) and bool(torch.isfinite(out.logits[real]).all())
             all_logits_finite = bool(torch.isfinite(out.logits).all())
             grads_finite = all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
-            report(f"bf16 autocast fwd+bwd {impl} dilation={dilation} n={length}", finite and grads_finite and all_logits_finite,
-                   f"loss {out.loss.item():.4f} dtype {out.logits.dtype}, logits finite (real/all) {finite}/{all_logits_finite}, grads finite {grads_finite}")
+            report(
+                f"bf16 autocast fwd+bwd {impl} dilation={dilation} n={length}",
+                finite and grads_finite and all_logits_finite,
+                f"loss {out.loss.item():.4f} dtype {out.logits.dtype}, logits finite (real/all) {finite}/{all_logits_finite}, grads finite {grads_finite}",
+            )
 
 
 # ---- 4. timing ----------------------------------------------------------------------------------------------------
+
 
 def build(which, length, device, dilation=1, batch=1):
     """bench_longformer's models and inputs (issue 6's configuration, ours converted from transformers'), on ``device``."""
@@ -258,14 +328,20 @@ def timing(device, lengths, warmup, repeats, batch=1):
                         torch.cuda.empty_cache()
             row["speed-up"] = row["transformers ms"] / row["ours ms"]
             row["mem ratio"] = row["ours MiB"] / row["transformers MiB"] if device.type == "cuda" else float("nan")
-            row["loss ours/theirs"] = f"{losses.get('ours', float('nan')):.4f}/{losses.get('transformers', float('nan')):.4f}"
+            row["loss ours/theirs"] = (
+                f"{losses.get('ours', float('nan')):.4f}/{losses.get('transformers', float('nan')):.4f}"
+            )
             rows.append(row)
             print(row, flush=True)
-    print("\n| precision | batch | tokens | ours ms | transformers ms | speed-up | ours peak MiB | transformers peak MiB | mem ratio (ours/theirs) | loss ours/theirs |")
+    print(
+        "\n| precision | batch | tokens | ours ms | transformers ms | speed-up | ours peak MiB | transformers peak MiB | mem ratio (ours/theirs) | loss ours/theirs |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['precision']} | {r['batch']} | {r['tokens']} | {r['ours ms']:.2f} | {r['transformers ms']:.2f} | {r['speed-up']:.2f} | "
-              f"{r['ours MiB']:.0f} | {r['transformers MiB']:.0f} | {r['mem ratio']:.2f} | {r['loss ours/theirs']} |")
+        print(
+            f"| {r['precision']} | {r['batch']} | {r['tokens']} | {r['ours ms']:.2f} | {r['transformers ms']:.2f} | {r['speed-up']:.2f} | "
+            f"{r['ours MiB']:.0f} | {r['transformers MiB']:.0f} | {r['mem ratio']:.2f} | {r['loss ours/theirs']} |"
+        )
 
 
 def dilation_timing(device, length, warmup, repeats, batch=1):
@@ -284,7 +360,10 @@ def dilation_timing(device, length, warmup, repeats, batch=1):
             if device.type == "cuda":
                 torch.cuda.empty_cache()
             base = base or ms
-            print(f"| {'bf16 autocast' if bf16 else 'fp32'} | {name} | {ms:.2f} | {mib:.0f} | {ms / base:.2f} |", flush=True)
+            print(
+                f"| {'bf16 autocast' if bf16 else 'fp32'} | {name} | {ms:.2f} | {mib:.0f} | {ms / base:.2f} |",
+                flush=True,
+            )
 
 
 def main():
@@ -299,11 +378,13 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, python {sys.version.split()[0]}")
     if device.type == "cuda":
-        print(f"device: {torch.cuda.get_device_name()}, CUDA {torch.version.cuda}, capability {torch.cuda.get_device_capability()}")
+        print(
+            f"device: {torch.cuda.get_device_name()}, CUDA {torch.version.cuda}, capability {torch.cuda.get_device_capability()}"
+        )
     print(f"hf_scratch from {hf_scratch.__file__}", flush=True)
 
     check_parity(device, [13, 301])
-    for length in ([1, 2, 7, 19] if args.small else [1, 2, 7, 19, 37]):
+    for length in [1, 2, 7, 19] if args.small else [1, 2, 7, 19, 37]:
         check_dilation(device, length)
     check_dilated_model_cpu_vs_gpu(device, 45 if args.small else 301)
     check_bf16(device, 45 if args.small else 301)

@@ -34,15 +34,34 @@ class RecordingSegments(torch.utils.data.Dataset):
 def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = ScratchTransfoXLLMHeadModel(ScratchTransfoXLConfig(
-        vocab_size=50, cutoffs=[], hidden_size=16, embedding_size=16, num_hidden_layers=1, num_attention_heads=2,
-        head_dim=8, intermediate_size=32, mem_len=16, clamp_len=-1, same_length=False,
-    ))
+    model = ScratchTransfoXLLMHeadModel(
+        ScratchTransfoXLConfig(
+            vocab_size=50,
+            cutoffs=[],
+            hidden_size=16,
+            embedding_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            head_dim=8,
+            intermediate_size=32,
+            mem_len=16,
+            clamp_len=-1,
+            same_length=False,
+        )
+    )
     data = RecordingSegments(segment_dataset(torch.arange(16 * 40) % 50, 16))
     output_dir = os.environ.get("CHECK_OUTPUT_DIR", os.path.join(tempfile.gettempdir(), "transfo_xl_ddp_check"))
     args = TrainingArguments(
-        output_dir=output_dir, per_device_train_batch_size=2, max_steps=10, report_to=[], use_cpu=True,
-        disable_tqdm=True, save_strategy="steps", save_steps=5, ddp_find_unused_parameters=False, logging_steps=100,
+        output_dir=output_dir,
+        per_device_train_batch_size=2,
+        max_steps=10,
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        save_strategy="steps",
+        save_steps=5,
+        ddp_find_unused_parameters=False,
+        logging_steps=100,
     )
     TransfoXLTrainer(model=model, args=args, train_dataset=data).train()
     rank, world = args.process_index, args.world_size

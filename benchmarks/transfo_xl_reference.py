@@ -38,15 +38,42 @@ CONFIGS = {
     # the transfo-xl-wt103 layout, shrunk: adaptive input/softmax with div_val > 1, per-layer u and v, post-LN,
     # same_length, clamped relative distances
     "adaptive_div2": dict(
-        vocab_size=48, cutoffs=[12, 24], d_model=16, d_embed=16, n_head=2, d_head=8, d_inner=32, div_val=2,
-        pre_lnorm=False, n_layer=2, mem_len=6, clamp_len=5, same_length=True, untie_r=True, dropout=0.0,
+        vocab_size=48,
+        cutoffs=[12, 24],
+        d_model=16,
+        d_embed=16,
+        n_head=2,
+        d_head=8,
+        d_inner=32,
+        div_val=2,
+        pre_lnorm=False,
+        n_layer=2,
+        mem_len=6,
+        clamp_len=5,
+        same_length=True,
+        untie_r=True,
+        dropout=0.0,
         dropatt=0.0,
     ),
     # div_val = 1 with d_embed ≠ d_model (projections), shared u and v, pre-LN, no same_length, untied projections
     "adaptive_div1_preln": dict(
-        vocab_size=40, cutoffs=[15], d_model=16, d_embed=12, n_head=4, d_head=3, d_inner=24, div_val=1,
-        pre_lnorm=True, n_layer=2, mem_len=8, clamp_len=-1, same_length=False, untie_r=False,
-        proj_share_all_but_first=False, dropout=0.0, dropatt=0.0,
+        vocab_size=40,
+        cutoffs=[15],
+        d_model=16,
+        d_embed=12,
+        n_head=4,
+        d_head=3,
+        d_inner=24,
+        div_val=1,
+        pre_lnorm=True,
+        n_layer=2,
+        mem_len=8,
+        clamp_len=-1,
+        same_length=False,
+        untie_r=False,
+        proj_share_all_but_first=False,
+        dropout=0.0,
+        dropatt=0.0,
     ),
 }
 BATCH, SEGMENT = 2, 5
@@ -91,7 +118,11 @@ def make_reference(name: str, kwargs: dict, out_dir: Path) -> None:
 
 
 def main() -> None:
-    out_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "transfo_xl"
+    out_dir = (
+        Path(sys.argv[1])
+        if len(sys.argv) > 1
+        else Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "transfo_xl"
+    )
     for name, kwargs in CONFIGS.items():
         make_reference(name, kwargs, out_dir)
 

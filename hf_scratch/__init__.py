@@ -57,7 +57,6 @@ _register_family(ScratchBertConfig)
 
 # GPT
 from .configuration_gpt import ScratchGPTConfig
-from .tools.gpt_input_transforms import GPTTaskInputs, language_modeling_labels
 from .modeling_gpt import (
     ScratchGPTDoubleHeadsModel,
     ScratchGPTForMultipleChoice,
@@ -66,6 +65,7 @@ from .modeling_gpt import (
     ScratchGPTModel,
     ScratchGPTPreTrainedModel,
 )
+from .tools.gpt_input_transforms import GPTTaskInputs, language_modeling_labels
 
 _register_family(ScratchGPTConfig)
 

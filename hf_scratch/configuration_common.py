@@ -108,11 +108,14 @@ class ScratchConfig(PreTrainedConfig):
         - every module that ``auto_map`` and ``custom_pipelines`` name is copied beside config.json with its
           relative imports (transformers copies only the saved head's own module).
         """
-        from .pipelines import SCRATCH_PIPELINES  # a relative import: remote loading fetches pipelines.py with this file
+        from .pipelines import (
+            SCRATCH_PIPELINES,  # a relative import: remote loading fetches pipelines.py with this file
+        )
 
         heads = set(getattr(self, "architectures", None) or ())
         served = {
-            task: copy.deepcopy(info) for task, info in SCRATCH_PIPELINES.items()
+            task: copy.deepcopy(info)
+            for task, info in SCRATCH_PIPELINES.items()
             if any(str(self.auto_map.get(auto_class, "")).split(".")[-1] in heads for auto_class in info["pt"])
         }
         if served:
@@ -143,7 +146,9 @@ class ScratchConfig(PreTrainedConfig):
         for name in names:
             value = getattr(self, name)
             if value is not None and not 0.0 <= float(value) <= 1.0:
-                raise ValueError(f"{type(self).__name__}.{name} is a dropout probability: use a value in [0, 1], got {value!r}.")
+                raise ValueError(
+                    f"{type(self).__name__}.{name} is a dropout probability: use a value in [0, 1], got {value!r}."
+                )
 
     def require_divisible(self, hidden_name: str, heads_name: str) -> None:
         hidden, heads = getattr(self, hidden_name), getattr(self, heads_name)
@@ -157,7 +162,9 @@ class ScratchConfig(PreTrainedConfig):
     def require_choice(self, name: str, choices) -> None:
         value = getattr(self, name)
         if value not in choices:
-            raise ValueError(f"{type(self).__name__}.{name}={value!r} is not supported: choose one of {tuple(choices)}.")
+            raise ValueError(
+                f"{type(self).__name__}.{name}={value!r} is not supported: choose one of {tuple(choices)}."
+            )
 
 
 class BertShapedConfig(ScratchConfig):
@@ -181,8 +188,13 @@ class BertShapedConfig(ScratchConfig):
 
     def check(self) -> None:
         self.require_positive(
-            "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-            "max_position_embeddings", "type_vocab_size",
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
         )
         self.require_divisible("hidden_size", "num_attention_heads")
         self.require_probability("hidden_dropout_prob", "attention_probs_dropout_prob")

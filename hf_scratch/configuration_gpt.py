@@ -110,7 +110,11 @@ class ScratchGPTConfig(ScratchConfig):
 
     def check(self) -> None:
         self.require_positive(
-            "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
             "max_position_embeddings",
         )
         self.require_divisible("hidden_size", "num_attention_heads")

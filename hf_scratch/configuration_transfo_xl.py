@@ -105,12 +105,20 @@ class ScratchTransfoXLConfig(ScratchConfig):
 
     def check(self) -> None:
         self.require_positive(
-            "vocab_size", "hidden_size", "embedding_size", "num_hidden_layers", "num_attention_heads", "head_dim",
-            "intermediate_size", "div_val",
+            "vocab_size",
+            "hidden_size",
+            "embedding_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "head_dim",
+            "intermediate_size",
+            "div_val",
         )
         self.require_probability("hidden_dropout_prob", "attention_probs_dropout_prob")
         if not isinstance(self.mem_len, int) or self.mem_len < 0:
-            raise ValueError(f"ScratchTransfoXLConfig.mem_len must be an integer ≥ 0 (0 = no memory), got {self.mem_len!r}.")
+            raise ValueError(
+                f"ScratchTransfoXLConfig.mem_len must be an integer ≥ 0 (0 = no memory), got {self.mem_len!r}."
+            )
         if self.same_length and self.mem_len == 0:
             raise ValueError(
                 "ScratchTransfoXLConfig: same_length=True makes every query attend mem_len keys, so it needs "

@@ -86,8 +86,15 @@ class ScratchTransformerConfig(Seq2SeqConfig):
 
     def check(self) -> None:
         self.require_positive(
-            "vocab_size", "decoder_vocab_size", "hidden_size", "encoder_layers", "decoder_layers",
-            "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim",
+            "vocab_size",
+            "decoder_vocab_size",
+            "hidden_size",
+            "encoder_layers",
+            "decoder_layers",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
             "max_position_embeddings",
         )
         self.require_divisible("hidden_size", "encoder_attention_heads")

@@ -12,7 +12,7 @@ top-down in the order of the GPT-1 paper (Radford et al. 2018 §3.1–3.3; GPT-2
 4. supervised fine-tuning: P(y | x) = softmax(h_l^m W_y) on the final state of the last (extract) token (§3.2,
    eq. 3-4), with the auxiliary objective L3 = L2 + λ·L1 (eq. 5, λ = ``config.lm_loss_weight``); the task input
    transformations of §3.3 (classification, entailment, similarity, multiple choice) are built by
-   ``gpt_input_transforms``: similarity feeds both orderings, whose final states are summed (3-D inputs to
+   ``tools.gpt_input_transforms``: similarity feeds both orderings, whose final states are summed (3-D inputs to
    ``ScratchGPTForSequenceClassification``), multiple choice scores each choice and normalises with a softmax
    over the choices (``ScratchGPTForMultipleChoice`` with transformers' multiple-choice contract;
    ``ScratchGPTDoubleHeadsModel`` adds the auxiliary LM objective).

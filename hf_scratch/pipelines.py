@@ -22,7 +22,9 @@ from transformers.pipelines.base import ChunkPipeline, Pipeline
 # resolved in the checkpoint's directory), the Auto class that loads the model ("pt") and the input type.
 SCRATCH_PIPELINES = {
     "scratch-question-answering": {
-        "impl": "pipelines.ScratchQuestionAnsweringPipeline", "pt": ["AutoModelForQuestionAnswering"], "type": "text",
+        "impl": "pipelines.ScratchQuestionAnsweringPipeline",
+        "pt": ["AutoModelForQuestionAnswering"],
+        "type": "text",
     },
     "scratch-seq2seq": {"impl": "pipelines.ScratchSeq2SeqPipeline", "pt": ["AutoModelForSeq2SeqLM"], "type": "text"},
 }
@@ -48,7 +50,9 @@ def _question_answering_example(item) -> dict:
     if isinstance(item, dict):
         missing = {"question", "context"} - set(item)
         if missing:
-            raise ValueError(f"A question-answering input dict needs the keys 'question' and 'context'; {sorted(missing)} missing.")
+            raise ValueError(
+                f"A question-answering input dict needs the keys 'question' and 'context'; {sorted(missing)} missing."
+            )
         question, context = item["question"], item["context"]
     elif hasattr(item, "question_text") and hasattr(item, "context_text"):
         question, context = item.question_text, item.context_text
@@ -89,11 +93,21 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
     _load_feature_extractor = False
 
     def _sanitize_parameters(
-        self, top_k=None, topk=None, doc_stride=None, max_answer_len=None, max_seq_len=None, max_question_len=None,
-        handle_impossible_answer=None, align_to_words=None, padding=None, **unknown,
+        self,
+        top_k=None,
+        topk=None,
+        doc_stride=None,
+        max_answer_len=None,
+        max_seq_len=None,
+        max_question_len=None,
+        handle_impossible_answer=None,
+        align_to_words=None,
+        padding=None,
+        **unknown,
     ):
         _refuse_unknown(
-            "scratch-question-answering", unknown,
+            "scratch-question-answering",
+            unknown,
             "top_k, doc_stride, max_answer_len, max_seq_len, max_question_len, handle_impossible_answer, "
             "align_to_words, padding (and batch_size, num_workers)",
         )
@@ -132,7 +146,9 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
             question, context = kwargs.pop("question"), kwargs.pop("context")
             if isinstance(question, list) and isinstance(context, list):
                 if len(question) != len(context):
-                    raise ValueError(f"Got {len(question)} questions but {len(context)} contexts: pass one context per question, or a single context.")
+                    raise ValueError(
+                        f"Got {len(question)} questions but {len(context)} contexts: pass one context per question, or a single context."
+                    )
                 items = [{"question": q, "context": c} for q, c in zip(question, context)]
             elif isinstance(question, list):
                 items = [{"question": q, "context": context} for q in question]
@@ -149,7 +165,9 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
     def preprocess(self, example, padding="do_not_pad", doc_stride=None, max_question_len=64, max_seq_len=None):
         tokenizer = self.tokenizer
         if tokenizer is None or not tokenizer.is_fast:
-            raise ValueError("scratch-question-answering needs a fast tokenizer (character offsets): pass tokenizer=....")
+            raise ValueError(
+                "scratch-question-answering needs a fast tokenizer (character offsets): pass tokenizer=...."
+            )
         if max_seq_len is None:
             config = self.model.config  # ours knows its input limit; transformers' configs, their positions
             positions = getattr(config, "max_input_tokens", getattr(config, "max_position_embeddings", None))
@@ -161,7 +179,11 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
         question_tokens = tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)
         if len(question_tokens["input_ids"]) > max_question_len:  # cut the question after its max_question_len-th token
             question = question[: question_tokens["offset_mapping"][max_question_len - 1][1]]
-        room = max_seq_len - min(len(question_tokens["input_ids"]), max_question_len) - tokenizer.num_special_tokens_to_add(pair=True)
+        room = (
+            max_seq_len
+            - min(len(question_tokens["input_ids"]), max_question_len)
+            - tokenizer.num_special_tokens_to_add(pair=True)
+        )
         if room < 1:
             raise ValueError(
                 f"max_seq_len={max_seq_len} leaves no room for the context after the question and special tokens: "
@@ -187,14 +209,23 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
             model_inputs = {
                 name: torch.tensor([encoded[name][window]]) for name in tokenizer.model_input_names if name in encoded
             }
-            yield {"example": example, "encoding": encoded.encodings[window], "is_last": window == windows - 1,
-                   **model_inputs}
+            yield {
+                "example": example,
+                "encoding": encoded.encodings[window],
+                "is_last": window == windows - 1,
+                **model_inputs,
+            }
 
     def _forward(self, inputs):
         model_inputs = {name: inputs[name] for name in self.tokenizer.model_input_names if name in inputs}
         outputs = self.model(**model_inputs)
-        return {"start_logits": outputs.start_logits, "end_logits": outputs.end_logits, "example": inputs["example"],
-                "encoding": inputs["encoding"], "is_last": inputs["is_last"]}
+        return {
+            "start_logits": outputs.start_logits,
+            "end_logits": outputs.end_logits,
+            "example": inputs["example"],
+            "encoding": inputs["encoding"],
+            "is_last": inputs["is_last"],
+        }
 
     def postprocess(self, all_outputs, top_k=1, handle_impossible_answer=False, max_answer_len=15, align_to_words=True):
         answers, null_score = {}, None
@@ -229,8 +260,11 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
                     answers[(start, end)] = {"score": score, "start": start, "end": end, "answer": context[start:end]}
         results = sorted(answers.values(), key=lambda answer: answer["score"], reverse=True)
         if handle_impossible_answer and null_score is not None:
-            results = sorted(results + [{"score": null_score, "start": 0, "end": 0, "answer": ""}],
-                             key=lambda answer: answer["score"], reverse=True)
+            results = sorted(
+                results + [{"score": null_score, "start": 0, "end": 0, "answer": ""}],
+                key=lambda answer: answer["score"],
+                reverse=True,
+            )
         if not results:
             raise ValueError("The context is empty after tokenization: there is nothing to extract an answer from.")
         results = results[:top_k]
@@ -271,8 +305,16 @@ class ScratchSeq2SeqPipeline(Pipeline):
     return_name = "generated"
 
     def _sanitize_parameters(
-        self, return_tensors=None, return_text=None, return_type=None, clean_up_tokenization_spaces=None,
-        skip_special_tokens=None, truncation=None, max_source_length=None, stop_sequence=None, **generate_kwargs,
+        self,
+        return_tensors=None,
+        return_text=None,
+        return_type=None,
+        clean_up_tokenization_spaces=None,
+        skip_special_tokens=None,
+        truncation=None,
+        max_source_length=None,
+        stop_sequence=None,
+        **generate_kwargs,
     ):
         preprocess, postprocess = {}, {}
         if truncation is not None:
@@ -305,7 +347,9 @@ class ScratchSeq2SeqPipeline(Pipeline):
             inputs = kwargs.pop("text_inputs", None) or kwargs.pop("text", None)
         if isinstance(inputs, tuple):
             inputs = list(inputs)
-        if not isinstance(inputs, (str, list)) or (isinstance(inputs, list) and not all(isinstance(i, str) for i in inputs)):
+        if not isinstance(inputs, (str, list)) or (
+            isinstance(inputs, list) and not all(isinstance(i, str) for i in inputs)
+        ):
             raise ValueError(f"scratch-seq2seq takes a string or a list of strings, got {type(inputs).__name__}.")
         if isinstance(inputs, list) and not inputs:
             raise ValueError("scratch-seq2seq got an empty list of inputs.")
@@ -320,13 +364,17 @@ class ScratchSeq2SeqPipeline(Pipeline):
         prefix = getattr(self, "prefix", None) or ""
         if max_source_length is not None:
             truncation = True
-        encoded = self.tokenizer(prefix + inputs, return_tensors="pt", truncation=truncation, max_length=max_source_length)
+        encoded = self.tokenizer(
+            prefix + inputs, return_tensors="pt", truncation=truncation, max_length=max_source_length
+        )
         encoded.pop("token_type_ids", None)  # encoder-decoders take none (as v4)
         return encoded
 
     def _forward(self, model_inputs, **generate_kwargs):
         if not hasattr(self.model, "generate"):
-            raise ValueError(f"{type(self.model).__name__} has no generate(): scratch-seq2seq needs a generative model.")
+            raise ValueError(
+                f"{type(self.model).__name__} has no generate(): scratch-seq2seq needs a generative model."
+            )
         if getattr(self, "_generate_kwargs", None) is not None:  # set by Pipeline.__init__ for models that can_generate
             generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
         inputs_batch = model_inputs["input_ids"].shape[0]
@@ -353,14 +401,18 @@ class ScratchSeq2SeqPipeline(Pipeline):
         generate_kwargs["max_length"] = new_tokens + 1
         return generate_kwargs
 
-    def postprocess(self, model_outputs, return_type="text", clean_up_tokenization_spaces=False, skip_special_tokens=True):
+    def postprocess(
+        self, model_outputs, return_type="text", clean_up_tokenization_spaces=False, skip_special_tokens=True
+    ):
         records = []
         for ids in model_outputs["output_ids"][0]:
             if return_type == "tensors":
                 records.append({f"{self.return_name}_token_ids": ids})
             else:
                 text = self.tokenizer.decode(
-                    ids, skip_special_tokens=skip_special_tokens, clean_up_tokenization_spaces=clean_up_tokenization_spaces
+                    ids,
+                    skip_special_tokens=skip_special_tokens,
+                    clean_up_tokenization_spaces=clean_up_tokenization_spaces,
                 )
                 records.append({f"{self.return_name}_text": text})
         return records

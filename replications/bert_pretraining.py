@@ -39,9 +39,24 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from replications.common import (  # noqa: E402
-    ROOT, at_chance_note, ClaimReport, clearly_above, fmt, in_processes, machine_note, majority_rate, mean_std,
-    parse_args, play_speeches, plot_grouped_bars, plot_loss_curves, run_training, shakespeare_folder, torch_threads,
-    write_jsonl, write_pretraining_corpus,
+    ROOT,
+    ClaimReport,
+    at_chance_note,
+    clearly_above,
+    fmt,
+    in_processes,
+    machine_note,
+    majority_rate,
+    mean_std,
+    parse_args,
+    play_speeches,
+    plot_grouped_bars,
+    plot_loss_curves,
+    run_training,
+    shakespeare_folder,
+    torch_threads,
+    write_jsonl,
+    write_pretraining_corpus,
 )
 
 # steps and data sizes; both pre-trainings and every fine-tuning share their settings
@@ -49,10 +64,32 @@ FULL = dict(pretrain_steps=1000, finetune_steps=300, pretrain_eval_samples=256, 
 QUICK = dict(pretrain_steps=4, finetune_steps=3, pretrain_eval_samples=16, corpus_chars=None)
 VOCABULARY = 1000  # WordPiece, trained once on the pre-training text and shared by every run
 MODEL = ["--model_type", "scratch-bert", "--model_size", "tiny"]  # hidden 64, 2 layers, 2 heads, FFN 128
-PRETRAIN = ["--max_seq_length", "64", "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "64",
-            "--learning_rate", "3e-3", "--weight_decay", "0.01"]
-FINETUNE = ["--learning_rate", "1e-3", "--weight_decay", "0.01", "--per_device_train_batch_size", "32",
-            "--per_device_eval_batch_size", "64", "--eval_strategy", "no", "--max_seq_length", "64"]
+PRETRAIN = [
+    "--max_seq_length",
+    "64",
+    "--per_device_train_batch_size",
+    "32",
+    "--per_device_eval_batch_size",
+    "64",
+    "--learning_rate",
+    "3e-3",
+    "--weight_decay",
+    "0.01",
+]
+FINETUNE = [
+    "--learning_rate",
+    "1e-3",
+    "--weight_decay",
+    "0.01",
+    "--per_device_train_batch_size",
+    "32",
+    "--per_device_eval_batch_size",
+    "64",
+    "--eval_strategy",
+    "no",
+    "--max_seq_length",
+    "64",
+]
 VARIANTS = ("random init", "MLM + NSP", "MLM only")
 NSP_FLAG = {"MLM + NSP": "true", "MLM only": "false"}
 TASKS = {  # name: extra flags of run_classification
@@ -73,7 +110,11 @@ def main(argv=None) -> Path:
         results = {(job[0], job[1]): result for job, result in zip(jobs, in_processes(run_start, jobs, args.processes))}
     seeds = range(args.seeds)
     pretraining = {variant: [results[variant, seed]["pretraining"] for seed in seeds] for variant in VARIANTS[1:]}
-    accuracy = {(variant, task): [results[variant, seed]["accuracy"][task] for seed in seeds] for variant in VARIANTS for task in TASKS}
+    accuracy = {
+        (variant, task): [results[variant, seed]["accuracy"][task] for seed in seeds]
+        for variant in VARIANTS
+        for task in TASKS
+    }
     machine = machine_note(load)
     return report(args, setting, data, accuracy, pretraining, time.perf_counter() - start, machine)
 
@@ -90,19 +131,52 @@ def run_start(variant: str, seed: int, setting: dict, data: dict, work: str) -> 
     else:
         steps = setting["pretrain_steps"]
         folder = work / f"{variant}_{seed}".replace(" ", "_").replace("+", "and")
-        pretraining = run_training(run_pretraining.main, [
-            *MODEL, "--tokenizer_name", data["tokenizer"], "--next_sentence_prediction", NSP_FLAG[variant], *PRETRAIN,
-            *data["corpus"], "--max_steps", str(steps), "--warmup_steps", str(steps // 10), "--logging_steps", str(max(1, steps // 20)),
-            "--eval_strategy", "steps", "--eval_steps", str(max(1, steps // 5)), "--max_eval_samples", str(setting["pretrain_eval_samples"]),
-        ], folder, seed)
+        pretraining = run_training(
+            run_pretraining.main,
+            [
+                *MODEL,
+                "--tokenizer_name",
+                data["tokenizer"],
+                "--next_sentence_prediction",
+                NSP_FLAG[variant],
+                *PRETRAIN,
+                *data["corpus"],
+                "--max_steps",
+                str(steps),
+                "--warmup_steps",
+                str(steps // 10),
+                "--logging_steps",
+                str(max(1, steps // 20)),
+                "--eval_strategy",
+                "steps",
+                "--eval_steps",
+                str(max(1, steps // 5)),
+                "--max_eval_samples",
+                str(setting["pretrain_eval_samples"]),
+            ],
+            folder,
+            seed,
+        )
         pretraining = {key: pretraining[key] for key in ("eval", "log_history", "seconds")}
         start = ["--model_name_or_path", str(folder)]
     accuracy = {}
     for task, flags in TASKS.items():
         steps = setting["finetune_steps"]
-        result = run_training(run_classification.main, [
-            *start, *FINETUNE, *flags, *data["tasks"][task], "--max_steps", str(steps), "--warmup_steps", str(steps // 10),
-        ], work / f"{task}_{variant}_{seed}".replace(" ", "_").replace("+", "and"), seed)
+        result = run_training(
+            run_classification.main,
+            [
+                *start,
+                *FINETUNE,
+                *flags,
+                *data["tasks"][task],
+                "--max_steps",
+                str(steps),
+                "--warmup_steps",
+                str(steps // 10),
+            ],
+            work / f"{task}_{variant}_{seed}".replace(" ", "_").replace("+", "and"),
+            seed,
+        )
         accuracy[task] = result["eval"]["eval_accuracy"]
     return {"pretraining": pretraining, "accuracy": accuracy}
 
@@ -122,17 +196,29 @@ def task_data(work: Path, quick: bool, setting: dict) -> dict:
     tokenizer = train_tokenizer([train.read_text(encoding="utf-8")], kind="wordpiece", vocab_size=VOCABULARY)
     tokenizer.save_pretrained(work / "tokenizer")
     files = {"plays": play_speeches(quick), "next line": next_line_pairs(quick)}
-    flags = {task: ["--train_file", str(write_jsonl(work / f"{task}_train.jsonl".replace(" ", "_"), rows[0])),
-                    "--validation_file", str(write_jsonl(work / f"{task}_validation.jsonl".replace(" ", "_"), rows[1]))]
-             for task, rows in files.items()}
+    flags = {
+        task: [
+            "--train_file",
+            str(write_jsonl(work / f"{task}_train.jsonl".replace(" ", "_"), rows[0])),
+            "--validation_file",
+            str(write_jsonl(work / f"{task}_validation.jsonl".replace(" ", "_"), rows[1])),
+        ]
+        for task, rows in files.items()
+    }
     counts = ", ".join(f"{task} {len(rows[0])} / {len(rows[1])}" for task, rows in files.items())
-    text = (f"Quick setting: the embedded data (train / validation rows: {counts}), a few steps — the numbers mean nothing."
-            if quick else "Pre-training text: ../shared/data/shakespeare in alphabetical order up to "
-            f"{setting['corpus_chars'] / 1e6:.1f} M characters, without Hamlet, Macbeth, Romeo and Juliet (the task plays); "
-            f"Julius Caesar and Twelfth Night for validation. Tasks from the task plays, train / validation rows: {counts}.")
+    text = (
+        f"Quick setting: the embedded data (train / validation rows: {counts}), a few steps — the numbers mean nothing."
+        if quick
+        else "Pre-training text: ../shared/data/shakespeare in alphabetical order up to "
+        f"{setting['corpus_chars'] / 1e6:.1f} M characters, without Hamlet, Macbeth, Romeo and Juliet (the task plays); "
+        f"Julius Caesar and Twelfth Night for validation. Tasks from the task plays, train / validation rows: {counts}."
+    )
     return {
-        "corpus": ["--train_file", str(train), "--validation_file", str(validation)], "tokenizer": str(work / "tokenizer"),
-        "tasks": flags, "text": text, "chance": {task: majority_rate([row["label"] for row in rows[1]]) for task, rows in files.items()},
+        "corpus": ["--train_file", str(train), "--validation_file", str(validation)],
+        "tokenizer": str(work / "tokenizer"),
+        "tasks": flags,
+        "text": text,
+        "chance": {task: majority_rate([row["label"] for row in rows[1]]) for task, rows in files.items()},
         "unigram": unigram_statistics(tokenizer, validation.read_text(encoding="utf-8")),
     }
 
@@ -149,12 +235,21 @@ def next_line_pairs(quick: bool, seed: int = 0) -> tuple[list[dict], list[dict]]
     def pair(first: str, following: str, others: list[str]) -> dict:
         if rng.random() < 0.5:
             return {"text": first, "text_pair": following, "label": "next"}
-        return {"text": first, "text_pair": rng.choice([line for line in others if line not in (first, following)]), "label": "not next"}
+        return {
+            "text": first,
+            "text_pair": rng.choice([line for line in others if line not in (first, following)]),
+            "label": "not next",
+        }
 
     if quick:
         folder = ROOT / "training" / "data" / "next_line"
-        return tuple([pair(row["context"], row["endings"][row["label"]], row["endings"]) for row in map(json.loads, lines)]
-                     for lines in ((folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines() for split in ("train", "validation")))
+        return tuple(
+            [pair(row["context"], row["endings"][row["label"]], row["endings"]) for row in map(json.loads, lines)]
+            for lines in (
+                (folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
+                for split in ("train", "validation")
+            )
+        )
     splits = ([], [])
     for play in ("hamlet", "macbeth", "romeo_and_juliet"):
         text = (shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8")
@@ -172,7 +267,10 @@ def unigram_statistics(tokenizer, text: str) -> dict:
     loss) and the most frequent token's share (its accuracy)."""
     counts = collections.Counter(tokenizer(text, add_special_tokens=False)["input_ids"])
     total = sum(counts.values())
-    return {"entropy": -sum(n / total * math.log(n / total) for n in counts.values()), "accuracy": max(counts.values()) / total}
+    return {
+        "entropy": -sum(n / total * math.log(n / total) for n in counts.values()),
+        "accuracy": max(counts.values()) / total,
+    }
 
 
 def report(args, setting: dict, data: dict, accuracy: dict, pretraining: dict, seconds: float, machine: str) -> Path:
@@ -180,26 +278,40 @@ def report(args, setting: dict, data: dict, accuracy: dict, pretraining: dict, s
     for variant in VARIANTS:
         runs = pretraining.get(variant)
         metric = lambda name: fmt([run["eval"][name] for run in runs], 3)  # noqa: E731
-        report.add_row(variant,
-                       metric("eval_loss") + (" (MLM + NSP)" if variant == "MLM + NSP" else " (MLM)") if runs else "—",
-                       metric("eval_mlm_accuracy") if runs else "—",
-                       metric("eval_nsp_accuracy") if variant == "MLM + NSP" else "—",
-                       *(fmt(accuracy[variant, task], 3) for task in TASKS))
+        report.add_row(
+            variant,
+            metric("eval_loss") + (" (MLM + NSP)" if variant == "MLM + NSP" else " (MLM)") if runs else "—",
+            metric("eval_mlm_accuracy") if runs else "—",
+            metric("eval_nsp_accuracy") if variant == "MLM + NSP" else "—",
+            *(fmt(accuracy[variant, task], 3) for task in TASKS),
+        )
     for task in TASKS:
-        report.verdict(f"pre-trained (MLM + NSP) ≫ random init on {task}",
-                       clearly_above(accuracy["MLM + NSP", task], accuracy["random init", task]),
-                       evidence(accuracy, task, "MLM + NSP", "random init"))
-    report.verdict("NSP helps the sentence-pair task: MLM + NSP > MLM only on next line",
-                   clearly_above(accuracy["MLM + NSP", "next line"], accuracy["MLM only", "next line"]),
-                   evidence(accuracy, "next line", "MLM + NSP", "MLM only"))
+        report.verdict(
+            f"pre-trained (MLM + NSP) ≫ random init on {task}",
+            clearly_above(accuracy["MLM + NSP", task], accuracy["random init", task]),
+            evidence(accuracy, task, "MLM + NSP", "random init"),
+        )
+    report.verdict(
+        "NSP helps the sentence-pair task: MLM + NSP > MLM only on next line",
+        clearly_above(accuracy["MLM + NSP", "next line"], accuracy["MLM only", "next line"]),
+        evidence(accuracy, "next line", "MLM + NSP", "MLM only"),
+    )
     add_notes(report, data, accuracy, pretraining, machine)
-    plot_loss_curves(report,
-                     {f"BERT pre-training, {variant} (seed 0)": runs[0] for variant, runs in pretraining.items()},
-                     "curves", args.output_dir)
-    plot_grouped_bars(report, {variant: {task: accuracy[variant, task] for task in TASKS} for variant in VARIANTS},
-                      "accuracy", args.output_dir, "BERT fine-tuning: validation accuracy (mean ± std over seeds)",
-                      "accuracy",
-                      reference=data["chance"])
+    plot_loss_curves(
+        report,
+        {f"BERT pre-training, {variant} (seed 0)": runs[0] for variant, runs in pretraining.items()},
+        "curves",
+        args.output_dir,
+    )
+    plot_grouped_bars(
+        report,
+        {variant: {task: accuracy[variant, task] for task in TASKS} for variant in VARIANTS},
+        "accuracy",
+        args.output_dir,
+        "BERT fine-tuning: validation accuracy (mean ± std over seeds)",
+        "accuracy",
+        reference=data["chance"],
+    )
     return report.write(args, seconds)
 
 
@@ -208,15 +320,21 @@ def bert_page(setting: dict, data: dict) -> ClaimReport:
         name="bert_pretraining",
         title="Devlin et al. 2019, §5.1 / Table 5: pre-training pays, and NSP helps sentence pairs (BERT)",
         claim="Fine-tuning a BERT pre-trained with masked LM + next-sentence prediction beats the same model from random "
-              "initialisation by a wide margin; pre-training without NSP (MLM only) is worse on sentence-pair tasks.",
+        "initialisation by a wide margin; pre-training without NSP (MLM only) is worse on sentence-pair tasks.",
         setting=f"BERT hidden 64, 2 layers, 2 heads, FFN 128, WordPiece {VOCABULARY} trained once on the pre-training text. "
-                f"For every seed, two pre-trainings with `training/run_pretraining.py`, {setting['pretrain_steps']} steps × 32 "
-                f"sentence pairs of 64 tokens (half IsNext), lr 3e-3 (linear decay, 10 % warm-up): MLM + NSP, and MLM only "
-                f"(`--next_sentence_prediction false`: same data, tokenizer, model, steps and lr). Fine-tuning with "
-                f"`training/run_classification.py`, {setting['finetune_steps']} steps × 32, lr 1e-3 (10 % warm-up), the same for "
-                f"every start: *plays* (which of Hamlet, Macbeth, Romeo and Juliet a speech comes from) and *next line* (is B "
-                f"the line after A, or another line of the same play: a sentence-pair task), 64 tokens. {data['text']}",
-        header=["start of fine-tuning", "pre-training val. loss", "MLM val. acc.", "NSP val. acc.", *(f"{task} acc." for task in TASKS)],
+        f"For every seed, two pre-trainings with `training/run_pretraining.py`, {setting['pretrain_steps']} steps × 32 "
+        f"sentence pairs of 64 tokens (half IsNext), lr 3e-3 (linear decay, 10 % warm-up): MLM + NSP, and MLM only "
+        f"(`--next_sentence_prediction false`: same data, tokenizer, model, steps and lr). Fine-tuning with "
+        f"`training/run_classification.py`, {setting['finetune_steps']} steps × 32, lr 1e-3 (10 % warm-up), the same for "
+        f"every start: *plays* (which of Hamlet, Macbeth, Romeo and Juliet a speech comes from) and *next line* (is B "
+        f"the line after A, or another line of the same play: a sentence-pair task), 64 tokens. {data['text']}",
+        header=[
+            "start of fine-tuning",
+            "pre-training val. loss",
+            "MLM val. acc.",
+            "NSP val. acc.",
+            *(f"{task} acc." for task in TASKS),
+        ],
     )
 
 
@@ -228,13 +346,15 @@ def add_notes(report: ClaimReport, data: dict, accuracy: dict, pretraining: dict
         "held = the gap of the means exceeds two standard errors of the difference over the seeds (Welch); these rules "
         "were fixed before the reported run. Accuracy is on the validation split after the last fine-tuning step (no "
         "checkpoint selection); chance (majority class of the validation split): "
-        + ", ".join(f"{task} {level:.3f}" for task, level in data["chance"].items()) + ".",
+        + ", ".join(f"{task} {level:.3f}" for task, level in data["chance"].items())
+        + ".",
         f"A masked LM that learned only token frequencies scores the unigram entropy of the validation text, "
         f"{unigram['entropy']:.3f} nats, as MLM loss and the most frequent token's share, {unigram['accuracy']:.3f}, as MLM "
         "accuracy; the MLM + NSP loss above is the sum of both losses (its NSP part is at most ln 2 = 0.693 at chance).",
         "Precondition of the comparison, that the masked LM learned more than token frequencies (MLM accuracy clearly "
         f"above the most frequent token's share, both pre-trainings): {'held' if learned_more else '**not held**'} — "
-        + "; ".join(f"{variant} {fmt(values, 3)}" for variant, values in learned.items()) + f" vs {unigram['accuracy']:.3f}.",
+        + "; ".join(f"{variant} {fmt(values, 3)}" for variant, values in learned.items())
+        + f" vs {unigram['accuracy']:.3f}.",
         "Each seed has its own pre-trainings (seed s pre-trains and fine-tunes with seed s), so the spread includes "
         "pre-training's; the tokenizer and the task data are the same for every seed. " + machine + ".",
     ]
@@ -267,7 +387,9 @@ HISTORY = [
 
 def evidence(accuracy: dict, task: str, better: str, worse: str) -> str:
     gap = mean_std(accuracy[better, task])[0] - mean_std(accuracy[worse, task])[0]
-    return f"{task}: {better} {fmt(accuracy[better, task], 3)} vs {worse} {fmt(accuracy[worse, task], 3)} (gap {gap:+.3f})"
+    return (
+        f"{task}: {better} {fmt(accuracy[better, task], 3)} vs {worse} {fmt(accuracy[worse, task], 3)} (gap {gap:+.3f})"
+    )
 
 
 if __name__ == "__main__":

@@ -11,8 +11,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-ORDER = ["rnn_attention", "transformer_ablations", "bert_pretraining", "gpt_pretraining", "transfo_xl_memory",
-         "longformer_window"]
+ORDER = [
+    "rnn_attention",
+    "transformer_ablations",
+    "bert_pretraining",
+    "gpt_pretraining",
+    "transfo_xl_memory",
+    "longformer_window",
+]
 
 INTRO = """# Paper claims, reproduced at laptop scale
 
@@ -50,7 +56,9 @@ def main() -> Path:
         paper, _, claim = title.partition(": ")
         parts = verdicts(text)
         held = f"{sum(h == 'yes' for _, h in parts)} of {len(parts)} parts"
-        rows.append(f"| {number} | {paper} | {claim} | [`{page.stem}.py`]({page.stem}.py) | {held} ([table](results/{page.name})) |")
+        rows.append(
+            f"| {number} | {paper} | {claim} | [`{page.stem}.py`]({page.stem}.py) | {held} ([table](results/{page.name})) |"
+        )
         body = text.split("\n", 1)[1]
         body = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", r"![\1](results/\2)", body)
         sections.append(f"## {number}. {title}\n{body}")

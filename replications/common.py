@@ -16,9 +16,9 @@ import shlex
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -33,19 +33,25 @@ SHARED_DATA = ROOT.parent / "shared" / "data"  # real text beside the checkout; 
 # --------------------------------------------------------------------------------------------------------------
 
 
-def parse_args(description: str, argv: Optional[Sequence[str]] = None,
-               extra: Optional[Callable[[argparse.ArgumentParser], None]] = None) -> argparse.Namespace:
+def parse_args(
+    description: str, argv: Sequence[str] | None = None, extra: Callable[[argparse.ArgumentParser], None] | None = None
+) -> argparse.Namespace:
     """``--quick`` (tiny settings, one seed, seconds: the CI smoke test), ``--seeds`` (default 3 for the full
     setting, 1 for --quick), ``--output_dir`` (default replications/results, or a scratch folder under it for
     --quick so a smoke run never overwrites the reported tables), ``--threads``."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="tiny settings and one seed (seconds): the CI smoke test")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per setting (default: 3, or 1 with --quick)")
-    parser.add_argument("--output_dir", default=None, help="where the table and pictures go (default: replications/results)")
+    parser.add_argument(
+        "--output_dir", default=None, help="where the table and pictures go (default: replications/results)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: 1; see torch_threads)")
-    parser.add_argument("--processes", type=int, default=None,
-                        help="runs trained side by side in separate processes (default: 2, or 1 with --quick; see "
-                             "in_processes)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="runs trained side by side in separate processes (default: 2, or 1 with --quick; see in_processes)",
+    )
     if extra is not None:
         extra(parser)
     args = parser.parse_args(argv)
@@ -55,8 +61,9 @@ def parse_args(description: str, argv: Optional[Sequence[str]] = None,
         raise ValueError(f"--seeds must be at least 1, got {args.seeds}.")
     if args.output_dir is None:
         args.output_dir = str(RESULTS / "quick" if args.quick else RESULTS)
-    args.command = "python " + " ".join(shlex.quote(part) for part in [_script_path()] + list(
-        sys.argv[1:] if argv is None else argv))
+    args.command = "python " + " ".join(
+        shlex.quote(part) for part in [_script_path()] + list(sys.argv[1:] if argv is None else argv)
+    )
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be at least 1, got {args.threads}.")
     if args.processes is None:
@@ -80,14 +87,28 @@ def _script_path() -> str:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def run_training(main: Callable[..., dict], arguments: Iterable[str], output_dir: str | Path, seed: int,
-                 callbacks: Optional[list] = None) -> dict:
+def run_training(
+    main: Callable[..., dict],
+    arguments: Iterable[str],
+    output_dir: str | Path,
+    seed: int,
+    callbacks: list | None = None,
+) -> dict:
     """Run a ``training/run_*.py`` script's ``main`` in-process with ``arguments`` and a fresh ``output_dir``;
     return its results (``{"train": …, "eval": …, "log_history": …, "output_dir": …}``) plus the wall time.
     Logging to files and progress bars are off; everything else is the script's own defaults and flags."""
     arguments = list(arguments) + [
-        "--output_dir", str(output_dir), "--overwrite_output_dir", "--seed", str(seed), "--report_to", "none",
-        "--disable_tqdm", "true", "--save_strategy", "no",
+        "--output_dir",
+        str(output_dir),
+        "--overwrite_output_dir",
+        "--seed",
+        str(seed),
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--save_strategy",
+        "no",
     ]
     start = time.perf_counter()
     results = main(arguments, callbacks=callbacks)
@@ -173,12 +194,26 @@ class ClaimReport:
         return path
 
     def markdown(self, args: argparse.Namespace, seconds: float) -> str:
-        lines = [f"# {self.title}", "", f"**Claim.** {self.claim}", "", f"**Setting.** {self.setting}", "",
-                 "Produced by:", "", "```bash", args.command, "```", "",
-                 f"Seeds: {', '.join(str(s) for s in range(args.seeds))} ({args.seeds} per setting); cells are "
-                 f"mean ± sample std over seeds. Wall time: {seconds / 60:.1f} min"
-                 f" ({os.cpu_count()} CPU cores{', quick setting' if args.quick else ''}).", "",
-                 "| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
+        lines = [
+            f"# {self.title}",
+            "",
+            f"**Claim.** {self.claim}",
+            "",
+            f"**Setting.** {self.setting}",
+            "",
+            "Produced by:",
+            "",
+            "```bash",
+            args.command,
+            "```",
+            "",
+            f"Seeds: {', '.join(str(s) for s in range(args.seeds))} ({args.seeds} per setting); cells are "
+            f"mean ± sample std over seeds. Wall time: {seconds / 60:.1f} min"
+            f" ({os.cpu_count()} CPU cores{', quick setting' if args.quick else ''}).",
+            "",
+            "| " + " | ".join(self.header) + " |",
+            "|" + "---|" * len(self.header),
+        ]
         lines += ["| " + " | ".join(row) + " |" for row in self.rows]
         lines += ["", "| claim | held? | evidence |", "|---|---|---|"]
         lines += [f"| {part} | {'yes' if held else '**no**'} | {evidence} |" for part, held, evidence in self.verdicts]
@@ -207,13 +242,19 @@ def shakespeare_folder() -> Path:
     """``../shared/data/shakespeare`` (one .txt per work), or a ValueError saying it is missing."""
     folder = SHARED_DATA / "shakespeare"
     if not folder.is_dir() or not any(folder.glob("*.txt")):
-        raise ValueError(f"The full setting reads the Shakespeare corpus in {folder} (one .txt per work), which is missing: "
-                         "put it there, or run with --quick (embedded data only).")
+        raise ValueError(
+            f"The full setting reads the Shakespeare corpus in {folder} (one .txt per work), which is missing: "
+            "put it there, or run with --quick (embedded data only)."
+        )
     return folder
 
 
-def write_pretraining_corpus(folder: str | Path, max_chars: int, validation_works: Sequence[str] = ("julius_caesar", "twelfth_night"),
-                             held_out: Sequence[str] = TASK_PLAYS) -> tuple[Path, Path]:
+def write_pretraining_corpus(
+    folder: str | Path,
+    max_chars: int,
+    validation_works: Sequence[str] = ("julius_caesar", "twelfth_night"),
+    held_out: Sequence[str] = TASK_PLAYS,
+) -> tuple[Path, Path]:
     """Write ``train.txt`` / ``validation.txt`` under ``folder``: the works of ``shakespeare_folder()`` except
     ``held_out`` (the fine-tuning plays: the pre-training text stays disjoint from the tasks, as BooksCorpus is from
     GLUE), in alphabetical order until the training text holds ``max_chars`` (about what the steps will read: less
@@ -243,13 +284,19 @@ def play_speeches(quick: bool, n_validation: int = 280, seed: int = 0) -> tuple[
 
     if quick:
         folder = ROOT / "training" / "data" / "plays"
-        splits = [[json.loads(line) for line in (folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()]
-                  for split in ("train", "validation")]
+        splits = [
+            [json.loads(line) for line in (folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()]
+            for split in ("train", "validation")
+        ]
     else:
         from training.data.build_data import speeches
 
-        rows = [{"text": speech[:300], "label": play} for play in TASK_PLAYS
-                for _, speech in speeches((shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8")) if len(speech) >= 60]
+        rows = [
+            {"text": speech[:300], "label": play}
+            for play in TASK_PLAYS
+            for _, speech in speeches((shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8"))
+            if len(speech) >= 60
+        ]
         random.Random(seed).shuffle(rows)
         splits = [rows[n_validation:], rows[:n_validation]]
     train, validation = splits
@@ -268,7 +315,7 @@ def clearly_above(higher: Sequence[float], lower: Sequence[float]) -> bool:
     """Whether mean(higher) − mean(lower) exceeds two standard errors of that difference (Welch's, from the seeds'
     sample variances): a gap the seed-to-seed spread does not explain. With one seed per side: just the sign."""
     (mean_high, std_high), (mean_low, std_low) = mean_std(higher), mean_std(lower)
-    standard_error = math.sqrt(std_high ** 2 / len(higher) + std_low ** 2 / len(lower))
+    standard_error = math.sqrt(std_high**2 / len(higher) + std_low**2 / len(lower))
     return mean_high - mean_low > 2 * standard_error
 
 
@@ -289,8 +336,15 @@ def plot_loss_curves(report: ClaimReport, runs: dict[str, dict], stem: str, outp
     return report.save_figure(figure, stem, output_dir)
 
 
-def plot_grouped_bars(report: ClaimReport, values: dict[str, dict[str, Sequence[float]]], stem: str, output_dir: str | Path,
-                      title: str, ylabel: str, reference: Optional[dict[str, float]] = None) -> Path:
+def plot_grouped_bars(
+    report: ClaimReport,
+    values: dict[str, dict[str, Sequence[float]]],
+    stem: str,
+    output_dir: str | Path,
+    title: str,
+    ylabel: str,
+    reference: dict[str, float] | None = None,
+) -> Path:
     """Bars of mean ± std over seeds: ``values[series][group]`` lists one number per seed; ``reference`` draws a
     dashed line per group (e.g. chance accuracy)."""
     import matplotlib.pyplot as plt
@@ -304,7 +358,14 @@ def plot_grouped_bars(report: ClaimReport, values: dict[str, dict[str, Sequence[
         axis.bar(offsets, [m for m, _ in stats], width, yerr=[s for _, s in stats], capsize=4, label=series)
     for g, group in enumerate(groups):
         if reference and group in reference:
-            axis.hlines(reference[group], g - 0.45, g + 0.45, colors="grey", linestyles="dashed", label="chance" if g == 0 else None)
+            axis.hlines(
+                reference[group],
+                g - 0.45,
+                g + 0.45,
+                colors="grey",
+                linestyles="dashed",
+                label="chance" if g == 0 else None,
+            )
     axis.set_xticks(range(len(groups)), groups)
     axis.set_ylabel(ylabel)
     axis.set_title(title, fontsize="medium")
@@ -333,19 +394,21 @@ def majority_rate(labels: Sequence) -> float:
     return max(labels.count(label) for label in set(labels)) / len(labels)
 
 
-def at_chance_note(accuracy: dict, chance: Callable[[object], float]) -> Optional[str]:
+def at_chance_note(accuracy: dict, chance: Callable[[object], float]) -> str | None:
     """A note naming the settings (keys of ``accuracy``: one value per seed) whose accuracy is not clearly above
     their ``chance(key)`` level (``clearly_above`` against the constant), or None when every setting learned."""
     flat = [key for key, values in accuracy.items() if not clearly_above(values, [chance(key)] * len(values))]
     if not flat:
         return None
     names = "; ".join(" / ".join(str(part) for part in (key if isinstance(key, tuple) else (key,))) for key in flat)
-    return (f"Not clearly above chance (majority class), i.e. fine-tuning learned nothing measurable: {names}. A verdict "
-            "whose two sides are both at chance has **no** because the claim was not shown at this scale, not because "
-            "the opposite was shown.")
+    return (
+        f"Not clearly above chance (majority class), i.e. fine-tuning learned nothing measurable: {names}. A verdict "
+        "whose two sides are both at chance has **no** because the claim was not shown at this scale, not because "
+        "the opposite was shown."
+    )
 
 
-def in_processes(function: Callable, jobs: Sequence[tuple], processes: int, threads: Optional[int] = None) -> list:
+def in_processes(function: Callable, jobs: Sequence[tuple], processes: int, threads: int | None = None) -> list:
     """``[function(*job) for job in jobs]``, computed by ``processes`` worker processes side by side (one torch thread
     each unless ``threads`` says otherwise) — two single-thread runs use a 2-core machine better than one run on two
     threads. ``function`` must be importable at module level (the workers are spawned, not forked: a forked child of
@@ -356,8 +419,9 @@ def in_processes(function: Callable, jobs: Sequence[tuple], processes: int, thre
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(processes, len(jobs)), mp_context=context,
-                             initializer=_worker_threads, initargs=(threads or 1,)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=min(processes, len(jobs)), mp_context=context, initializer=_worker_threads, initargs=(threads or 1,)
+    ) as pool:
         return list(pool.map(function, *zip(*jobs)))
 
 
@@ -371,13 +435,18 @@ def cpu_seconds() -> float:
     """User + system CPU seconds of this process and of its finished child processes (``in_processes``' workers)."""
     import resource
 
-    return sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-               for field in ("ru_utime", "ru_stime"))
+    return sum(
+        getattr(resource.getrusage(who), field)
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        for field in ("ru_utime", "ru_stime")
+    )
 
 
 def machine_note(load_at_start: float) -> str:
     """The script's CPU time and the machine's load beside its wall time: on a shared machine the wall time depends
     on the other jobs, the CPU time much less. ``load_at_start``: ``os.getloadavg()[0]`` when the script began."""
-    return (f"CPU time {cpu_seconds() / 60:.1f} min (this process and its workers); 1-minute load average "
-            f"{load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end on this {os.cpu_count()}-core machine "
-            "shared with other jobs")
+    return (
+        f"CPU time {cpu_seconds() / 60:.1f} min (this process and its workers); 1-minute load average "
+        f"{load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end on this {os.cpu_count()}-core machine "
+        "shared with other jobs"
+    )

@@ -38,8 +38,22 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from replications.common import (  # noqa: E402
-    ROOT, at_chance_note, ClaimReport, clearly_above, fmt, in_processes, machine_note, majority_rate, mean_std,
-    parse_args, play_speeches, plot_grouped_bars, plot_loss_curves, run_training, torch_threads, write_jsonl,
+    ROOT,
+    ClaimReport,
+    at_chance_note,
+    clearly_above,
+    fmt,
+    in_processes,
+    machine_note,
+    majority_rate,
+    mean_std,
+    parse_args,
+    play_speeches,
+    plot_grouped_bars,
+    plot_loss_curves,
+    run_training,
+    torch_threads,
+    write_jsonl,
     write_pretraining_corpus,
 )
 
@@ -48,10 +62,28 @@ QUICK = dict(pretrain_steps=4, finetune_steps=3, pretrain_eval_samples=16, corpu
 VOCABULARY = 1000  # byte-level BPE trained once on the pre-training text
 NO_DROPOUT = "hidden_dropout_prob=0,attention_probs_dropout_prob=0,embedding_dropout_prob=0"  # short training underfits
 MODEL = ["--model_size", "tiny", "--max_seq_length", "64"]  # hidden 64, 2 layers, 2 heads, FFN 128
-PRETRAIN = ["--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "64", "--learning_rate", "3e-3",
-            "--weight_decay", "0.01"]
-FINETUNE = ["--learning_rate", "1e-3", "--weight_decay", "0.01", "--per_device_train_batch_size", "16",
-            "--per_device_eval_batch_size", "64", "--eval_strategy", "no"]
+PRETRAIN = [
+    "--per_device_train_batch_size",
+    "32",
+    "--per_device_eval_batch_size",
+    "64",
+    "--learning_rate",
+    "3e-3",
+    "--weight_decay",
+    "0.01",
+]
+FINETUNE = [
+    "--learning_rate",
+    "1e-3",
+    "--weight_decay",
+    "0.01",
+    "--per_device_train_batch_size",
+    "16",
+    "--per_device_eval_batch_size",
+    "64",
+    "--eval_strategy",
+    "no",
+]
 TITLES = {"hamlet": "Hamlet", "macbeth": "Macbeth", "romeo_and_juliet": "Romeo and Juliet"}  # every speech's candidates
 RUNS = (("random init", 0.5), ("pre-trained", 0.0), ("pre-trained", 0.5))  # (start, λ): Table 5's rows
 SETS = ("larger", "smaller")
@@ -68,13 +100,21 @@ def main(argv=None) -> Path:
         # the fine-tunings of the pre-trained models
         first = [("pre-training", 0.0, "", seed, setting, data, work) for seed in seeds]
         first += [("random init", 0.5, size, seed, setting, data, work) for size in SETS for seed in seeds]
-        second = [("pre-trained", weight, size, seed, setting, data, work) for _, weight in RUNS[1:] for size in SETS for seed in seeds]
+        second = [
+            ("pre-trained", weight, size, seed, setting, data, work)
+            for _, weight in RUNS[1:]
+            for size in SETS
+            for seed in seeds
+        ]
         results = {}
         for jobs in (first, second):
             results.update({job[:4]: result for job, result in zip(jobs, in_processes(run_job, jobs, args.processes))})
     pretraining = [results["pre-training", 0.0, "", seed] for seed in seeds]
-    accuracy = {(start_, weight, size): [results[start_, weight, size, seed] for seed in seeds]
-                for start_, weight in RUNS for size in SETS}
+    accuracy = {
+        (start_, weight, size): [results[start_, weight, size, seed] for seed in seeds]
+        for start_, weight in RUNS
+        for size in SETS
+    }
     machine = machine_note(load)
     return report(args, setting, data, accuracy, pretraining, time.perf_counter() - start, machine)
 
@@ -87,28 +127,70 @@ def run_job(start: str, weight: float, size: str, seed: int, setting: dict, data
 
     work, steps = Path(work), setting["pretrain_steps"]
     if start == "pre-training":
-        result = run_training(run_clm.main, [
-            "--model_type", "scratch-gpt", *MODEL, "--config_overrides", NO_DROPOUT, "--tokenizer_name", data["tokenizer"],
-            *PRETRAIN, *data["corpus"],
-            "--max_steps", str(steps), "--warmup_steps", str(steps // 10), "--logging_steps", str(max(1, steps // 20)),
-            "--eval_strategy", "steps", "--eval_steps", str(max(1, steps // 8)),
-            "--max_eval_samples", str(setting["pretrain_eval_samples"]),
-        ], work / f"clm_{seed}", seed)
+        result = run_training(
+            run_clm.main,
+            [
+                "--model_type",
+                "scratch-gpt",
+                *MODEL,
+                "--config_overrides",
+                NO_DROPOUT,
+                "--tokenizer_name",
+                data["tokenizer"],
+                *PRETRAIN,
+                *data["corpus"],
+                "--max_steps",
+                str(steps),
+                "--warmup_steps",
+                str(steps // 10),
+                "--logging_steps",
+                str(max(1, steps // 20)),
+                "--eval_strategy",
+                "steps",
+                "--eval_steps",
+                str(max(1, steps // 8)),
+                "--max_eval_samples",
+                str(setting["pretrain_eval_samples"]),
+            ],
+            work / f"clm_{seed}",
+            seed,
+        )
         saved_lambda = json.loads((work / f"clm_{seed}" / "config.json").read_text(encoding="utf-8"))["lm_loss_weight"]
         if saved_lambda != 0.5:
-            raise ValueError(f"The pre-trained config has lm_loss_weight {saved_lambda}, but λ = 0.5 runs read it from there.")
+            raise ValueError(
+                f"The pre-trained config has lm_loss_weight {saved_lambda}, but λ = 0.5 runs read it from there."
+            )
         return {key: result[key] for key in ("eval", "log_history", "seconds")}
     starts = {
-        "random init": ["--model_type", "scratch-gpt", "--tokenizer_name", data["tokenizer"], *MODEL,
-                        "--config_overrides", f"{NO_DROPOUT},lm_loss_weight=0.5"],
+        "random init": [
+            "--model_type",
+            "scratch-gpt",
+            "--tokenizer_name",
+            data["tokenizer"],
+            *MODEL,
+            "--config_overrides",
+            f"{NO_DROPOUT},lm_loss_weight=0.5",
+        ],
         "pre-trained": ["--model_name_or_path", str(work / f"clm_{seed}"), "--max_seq_length", "64"],
     }
     rows = {"larger": [], "smaller": ["--max_train_samples", str(setting["smaller"])]}[size]
     steps = setting["finetune_steps"]
-    result = run_training(run_multiple_choice.main, [
-        *starts[start], *FINETUNE, *data["task"], *rows, "--max_steps", str(steps), "--warmup_steps", str(steps // 10),
-        *(["--lm_labels"] if weight else []),
-    ], work / f"{size}_{start}_{weight}_{seed}".replace(" ", "_"), seed)
+    result = run_training(
+        run_multiple_choice.main,
+        [
+            *starts[start],
+            *FINETUNE,
+            *data["task"],
+            *rows,
+            "--max_steps",
+            str(steps),
+            "--warmup_steps",
+            str(steps // 10),
+            *(["--lm_labels"] if weight else []),
+        ],
+        work / f"{size}_{start}_{weight}_{seed}".replace(" ", "_"),
+        seed,
+    )
     return result["eval"]["eval_accuracy"]
 
 
@@ -127,22 +209,45 @@ def task_data(work: Path, quick: bool, setting: dict) -> dict:
     tokenizer = train_tokenizer(train.read_text(encoding="utf-8").splitlines(), kind="bpe", vocab_size=VOCABULARY)
     tokenizer.save_pretrained(work / "tokenizer")
     speeches = [[row for row in rows if row["label"] in TITLES] for rows in play_speeches(quick)]
-    splits = [[{"context": row["text"], "endings": list(TITLES.values()), "label": list(TITLES).index(row["label"])} for row in rows]
-              for rows in speeches]
-    task = ["--train_file", str(write_jsonl(work / "plays_train.jsonl", splits[0])),
-            "--validation_file", str(write_jsonl(work / "plays_validation.jsonl", splits[1]))]
+    splits = [
+        [
+            {"context": row["text"], "endings": list(TITLES.values()), "label": list(TITLES).index(row["label"])}
+            for row in rows
+        ]
+        for rows in speeches
+    ]
+    task = [
+        "--train_file",
+        str(write_jsonl(work / "plays_train.jsonl", splits[0])),
+        "--validation_file",
+        str(write_jsonl(work / "plays_validation.jsonl", splits[1])),
+    ]
     chance = majority_rate([row["label"] for row in splits[1]])
-    rows = (f"{len(splits[0])} (larger) or its first {setting['smaller']} (smaller) training rows, {len(splits[1])} "
-            f"validation rows (majority class {chance:.3f})")
-    text = (f"Quick setting: the embedded data ({rows}), a few steps — the numbers mean nothing." if quick else
-            f"Pre-training text: ../shared/data/shakespeare in alphabetical order up to {setting['corpus_chars'] / 1e6:.1f} M "
-            "characters, without Hamlet, Macbeth, Romeo and Juliet (the task plays); Julius Caesar and Twelfth Night for "
-            f"validation. Task: {rows}.")
-    return {"corpus": ["--train_file", str(train), "--validation_file", str(validation)], "tokenizer": str(work / "tokenizer"),
-            "task": task, "chance": chance, "text": text,
-            "unigram": unigram_loss(tokenizer, train.read_text(encoding="utf-8"), validation.read_text(encoding="utf-8")),
-            "bag_of_words": None if quick else {  # scikit-learn's import alone would take a tenth of --quick's seconds
-                size: bag_of_words_accuracy(speeches[0][:setting["smaller"] if size == "smaller" else None], speeches[1]) for size in SETS}}
+    rows = (
+        f"{len(splits[0])} (larger) or its first {setting['smaller']} (smaller) training rows, {len(splits[1])} "
+        f"validation rows (majority class {chance:.3f})"
+    )
+    text = (
+        f"Quick setting: the embedded data ({rows}), a few steps — the numbers mean nothing."
+        if quick
+        else f"Pre-training text: ../shared/data/shakespeare in alphabetical order up to {setting['corpus_chars'] / 1e6:.1f} M "
+        "characters, without Hamlet, Macbeth, Romeo and Juliet (the task plays); Julius Caesar and Twelfth Night for "
+        f"validation. Task: {rows}."
+    )
+    return {
+        "corpus": ["--train_file", str(train), "--validation_file", str(validation)],
+        "tokenizer": str(work / "tokenizer"),
+        "task": task,
+        "chance": chance,
+        "text": text,
+        "unigram": unigram_loss(tokenizer, train.read_text(encoding="utf-8"), validation.read_text(encoding="utf-8")),
+        "bag_of_words": None
+        if quick
+        else {  # scikit-learn's import alone would take a tenth of --quick's seconds
+            size: bag_of_words_accuracy(speeches[0][: setting["smaller"] if size == "smaller" else None], speeches[1])
+            for size in SETS
+        },
+    }
 
 
 def unigram_loss(tokenizer, train: str, validation: str) -> float:
@@ -163,7 +268,9 @@ def bag_of_words_accuracy(train: list[dict], validation: list[dict]) -> float:
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
     except ImportError as error:
-        raise ImportError("The bag-of-words reference needs scikit-learn: pip install 'hf_scratch[metrics]'.") from error
+        raise ImportError(
+            "The bag-of-words reference needs scikit-learn: pip install 'hf_scratch[metrics]'."
+        ) from error
     vectorizer = TfidfVectorizer(sublinear_tf=True)
     features = vectorizer.fit_transform([row["text"] for row in train])
     classifier = LogisticRegression(C=10, max_iter=2000).fit(features, [row["label"] for row in train])
@@ -171,21 +278,30 @@ def bag_of_words_accuracy(train: list[dict], validation: list[dict]) -> float:
     return sum(p == row["label"] for p, row in zip(predictions, validation)) / len(validation)
 
 
-def report(args, setting: dict, data: dict, accuracy: dict, pretraining: list[dict], seconds: float, machine: str) -> Path:
+def report(
+    args, setting: dict, data: dict, accuracy: dict, pretraining: list[dict], seconds: float, machine: str
+) -> Path:
     lm_losses = [run["eval"]["eval_loss"] for run in pretraining]
     report = gpt_page(setting, data, pretraining, lm_losses)
     for start, weight in RUNS:
         report.add_row(start, weight, *(fmt(accuracy[start, weight, size], 3) for size in SETS))
-    report.add_row("reference: bag-of-words logistic regression", "—",
-                   *(f"{data['bag_of_words'][size]:.3f}" if data["bag_of_words"] else "— (full setting only)"
-                     for size in SETS))
+    report.add_row(
+        "reference: bag-of-words logistic regression",
+        "—",
+        *(f"{data['bag_of_words'][size]:.3f}" if data["bag_of_words"] else "— (full setting only)" for size in SETS),
+    )
     pretraining_and_auxiliary_lm_verdicts(report, accuracy)
     add_notes(report, data, accuracy, lm_losses, machine)
     plot_loss_curves(report, {"GPT pre-training, run_clm (seed 0)": pretraining[0]}, "curves", args.output_dir)
-    plot_grouped_bars(report, {f"{start}, λ = {weight}": {size: accuracy[start, weight, size] for size in SETS}
-                               for start, weight in RUNS}, "accuracy", args.output_dir,
-                      "GPT-1 fine-tuned on plays: validation accuracy (mean ± std over seeds)", "accuracy",
-                      reference={size: data["chance"] for size in SETS})
+    plot_grouped_bars(
+        report,
+        {f"{start}, λ = {weight}": {size: accuracy[start, weight, size] for size in SETS} for start, weight in RUNS},
+        "accuracy",
+        args.output_dir,
+        "GPT-1 fine-tuned on plays: validation accuracy (mean ± std over seeds)",
+        "accuracy",
+        reference={size: data["chance"] for size in SETS},
+    )
     return report.write(args, seconds)
 
 
@@ -195,32 +311,41 @@ def gpt_page(setting: dict, data: dict, pretraining: list[dict], lm_losses: list
         name="gpt_pretraining",
         title="Radford et al. 2018, Table 5: pre-training and the auxiliary LM objective (GPT-1)",
         claim="Fine-tuning a generatively pre-trained Transformer beats the same model without pre-training by a wide "
-              "margin; the auxiliary LM objective (λ = 0.5) helps on the larger datasets, while the smaller ones do not "
-              "gain from it.",
+        "margin; the auxiliary LM objective (λ = 0.5) helps on the larger datasets, while the smaller ones do not "
+        "gain from it.",
         setting=f"GPT-1 (post-LN) hidden 64, 2 layers, 2 heads, FFN 128, no dropout, 64 tokens, byte-level BPE {VOCABULARY} "
-                f"trained once on the pre-training text. Pre-training with `training/run_clm.py`, one language model per "
-                f"seed: {setting['pretrain_steps']} steps × 32 blocks of 64 tokens, lr 3e-3 (linear decay, 10 % warm-up); "
-                f"validation loss {fmt(lm_losses, 3)} nats (perplexity {fmt([run['eval']['eval_perplexity'] for run in pretraining], 1)}) "
-                f"against {unigram:.3f} for token frequencies alone. Fine-tuning with `training/run_multiple_choice.py` on "
-                f"*plays* (which play a speech comes from, a choice between the three titles; §3.3 transformation "
-                f"[⟨s⟩; speech; $; title; ⟨e⟩], 64 tokens, scored at ⟨e⟩): {setting['finetune_steps']} steps × 16 "
-                f"examples, lr 1e-3 (10 % warm-up), the same for each start, λ and training-set size. {data['text']}",
+        f"trained once on the pre-training text. Pre-training with `training/run_clm.py`, one language model per "
+        f"seed: {setting['pretrain_steps']} steps × 32 blocks of 64 tokens, lr 3e-3 (linear decay, 10 % warm-up); "
+        f"validation loss {fmt(lm_losses, 3)} nats (perplexity {fmt([run['eval']['eval_perplexity'] for run in pretraining], 1)}) "
+        f"against {unigram:.3f} for token frequencies alone. Fine-tuning with `training/run_multiple_choice.py` on "
+        f"*plays* (which play a speech comes from, a choice between the three titles; §3.3 transformation "
+        f"[⟨s⟩; speech; $; title; ⟨e⟩], 64 tokens, scored at ⟨e⟩): {setting['finetune_steps']} steps × 16 "
+        f"examples, lr 1e-3 (10 % warm-up), the same for each start, λ and training-set size. {data['text']}",
         header=["start", "λ (aux. LM)", "larger set: acc.", "smaller set: acc."],
     )
 
 
 def pretraining_and_auxiliary_lm_verdicts(report: ClaimReport, accuracy: dict) -> None:
     for size in SETS:
-        report.verdict(f"pre-trained ≫ random init (λ = 0.5), {size} set",
-                       clearly_above(accuracy["pre-trained", 0.5, size], accuracy["random init", 0.5, size]),
-                       evidence(accuracy, ("pre-trained", 0.5, size), ("random init", 0.5, size)))
-    gain = {size: [a - b for a, b in zip(accuracy["pre-trained", 0.5, size], accuracy["pre-trained", 0.0, size])] for size in SETS}
-    report.verdict("the auxiliary LM objective helps the pre-trained model on the larger set (λ 0.5 > 0)",
-                   clearly_above(accuracy["pre-trained", 0.5, "larger"], accuracy["pre-trained", 0.0, "larger"]),
-                   evidence(accuracy, ("pre-trained", 0.5, "larger"), ("pre-trained", 0.0, "larger")))
-    report.verdict("it helps the larger set more than the smaller one (gain of λ = 0.5 over 0, per seed)",
-                   clearly_above(gain["larger"], gain["smaller"]),
-                   f"gain larger {fmt(gain['larger'], 3)} vs smaller {fmt(gain['smaller'], 3)}")
+        report.verdict(
+            f"pre-trained ≫ random init (λ = 0.5), {size} set",
+            clearly_above(accuracy["pre-trained", 0.5, size], accuracy["random init", 0.5, size]),
+            evidence(accuracy, ("pre-trained", 0.5, size), ("random init", 0.5, size)),
+        )
+    gain = {
+        size: [a - b for a, b in zip(accuracy["pre-trained", 0.5, size], accuracy["pre-trained", 0.0, size])]
+        for size in SETS
+    }
+    report.verdict(
+        "the auxiliary LM objective helps the pre-trained model on the larger set (λ 0.5 > 0)",
+        clearly_above(accuracy["pre-trained", 0.5, "larger"], accuracy["pre-trained", 0.0, "larger"]),
+        evidence(accuracy, ("pre-trained", 0.5, "larger"), ("pre-trained", 0.0, "larger")),
+    )
+    report.verdict(
+        "it helps the larger set more than the smaller one (gain of λ = 0.5 over 0, per seed)",
+        clearly_above(gain["larger"], gain["smaller"]),
+        f"gain larger {fmt(gain['larger'], 3)} vs smaller {fmt(gain['smaller'], 3)}",
+    )
 
 
 def add_notes(report: ClaimReport, data: dict, accuracy: dict, lm_losses: list[float], machine: str) -> None:

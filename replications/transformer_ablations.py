@@ -36,11 +36,31 @@ from typing import NamedTuple
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from replications.common import (  # noqa: E402
-    RESULTS, ClaimReport, fmt, in_processes, mean_std, parse_args, torch_threads,
+    RESULTS,
+    ClaimReport,
+    fmt,
+    in_processes,
+    mean_std,
+    parse_args,
+    torch_threads,
 )
 from replications.rnn_attention import (  # noqa: E402
-    BATCH, RNN_HIDDEN, RNN_LEARNING_RATE, SCORED, SETTINGS, VOCABULARY, bleu, cpu_seconds, load_note,
-    plot_training_curves, read_pairs, rnn_flags, setting_name, shared_tokenizer, train_and_translate, translation_files,
+    BATCH,
+    RNN_HIDDEN,
+    RNN_LEARNING_RATE,
+    SCORED,
+    SETTINGS,
+    VOCABULARY,
+    bleu,
+    cpu_seconds,
+    load_note,
+    plot_training_curves,
+    read_pairs,
+    rnn_flags,
+    setting_name,
+    shared_tokenizer,
+    train_and_translate,
+    translation_files,
     translation_flags,
 )
 from training.common import load_metric  # noqa: E402
@@ -67,19 +87,29 @@ def best_rnn(complete: bool, page: Path = RNN_RESULTS) -> tuple[tuple[str, str],
     """The (cell, attention) setting with the highest mean "BLEU all" in claim 1's results page, and that BLEU.
     ``complete``: refuse a page written before all of claim 1's seeds had finished (the full setting needs them)."""
     if not page.is_file():
-        raise ValueError(f"{page} is missing: run `python replications/rnn_attention.py` (its full setting) first — "
-                         "this claim compares the Transformer with the best RNN of that table.")
+        raise ValueError(
+            f"{page} is missing: run `python replications/rnn_attention.py` (its full setting) first — "
+            "this claim compares the Transformer with the best RNN of that table."
+        )
     text = page.read_text(encoding="utf-8")
     if complete and "\n- Partial:" in text:
-        raise ValueError(f"{page} is partial (written before all its seeds had finished): let "
-                         "`python replications/rnn_attention.py` finish first — this claim takes the best RNN of it.")
-    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in text.splitlines()
-            if line.startswith("| ")]
+        raise ValueError(
+            f"{page} is partial (written before all its seeds had finished): let "
+            "`python replications/rnn_attention.py` finish first — this claim takes the best RNN of it."
+        )
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("| ")
+    ]
     header = next(row for row in rows if "BLEU all" in row)
     column = header.index("BLEU all")
     names = {setting_name(*setting): setting for setting in SETTINGS}
-    scores = {names[row[0]]: float(re.match(r"[-\d.]+", row[column]).group()) for row in rows
-              if row[0] in names and re.match(r"[-\d.]+", row[column])}
+    scores = {
+        names[row[0]]: float(re.match(r"[-\d.]+", row[column]).group())
+        for row in rows
+        if row[0] in names and re.match(r"[-\d.]+", row[column])
+    }
     if not scores:
         raise ValueError(f"{page} has no 'BLEU all' numbers for the settings {sorted(names)}: rerun rnn_attention.py.")
     best = max(scores, key=scores.get)
@@ -96,12 +126,27 @@ def transformer_flags(heads: int, smoothing: float, width: int, layers: int, ffn
     """The model and optimizer flags of one Transformer setting: ``heads`` on both sides, label smoothing ε_ls
     ``smoothing`` (the Trainer's), every weight drawn with std d_model^-0.5 (the embedding scale of Vaswani et al.'s
     shared embeddings, §3.4, as fairseq draws them), the warmup + inverse-square-root learning rate (§5.3)."""
-    overrides = (f"hidden_size={width},encoder_layers={layers},decoder_layers={layers},encoder_attention_heads={heads},"
-                 f"decoder_attention_heads={heads},encoder_ffn_dim={ffn},decoder_ffn_dim={ffn},"
-                 f"initializer_range={width ** -0.5:.4f},pre_norm={str(PRE_NORM).lower()}")
-    return ["--model_type", "scratch-transformer", "--config_overrides", overrides,
-            "--learning_rate", str(TRANSFORMER_LEARNING_RATE), "--adam_beta2", "0.98", "--warmup_steps", str(warmup),
-            "--lr_scheduler_type", "inverse_sqrt", "--label_smoothing_factor", str(smoothing)]
+    overrides = (
+        f"hidden_size={width},encoder_layers={layers},decoder_layers={layers},encoder_attention_heads={heads},"
+        f"decoder_attention_heads={heads},encoder_ffn_dim={ffn},decoder_ffn_dim={ffn},"
+        f"initializer_range={width**-0.5:.4f},pre_norm={str(PRE_NORM).lower()}"
+    )
+    return [
+        "--model_type",
+        "scratch-transformer",
+        "--config_overrides",
+        overrides,
+        "--learning_rate",
+        str(TRANSFORMER_LEARNING_RATE),
+        "--adam_beta2",
+        "0.98",
+        "--warmup_steps",
+        str(warmup),
+        "--lr_scheduler_type",
+        "inverse_sqrt",
+        "--label_smoothing_factor",
+        str(smoothing),
+    ]
 
 
 def claim(args) -> Path:
@@ -116,14 +161,24 @@ def claim(args) -> Path:
     report = ablation_report(args, sizes, (cell, attention), rnn_bleu, rnn_steps, len(pairs))
     for name in names:
         heads, smoothing = TRANSFORMERS.get(name, ("—", "—"))
-        report.add_row(name, heads, smoothing, by_name[name][0]["steps"],
-                       fmt([run["step_seconds"] for run in by_name[name]], 1), fmt(scores[name], 2),
-                       fmt(perplexity[name], 1))
+        report.add_row(
+            name,
+            heads,
+            smoothing,
+            by_name[name][0]["steps"],
+            fmt([run["step_seconds"] for run in by_name[name]], 1),
+            fmt(scores[name], 2),
+            fmt(perplexity[name], 1),
+        )
     add_verdicts(report, names, by_name, scores, perplexity)
     add_notes(report, setting_name(cell, attention), rnn_bleu)
     plot_scores(report, names, scores, perplexity, args.output_dir)
-    plot_training_curves(report, {name: group[0]["log_history"] for name, group in by_name.items()},
-                         "Transformer ablations", args.output_dir)
+    plot_training_curves(
+        report,
+        {name: group[0]["log_history"] for name, group in by_name.items()},
+        "Transformer ablations",
+        args.output_dir,
+    )
     report.notes.append(load_note(clock[1], clock[2], args.processes))
     return report.write(args, time.perf_counter() - clock[0])
 
@@ -142,7 +197,8 @@ class RunSizes(NamedTuple):
 
 def run_sizes(quick: bool) -> RunSizes:
     (width, layers, ffn), steps, warmup, timing_steps = (
-        ((16, 2, 32), 8, 1, 4) if quick else ((WIDTH, LAYERS, FFN), TRANSFORMER_STEPS, WARMUP, RNN_TIMING_STEPS))
+        ((16, 2, 32), 8, 1, 4) if quick else ((WIDTH, LAYERS, FFN), TRANSFORMER_STEPS, WARMUP, RNN_TIMING_STEPS)
+    )
     rnn_hidden = 16 if quick else RNN_HIDDEN
     return RunSizes(width, layers, ffn, steps, warmup, timing_steps, rnn_hidden)
 
@@ -158,8 +214,15 @@ def train_transformers_and_the_rnn(args, files, pairs, sizes: RunSizes, cell: st
         rnn = rnn_flags(cell, attention, rnn_hidden)
         # the Transformers (every setting × seed) and the RNN's timing run, ``args.processes`` side by side
         job_names = [name for seed in range(args.seeds) for name in TRANSFORMERS]
-        jobs = [(transformer_flags(*TRANSFORMERS[name], width, layers, ffn, warmup) + shared(steps),
-                 str(Path(scratch) / f"transformer-{i}"), i // len(TRANSFORMERS), pairs) for i, name in enumerate(job_names)]
+        jobs = [
+            (
+                transformer_flags(*TRANSFORMERS[name], width, layers, ffn, warmup) + shared(steps),
+                str(Path(scratch) / f"transformer-{i}"),
+                i // len(TRANSFORMERS),
+                pairs,
+            )
+            for i, name in enumerate(job_names)
+        ]
         jobs.insert(0, (rnn + shared(timing_steps), str(Path(scratch) / "rnn-timing"), 0, None))
         timing, *transformer_runs = in_processes(train_and_translate, jobs, args.processes)
         # the RNN gets the base Transformer's training time: the timing run gives its seconds per step
@@ -167,8 +230,12 @@ def train_transformers_and_the_rnn(args, files, pairs, sizes: RunSizes, cell: st
         budget = mean_std([run["step_seconds"] for run in runs if run["name"] == BASE])[0]
         rnn_steps = max(1, round(budget / (timing["step_seconds"] / timing_steps)))
         rnn_name = f"RNN: {setting_name(cell, attention)} (equal time)"
-        jobs = [(rnn + shared(rnn_steps), str(Path(scratch) / f"rnn-seed{seed}"), seed, pairs) for seed in range(args.seeds)]
-        runs += [dict(run, name=rnn_name, steps=rnn_steps) for run in in_processes(train_and_translate, jobs, args.processes)]
+        jobs = [
+            (rnn + shared(rnn_steps), str(Path(scratch) / f"rnn-seed{seed}"), seed, pairs) for seed in range(args.seeds)
+        ]
+        runs += [
+            dict(run, name=rnn_name, steps=rnn_steps) for run in in_processes(train_and_translate, jobs, args.processes)
+        ]
     return runs, rnn_name, rnn_steps
 
 
@@ -181,28 +248,29 @@ def scores_per_setting(runs: list[dict], names: list[str]) -> tuple[dict, dict, 
     return by_name, scores, perplexity
 
 
-def ablation_report(args, sizes: RunSizes, rnn_setting: tuple[str, str], rnn_bleu: float, rnn_steps: int,
-                    n_pairs: int) -> ClaimReport:
+def ablation_report(
+    args, sizes: RunSizes, rnn_setting: tuple[str, str], rnn_bleu: float, rnn_steps: int, n_pairs: int
+) -> ClaimReport:
     cell, attention = rnn_setting
     width, layers, ffn, steps, warmup, timing_steps, rnn_hidden = sizes
     return ClaimReport(
         name="transformer_ablations",
         title="Vaswani et al. 2017, Table 3: label smoothing, one head vs several, Transformer vs RNN at equal time",
         claim="Label smoothing ε_ls = 0.1 raises perplexity but improves BLEU; a single attention head is worse than "
-              "several at the same d_model; the Transformer beats the recurrent models at (a fraction of) their "
-              "training cost.",
+        "several at the same d_model; the Transformer beats the recurrent models at (a fraction of) their "
+        "training cost.",
         setting=f"German→English, {'training/data/de_en (embedded sample)' if args.quick else 'gettext-de-en'}, "
-                f"shared WordPiece vocabulary ({VOCABULARY:,}, lower-cased); `run_translation.py --model_type "
-                f"scratch-transformer`: d_model {width}, {layers} + {layers} layers, FFN {ffn}, "
-                f"{'pre-LN' if PRE_NORM else 'post-LN'}, dropout 0.1, weights drawn with std d_model^-0.5, {steps} steps "
-                f"of batch {16 if args.quick else BATCH} (Adam, β2 0.98, lr rising linearly to "
-                f"{TRANSFORMER_LEARNING_RATE:g} over {warmup} warmup steps, then ∝ 1/√step: `--lr_scheduler_type "
-                f"inverse_sqrt`). RNN: {setting_name(cell, attention)}, the best overall BLEU of "
-                f"results/rnn_attention.md ({rnn_bleu:.1f}), trained as there (hidden {rnn_hidden}, lr "
-                f"{RNN_LEARNING_RATE:g}) for {rnn_steps} steps: chosen from a {timing_steps}-step timing run so that "
-                "its optimizer steps take as long as the base Transformer's did ('train CPU s': CPU seconds spent in "
-                f"optimizer steps on one thread, measured). BLEU: greedy, sacreBLEU, all {n_pairs} "
-                "validation pairs; perplexity: exp of the references' plain per-token cross-entropy.",
+        f"shared WordPiece vocabulary ({VOCABULARY:,}, lower-cased); `run_translation.py --model_type "
+        f"scratch-transformer`: d_model {width}, {layers} + {layers} layers, FFN {ffn}, "
+        f"{'pre-LN' if PRE_NORM else 'post-LN'}, dropout 0.1, weights drawn with std d_model^-0.5, {steps} steps "
+        f"of batch {16 if args.quick else BATCH} (Adam, β2 0.98, lr rising linearly to "
+        f"{TRANSFORMER_LEARNING_RATE:g} over {warmup} warmup steps, then ∝ 1/√step: `--lr_scheduler_type "
+        f"inverse_sqrt`). RNN: {setting_name(cell, attention)}, the best overall BLEU of "
+        f"results/rnn_attention.md ({rnn_bleu:.1f}), trained as there (hidden {rnn_hidden}, lr "
+        f"{RNN_LEARNING_RATE:g}) for {rnn_steps} steps: chosen from a {timing_steps}-step timing run so that "
+        "its optimizer steps take as long as the base Transformer's did ('train CPU s': CPU seconds spent in "
+        f"optimizer steps on one thread, measured). BLEU: greedy, sacreBLEU, all {n_pairs} "
+        "validation pairs; perplexity: exp of the references' plain per-token cross-entropy.",
         header=["setting", "heads", "ε_ls", "steps", "train CPU s", "BLEU", "val. perplexity"],
     )
 
@@ -215,26 +283,41 @@ def better(high: str, low: str, values: dict) -> bool:
 
 def add_verdicts(report: ClaimReport, names: list[str], by_name: dict, scores: dict, perplexity: dict) -> None:
     no_smoothing, one_head, rnn_name = names[1], names[2], names[-1]
-    report.verdict("ε_ls 0.1 raises perplexity", better(BASE, no_smoothing, perplexity),
-                   f"perplexity {fmt(perplexity[BASE], 1)} with vs {fmt(perplexity[no_smoothing], 1)} without")
-    report.verdict("ε_ls 0.1 raises BLEU", better(BASE, no_smoothing, scores),
-                   f"BLEU {fmt(scores[BASE])} with vs {fmt(scores[no_smoothing])} without")
-    report.verdict("1 head is worse than 4 at equal d_model", better(BASE, one_head, scores),
-                   f"BLEU {fmt(scores[BASE])} with 4 heads vs {fmt(scores[one_head])} with 1")
-    report.verdict("Transformer beats the best RNN at equal training time", better(BASE, rnn_name, scores),
-                   f"BLEU {fmt(scores[BASE])} vs {fmt(scores[rnn_name])} "
-                   f"({fmt([r['step_seconds'] for r in by_name[BASE]], 1)} s vs "
-                   f"{fmt([r['step_seconds'] for r in by_name[rnn_name]], 1)} CPU s of optimizer steps)")
+    report.verdict(
+        "ε_ls 0.1 raises perplexity",
+        better(BASE, no_smoothing, perplexity),
+        f"perplexity {fmt(perplexity[BASE], 1)} with vs {fmt(perplexity[no_smoothing], 1)} without",
+    )
+    report.verdict(
+        "ε_ls 0.1 raises BLEU",
+        better(BASE, no_smoothing, scores),
+        f"BLEU {fmt(scores[BASE])} with vs {fmt(scores[no_smoothing])} without",
+    )
+    report.verdict(
+        "1 head is worse than 4 at equal d_model",
+        better(BASE, one_head, scores),
+        f"BLEU {fmt(scores[BASE])} with 4 heads vs {fmt(scores[one_head])} with 1",
+    )
+    report.verdict(
+        "Transformer beats the best RNN at equal training time",
+        better(BASE, rnn_name, scores),
+        f"BLEU {fmt(scores[BASE])} vs {fmt(scores[rnn_name])} "
+        f"({fmt([r['step_seconds'] for r in by_name[BASE]], 1)} s vs "
+        f"{fmt([r['step_seconds'] for r in by_name[rnn_name]], 1)} CPU s of optimizer steps)",
+    )
 
 
 def add_notes(report: ClaimReport, rnn_setting_name: str, rnn_bleu: float) -> None:
-    report.notes.append("'held' means: the mean difference in the claimed direction exceeds the larger of the two "
-                        "seed standard deviations (rule fixed before the first full run and kept for the second).")
+    report.notes.append(
+        "'held' means: the mean difference in the claimed direction exceeds the larger of the two "
+        "seed standard deviations (rule fixed before the first full run and kept for the second)."
+    )
     report.notes.append(
         f"The RNN is the setting with the best overall BLEU in results/rnn_attention.md ({rnn_setting_name}, "
         f"{rnn_bleu:.1f}; read from that page when this script starts), trained as there except for the step count "
         "the equal-time rule gives. The first full run had used GRU + Luong-general, chosen before claim 1's full run "
-        "had finished.")
+        "had finished."
+    )
     report.notes.append(
         "Changed for this second full run, after the first (post-LN, weights drawn with std 0.02, lr 2e-3 with "
         "linear decay, 200 steps of batch 32: BLEU 0.1 and perplexity 215 — no Transformer had started translating, "
@@ -247,9 +330,12 @@ def add_notes(report: ClaimReport, rnn_setting_name: str, rnn_bleu: float) -> No
         "3.42, BLEU 12.8. One Transformer step took about twice the CPU time of an RNN step in the trials (0.23 vs 0.12 "
         "s at batch 64, one thread): the parallelism over positions that makes the Transformer fast on accelerators "
         "buys nothing on one CPU thread, so equal time gives the RNN more steps. The Transformers are still early in "
-        "training (the paper trained 100k steps of 25k-token batches).")
-    report.notes.append("The ε_ls 0.1 runs' validation loss in the training curves is the smoothed loss the Trainer "
-                        "optimises; the perplexity column is computed afterwards without smoothing.")
+        "training (the paper trained 100k steps of 25k-token batches)."
+    )
+    report.notes.append(
+        "The ε_ls 0.1 runs' validation loss in the training curves is the smoothed loss the Trainer "
+        "optimises; the perplexity column is computed afterwards without smoothing."
+    )
 
 
 def plot_scores(report: ClaimReport, names: list[str], scores: dict, perplexity: dict, output_dir: str) -> None:
@@ -263,8 +349,14 @@ def plot_scores(report: ClaimReport, names: list[str], scores: dict, perplexity:
     for axis, (label, values) in zip(axes, (("BLEU (greedy)", scores), ("validation perplexity", perplexity))):
         for position, name in enumerate(names):
             mean, std = mean_std(values[name])
-            axis.bar(position, mean, yerr=std, capsize=4, color="tab:orange" if name.startswith("RNN") else "tab:blue",
-                     alpha=0.7)
+            axis.bar(
+                position,
+                mean,
+                yerr=std,
+                capsize=4,
+                color="tab:orange" if name.startswith("RNN") else "tab:blue",
+                alpha=0.7,
+            )
             axis.plot([position] * len(values[name]), values[name], "k.", markersize=5)
         axis.set_xticks(range(len(names)), [name.replace(" (", "\n(") for name in names], fontsize=7)
         axis.set_ylabel(label)

@@ -28,8 +28,13 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # "Tests"): generation and caches of every family, the conventions of every head, the Trainer's losses, peft,
 # pipelines, the official example scripts' contract, and loading as remote code where hf_scratch is not installed.
 BOUNDARY_FILES = {
-    "test_generation.py", "test_static_cache.py", "test_conformance.py", "test_every_family.py", "test_peft.py",
-    "test_pipelines.py", "test_example_contract.py",
+    "test_generation.py",
+    "test_static_cache.py",
+    "test_conformance.py",
+    "test_every_family.py",
+    "test_peft.py",
+    "test_pipelines.py",
+    "test_example_contract.py",
 }
 
 

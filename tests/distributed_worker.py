@@ -32,17 +32,18 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable, Optional
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import hf_scratch  # noqa: E402
 from families import FAMILIES  # noqa: E402
+
+import hf_scratch  # noqa: E402
 
 SIZES = {"vocab": 64, "hidden": 32, "heads": 2, "layers": 2, "variant": True}  # variant: GPT pre-LN (a final norm)
 GLOBAL_BATCH, LENGTH, STEPS, SAVE_AT = 4, 16, 4, 2
@@ -113,13 +114,15 @@ class AcceleratorOnCPU:
         self._barrier()
 
 
-def fsdp2_plugin(state_dict_type: Optional[str] = None, wrap: Optional[list[str]] = None, **overrides):
+def fsdp2_plugin(state_dict_type: str | None = None, wrap: list[str] | None = None, **overrides):
     """accelerate's plugin; what is not given comes from the environment `accelerate launch` built out of the config
     file. One plugin per state-dict type: ``set_state_dict_type`` on an existing plugin keeps the other kind's
     state-dict configs (and loading a FULL checkpoint then fails on ``ShardedOptimStateDictConfig.rank0_only``)."""
     from accelerate.utils import FullyShardedDataParallelPlugin
 
-    return FullyShardedDataParallelPlugin(state_dict_type=state_dict_type, transformer_cls_names_to_wrap=wrap, **overrides)
+    return FullyShardedDataParallelPlugin(
+        state_dict_type=state_dict_type, transformer_cls_names_to_wrap=wrap, **overrides
+    )
 
 
 def shard(model, accelerator: AcceleratorOnCPU):
@@ -196,7 +199,7 @@ def train_steps(model, optimizer, family: str, steps: range, rank: int, world: i
     return losses
 
 
-def run_family(family: str, out: Path, rank: int, world: int, wrap: Optional[list[str]] = None) -> None:
+def run_family(family: str, out: Path, rank: int, world: int, wrap: list[str] | None = None) -> None:
     """Train ``STEPS`` steps sharded, saving both checkpoint kinds after ``SAVE_AT``; then resume from each and
     train to the end again. ``wrap``: block classes to wrap instead of ``_no_split_modules``
     (``fsdp_transformer_layer_cls_to_wrap``). Rank 0 writes ``result.json``, ``final.pt``, ``saved.pt``."""
@@ -230,17 +233,32 @@ def run_family(family: str, out: Path, rank: int, world: int, wrap: Optional[lis
         load_fsdp_optimizer(plugin, accelerator, optimizer, model, str(folder))
         resumed_losses = train_steps(model, optimizer, family, range(SAVE_AT, STEPS), rank, world)
         resumed_final = full_state_dict(model)
-        resumed[kind] = {"losses": resumed_losses, "same_final_weights": all(torch.equal(resumed_final[k], final[k]) for k in final)}
+        resumed[kind] = {
+            "losses": resumed_losses,
+            "same_final_weights": all(torch.equal(resumed_final[k], final[k]) for k in final),
+        }
 
     reports = [None] * world
     dist.all_gather_object(reports, report)
     if rank == 0:
         torch.save(saved, out / "saved.pt")
         torch.save(final, out / "final.pt")
-        files = {kind: sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) for kind, folder in checkpoints.items()}
-        (out / "result.json").write_text(json.dumps(
-            {"world_size": world, "losses": losses, "ranks": reports, "resumed": resumed, "checkpoint_files": files}, indent=1
-        ))
+        files = {
+            kind: sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+            for kind, folder in checkpoints.items()
+        }
+        (out / "result.json").write_text(
+            json.dumps(
+                {
+                    "world_size": world,
+                    "losses": losses,
+                    "ranks": reports,
+                    "resumed": resumed,
+                    "checkpoint_files": files,
+                },
+                indent=1,
+            )
+        )
 
 
 def consolidate(checkpoint: Path, kind: str, family: str, out: Path) -> Path:
@@ -267,7 +285,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--families", nargs="+", default=["gpt", "bert"])
-    parser.add_argument("--wrap", nargs="*", default=[], help="FAMILY=Class,Class: wrap these instead of _no_split_modules")
+    parser.add_argument(
+        "--wrap", nargs="*", default=[], help="FAMILY=Class,Class: wrap these instead of _no_split_modules"
+    )
     args = parser.parse_args(argv)
     wrap = {family: classes.split(",") for family, classes in (item.split("=") for item in args.wrap)}
     if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() != "true" or os.environ.get("FSDP_VERSION") != "2":

@@ -4,9 +4,9 @@ batches and reference-parity helpers that the family files and ``test_every_fami
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from copy import deepcopy
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import torch
 from hypothesis import strategies as st
@@ -55,7 +55,7 @@ class Family:
     seq2seq: bool = False  # padding goes on the source; outputs are per decoder position
     causal: bool = False  # decoder-only causal LM
     padding_side: str = "right"
-    fast_switch: Optional[dict] = None  # config change that selects the other kernel (default: eager vs sdpa)
+    fast_switch: dict | None = None  # config change that selects the other kernel (default: eager vs sdpa)
     extra_inputs: Callable[[dict, torch.Tensor], dict] = field(default=lambda sizes, ids: {})
     tiny: dict = field(default_factory=dict)  # the fixed tiny configuration of the family's own tests
 
@@ -65,7 +65,7 @@ class Family:
         model = getattr(hf_scratch, self.head)._from_config(config, attn_implementation=attn_implementation)
         return randomise(model)
 
-    def inputs(self, sizes: dict, ids: torch.Tensor, mask: Optional[torch.Tensor]) -> dict:
+    def inputs(self, sizes: dict, ids: torch.Tensor, mask: torch.Tensor | None) -> dict:
         kwargs = {"input_ids": ids, "attention_mask": mask}
         if self.seq2seq:
             kwargs["decoder_input_ids"] = sizes["decoder_ids"][: ids.shape[0]]
@@ -76,54 +76,119 @@ class Family:
         """The fixed tiny configuration of the family's own tests, with ``overrides``."""
         return getattr(hf_scratch, self.head).config_class(**{**deepcopy(self.tiny), **overrides})
 
-    def tiny_model(self, head: Optional[str] = None, attn_implementation: str = "sdpa", **overrides):
+    def tiny_model(self, head: str | None = None, attn_implementation: str = "sdpa", **overrides):
         """The main head (or the class named ``head``) on :meth:`tiny_config`, every parameter perturbed, in eval."""
         torch.manual_seed(0)
         model_class = getattr(hf_scratch, head or self.head)
-        return randomise(model_class._from_config(self.tiny_config(**overrides), attn_implementation=attn_implementation))
+        return randomise(
+            model_class._from_config(self.tiny_config(**overrides), attn_implementation=attn_implementation)
+        )
 
 
 def _bert(s, **overrides):
-    return hf_scratch.ScratchBertConfig(**{**dict(
-        vocab_size=s["vocab"], hidden_size=s["hidden"], num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
-        intermediate_size=2 * s["hidden"], max_position_embeddings=32, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    ), **overrides})
+    return hf_scratch.ScratchBertConfig(
+        **{
+            **dict(
+                vocab_size=s["vocab"],
+                hidden_size=s["hidden"],
+                num_hidden_layers=s["layers"],
+                num_attention_heads=s["heads"],
+                intermediate_size=2 * s["hidden"],
+                max_position_embeddings=32,
+                hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0,
+            ),
+            **overrides,
+        }
+    )
 
 
 def _gpt(s, **overrides):
-    return hf_scratch.ScratchGPTConfig(**{**dict(
-        vocab_size=s["vocab"], hidden_size=s["hidden"], num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
-        intermediate_size=2 * s["hidden"], max_position_embeddings=32, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, embedding_dropout_prob=0.0, pad_token_id=0,
-        layer_norm_placement="pre" if s["variant"] else "post",
-    ), **overrides})
+    return hf_scratch.ScratchGPTConfig(
+        **{
+            **dict(
+                vocab_size=s["vocab"],
+                hidden_size=s["hidden"],
+                num_hidden_layers=s["layers"],
+                num_attention_heads=s["heads"],
+                intermediate_size=2 * s["hidden"],
+                max_position_embeddings=32,
+                hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0,
+                embedding_dropout_prob=0.0,
+                pad_token_id=0,
+                layer_norm_placement="pre" if s["variant"] else "post",
+            ),
+            **overrides,
+        }
+    )
 
 
 def _transformer(s, **overrides):
-    return hf_scratch.ScratchTransformerConfig(**{**dict(
-        vocab_size=s["vocab"], hidden_size=s["hidden"], encoder_layers=s["layers"], decoder_layers=s["layers"],
-        encoder_attention_heads=s["heads"], decoder_attention_heads=s["heads"], encoder_ffn_dim=2 * s["hidden"],
-        decoder_ffn_dim=2 * s["hidden"], max_position_embeddings=32, hidden_dropout_prob=0.0, pre_norm=s["variant"],
-    ), **overrides})
+    return hf_scratch.ScratchTransformerConfig(
+        **{
+            **dict(
+                vocab_size=s["vocab"],
+                hidden_size=s["hidden"],
+                encoder_layers=s["layers"],
+                decoder_layers=s["layers"],
+                encoder_attention_heads=s["heads"],
+                decoder_attention_heads=s["heads"],
+                encoder_ffn_dim=2 * s["hidden"],
+                decoder_ffn_dim=2 * s["hidden"],
+                max_position_embeddings=32,
+                hidden_dropout_prob=0.0,
+                pre_norm=s["variant"],
+            ),
+            **overrides,
+        }
+    )
 
 
 def _transfo_xl(s, **overrides):
     vocab = s["vocab"]
-    return hf_scratch.ScratchTransfoXLConfig(**{**dict(
-        vocab_size=vocab, cutoffs=[vocab // 3, 2 * vocab // 3], div_val=2 if s["variant"] else 1,
-        hidden_size=s["hidden"], embedding_size=s["hidden"], num_hidden_layers=s["layers"],
-        num_attention_heads=s["heads"], head_dim=s["hidden"] // s["heads"], intermediate_size=2 * s["hidden"],
-        mem_len=s["mem_len"], clamp_len=64, same_length=False, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-    ), **overrides})
+    return hf_scratch.ScratchTransfoXLConfig(
+        **{
+            **dict(
+                vocab_size=vocab,
+                cutoffs=[vocab // 3, 2 * vocab // 3],
+                div_val=2 if s["variant"] else 1,
+                hidden_size=s["hidden"],
+                embedding_size=s["hidden"],
+                num_hidden_layers=s["layers"],
+                num_attention_heads=s["heads"],
+                head_dim=s["hidden"] // s["heads"],
+                intermediate_size=2 * s["hidden"],
+                mem_len=s["mem_len"],
+                clamp_len=64,
+                same_length=False,
+                hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0,
+            ),
+            **overrides,
+        }
+    )
 
 
 def _longformer(s, **overrides):
-    return hf_scratch.ScratchLongformerConfig(**{**dict(
-        vocab_size=s["vocab"], hidden_size=s["hidden"], num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
-        intermediate_size=2 * s["hidden"], max_position_embeddings=64, attention_window=2 * s["one_sided_window"],
-        attention_dilation=s["dilation"], hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=1,
-    ), **overrides})
+    return hf_scratch.ScratchLongformerConfig(
+        **{
+            **dict(
+                vocab_size=s["vocab"],
+                hidden_size=s["hidden"],
+                num_hidden_layers=s["layers"],
+                num_attention_heads=s["heads"],
+                intermediate_size=2 * s["hidden"],
+                max_position_embeddings=64,
+                attention_window=2 * s["one_sided_window"],
+                attention_dilation=s["dilation"],
+                hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0,
+                pad_token_id=1,
+            ),
+            **overrides,
+        }
+    )
 
 
 def _longformer_globals(s, ids):
@@ -134,42 +199,119 @@ def _longformer_globals(s, ids):
 
 
 def _rnn(s, **overrides):
-    return hf_scratch.ScratchRNNConfig(**{**dict(
-        vocab_size=s["vocab"], hidden_size=s["hidden"], encoder_layers=s["layers"], decoder_layers=s["layers"],
-        cell_type=s["cell_type"], attention_type=s["attention_type"], bidirectional_encoder=s["variant"],
-        hidden_dropout_prob=0.0,
-    ), **overrides})
+    return hf_scratch.ScratchRNNConfig(
+        **{
+            **dict(
+                vocab_size=s["vocab"],
+                hidden_size=s["hidden"],
+                encoder_layers=s["layers"],
+                decoder_layers=s["layers"],
+                cell_type=s["cell_type"],
+                attention_type=s["attention_type"],
+                bidirectional_encoder=s["variant"],
+                hidden_dropout_prob=0.0,
+            ),
+            **overrides,
+        }
+    )
 
 
 # The fixed tiny configuration of each family's own tests (test_<family>.py, test_every_family.py)
 TINY = {
-    "bert": dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-                 max_position_embeddings=40, type_vocab_size=2),
-    "gpt": dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=48,
-                layer_norm_placement="pre", pad_token_id=0),
-    "transformer": dict(vocab_size=61, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                        decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=32,
-                        initializer_range=0.2),
-    "transfo_xl": dict(vocab_size=40, cutoffs=[10, 20], div_val=2, hidden_size=16, embedding_size=16,
-                       num_hidden_layers=2, num_attention_heads=2, head_dim=8, intermediate_size=32, mem_len=8,
-                       clamp_len=6, same_length=False, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+    "bert": dict(
+        vocab_size=97,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=40,
+        type_vocab_size=2,
+    ),
+    "gpt": dict(
+        vocab_size=97,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=48,
+        layer_norm_placement="pre",
+        pad_token_id=0,
+    ),
+    "transformer": dict(
+        vocab_size=61,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=48,
+        decoder_ffn_dim=48,
+        max_position_embeddings=32,
+        initializer_range=0.2,
+    ),
+    "transfo_xl": dict(
+        vocab_size=40,
+        cutoffs=[10, 20],
+        div_val=2,
+        hidden_size=16,
+        embedding_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        head_dim=8,
+        intermediate_size=32,
+        mem_len=8,
+        clamp_len=6,
+        same_length=False,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    ),
     # windows differ per layer; transformers pads to the largest one, so it must be a multiple of the others
-    "longformer": dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-                       max_position_embeddings=64, attention_window=[4, 8], pad_token_id=1, sep_token_id=2),
+    "longformer": dict(
+        vocab_size=97,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=64,
+        attention_window=[4, 8],
+        pad_token_id=1,
+        sep_token_id=2,
+    ),
     "rnn": dict(vocab_size=61, hidden_size=16, encoder_layers=2, decoder_layers=2, hidden_dropout_prob=0.0),
 }
 
 FAMILIES = {
     "bert": Family("bert", _bert, "ScratchBertForMaskedLM", tiny=TINY["bert"]),
     "gpt": Family("gpt", _gpt, "ScratchGPTLMHeadModel", causal=True, padding_side="left", tiny=TINY["gpt"]),
-    "transformer": Family("transformer", _transformer, "ScratchTransformerForConditionalGeneration", seq2seq=True,
-                          tiny=TINY["transformer"]),
-    "transfo_xl": Family("transfo_xl", _transfo_xl, "ScratchTransfoXLLMHeadModel", causal=True, padding_side="left",
-                         tiny=TINY["transfo_xl"]),
-    "longformer": Family("longformer", _longformer, "ScratchLongformerForMaskedLM", extra_inputs=_longformer_globals,
-                         tiny=TINY["longformer"]),
-    "rnn": Family("rnn", _rnn, "ScratchRNNForConditionalGeneration", seq2seq=True,
-                  fast_switch={"rnn_implementation": ("cells", "fused")}, tiny=TINY["rnn"]),
+    "transformer": Family(
+        "transformer",
+        _transformer,
+        "ScratchTransformerForConditionalGeneration",
+        seq2seq=True,
+        tiny=TINY["transformer"],
+    ),
+    "transfo_xl": Family(
+        "transfo_xl",
+        _transfo_xl,
+        "ScratchTransfoXLLMHeadModel",
+        causal=True,
+        padding_side="left",
+        tiny=TINY["transfo_xl"],
+    ),
+    "longformer": Family(
+        "longformer",
+        _longformer,
+        "ScratchLongformerForMaskedLM",
+        extra_inputs=_longformer_globals,
+        tiny=TINY["longformer"],
+    ),
+    "rnn": Family(
+        "rnn",
+        _rnn,
+        "ScratchRNNForConditionalGeneration",
+        seq2seq=True,
+        fast_switch={"rnn_implementation": ("cells", "fused")},
+        tiny=TINY["rnn"],
+    ),
 }
 NAMES = list(FAMILIES)
 CAUSAL = [name for name in NAMES if FAMILIES[name].causal or FAMILIES[name].seq2seq]
@@ -202,9 +344,24 @@ def sizes(draw, family: str):
 
 
 def fixed_sizes() -> dict:
-    return {"seed": 0, "vocab": 30, "hidden": 8, "heads": 2, "layers": 1, "batch": 2, "length": 6, "pad": 2,
-            "variant": False, "mem_len": 4, "one_sided_window": 1, "dilation": 1, "cell_type": "lstm",
-            "attention_type": "bahdanau", "ids": torch.randint(3, 30, (2, 6)), "decoder_ids": torch.randint(3, 30, (2, 3))}
+    return {
+        "seed": 0,
+        "vocab": 30,
+        "hidden": 8,
+        "heads": 2,
+        "layers": 1,
+        "batch": 2,
+        "length": 6,
+        "pad": 2,
+        "variant": False,
+        "mem_len": 4,
+        "one_sided_window": 1,
+        "dilation": 1,
+        "cell_type": "lstm",
+        "attention_type": "bahdanau",
+        "ids": torch.randint(3, 30, (2, 6)),
+        "decoder_ids": torch.randint(3, 30, (2, 3)),
+    }
 
 
 def logits(model, kwargs) -> torch.Tensor:
@@ -228,8 +385,9 @@ def pad_id(model) -> int:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def right_padded(low: int, high: int, batch: int, length: int, real_lengths: dict, pad: int = 0,
-                 seed: Optional[int] = 1) -> tuple[torch.Tensor, torch.Tensor]:
+def right_padded(
+    low: int, high: int, batch: int, length: int, real_lengths: dict, pad: int = 0, seed: int | None = 1
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(input_ids, attention_mask): ids drawn from [low, high) by a generator seeded with ``seed`` (None: from the
     global random stream), the rows of ``real_lengths`` ({row: number of real tokens}) right-padded with ``pad``."""
     generator = None if seed is None else torch.Generator().manual_seed(seed)
@@ -258,7 +416,9 @@ def longformer_batch(batch=3, length=13):
     three separators per row (transformers' QA needs exactly three); global tokens include one on padding (row 2,
     position 6), which must stay masked."""
     tiny = FAMILIES["longformer"].tiny
-    input_ids, attention_mask = right_padded(3, tiny["vocab_size"], batch, length, {1: 9, 2: 6}, pad=tiny["pad_token_id"])
+    input_ids, attention_mask = right_padded(
+        3, tiny["vocab_size"], batch, length, {1: 9, 2: 6}, pad=tiny["pad_token_id"]
+    )
     input_ids[:, 3] = tiny["sep_token_id"]
     input_ids[:, 4] = tiny["sep_token_id"]
     for row in range(batch):

@@ -26,7 +26,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -103,7 +102,7 @@ def watch_checkpoint_writes(callback: ParkAt) -> None:
     TrainerState.save_to_json = after(TrainerState.save_to_json)
 
 
-def main(args: list[str], fault_at: Optional[str] = None, fault_dir: Optional[str] = None, fault_rank: int = 0) -> None:
+def main(args: list[str], fault_at: str | None = None, fault_dir: str | None = None, fault_rank: int = 0) -> None:
     callbacks = []
     if fault_at:
         callback = ParkAt(fault_at, fault_dir, fault_rank)
@@ -113,5 +112,9 @@ def main(args: list[str], fault_at: Optional[str] = None, fault_dir: Optional[st
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:], os.environ.get("HF_SCRATCH_FAULT_AT"), os.environ.get("HF_SCRATCH_FAULT_DIR"),
-         int(os.environ.get("HF_SCRATCH_FAULT_RANK", "0")))
+    main(
+        sys.argv[1:],
+        os.environ.get("HF_SCRATCH_FAULT_AT"),
+        os.environ.get("HF_SCRATCH_FAULT_DIR"),
+        int(os.environ.get("HF_SCRATCH_FAULT_RANK", "0")),
+    )

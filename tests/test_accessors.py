@@ -17,10 +17,22 @@ import hf_scratch
 
 
 def transformer(**overrides):
-    return hf_scratch.ScratchTransformerConfig(**{**dict(
-        vocab_size=30, hidden_size=8, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, max_position_embeddings=16,
-    ), **overrides})
+    return hf_scratch.ScratchTransformerConfig(
+        **{
+            **dict(
+                vocab_size=30,
+                hidden_size=8,
+                encoder_layers=1,
+                decoder_layers=1,
+                encoder_attention_heads=2,
+                decoder_attention_heads=2,
+                encoder_ffn_dim=16,
+                decoder_ffn_dim=16,
+                max_position_embeddings=16,
+            ),
+            **overrides,
+        }
+    )
 
 
 def rnn(**overrides):
@@ -28,34 +40,76 @@ def rnn(**overrides):
 
 
 def transfo_xl(**overrides):
-    return hf_scratch.ScratchTransfoXLConfig(**{**dict(
-        vocab_size=30, cutoffs=[10, 20], div_val=2, hidden_size=8, embedding_size=8, num_hidden_layers=1,
-        num_attention_heads=2, head_dim=4, intermediate_size=16, mem_len=4, same_length=False,
-    ), **overrides})
+    return hf_scratch.ScratchTransfoXLConfig(
+        **{
+            **dict(
+                vocab_size=30,
+                cutoffs=[10, 20],
+                div_val=2,
+                hidden_size=8,
+                embedding_size=8,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                head_dim=4,
+                intermediate_size=16,
+                mem_len=4,
+                same_length=False,
+            ),
+            **overrides,
+        }
+    )
 
 
 SEPARATE = dict(share_encoder_decoder_embeddings=False, tie_word_embeddings=False, decoder_vocab_size=20)
 
 # (head, config, {accessor: the attribute path it must give, "self", or None})
 CASES = [
-    ("ScratchTransformerModel", transformer(), dict(
-        input="encoder.embeddings.tokens", output=None, encoder="encoder", decoder="decoder")),
-    ("ScratchTransformerModel", transformer(**SEPARATE), dict(
-        input="encoder.embeddings.tokens", output=None, encoder="encoder", decoder="decoder")),
-    ("ScratchTransformerForConditionalGeneration", transformer(), dict(
-        input="model.encoder.embeddings.tokens", output="lm_head", encoder="model.encoder", decoder="model.decoder")),
-    ("ScratchTransformerForConditionalGeneration", transformer(**SEPARATE), dict(
-        input="model.encoder.embeddings.tokens", output="lm_head", encoder="model.encoder", decoder="model.decoder")),
+    (
+        "ScratchTransformerModel",
+        transformer(),
+        dict(input="encoder.embeddings.tokens", output=None, encoder="encoder", decoder="decoder"),
+    ),
+    (
+        "ScratchTransformerModel",
+        transformer(**SEPARATE),
+        dict(input="encoder.embeddings.tokens", output=None, encoder="encoder", decoder="decoder"),
+    ),
+    (
+        "ScratchTransformerForConditionalGeneration",
+        transformer(),
+        dict(
+            input="model.encoder.embeddings.tokens", output="lm_head", encoder="model.encoder", decoder="model.decoder"
+        ),
+    ),
+    (
+        "ScratchTransformerForConditionalGeneration",
+        transformer(**SEPARATE),
+        dict(
+            input="model.encoder.embeddings.tokens", output="lm_head", encoder="model.encoder", decoder="model.decoder"
+        ),
+    ),
     ("ScratchRNNModel", rnn(), dict(input="encoder.embed_tokens", output=None, encoder="encoder", decoder="decoder")),
-    ("ScratchRNNForConditionalGeneration", rnn(), dict(
-        input="model.encoder.embed_tokens", output="lm_head", encoder="model.encoder", decoder="model.decoder")),
-    ("ScratchRNNForSequenceClassification", rnn(), dict(
-        input="model.encoder.embed_tokens", output=None, encoder="model.encoder", decoder=None)),
+    (
+        "ScratchRNNForConditionalGeneration",
+        rnn(),
+        dict(input="model.encoder.embed_tokens", output="lm_head", encoder="model.encoder", decoder="model.decoder"),
+    ),
+    (
+        "ScratchRNNForSequenceClassification",
+        rnn(),
+        dict(input="model.encoder.embed_tokens", output=None, encoder="model.encoder", decoder=None),
+    ),
     ("ScratchTransfoXLModel", transfo_xl(), dict(input="word_embeddings", output=None, encoder="self", decoder="self")),
-    ("ScratchTransfoXLModel", transfo_xl(div_val=1, cutoffs=[]), dict(
-        input="word_embeddings", output=None, encoder="self", decoder="self")),
-    ("ScratchTransfoXLLMHeadModel", transfo_xl(), dict(
-        input="model.word_embeddings", output="lm_head", encoder="self", decoder="model")),
+    (
+        "ScratchTransfoXLModel",
+        transfo_xl(div_val=1, cutoffs=[]),
+        dict(input="word_embeddings", output=None, encoder="self", decoder="self"),
+    ),
+    (
+        "ScratchTransfoXLLMHeadModel",
+        transfo_xl(),
+        dict(input="model.word_embeddings", output="lm_head", encoder="self", decoder="model"),
+    ),
 ]
 IDS = [f"{head}-{index}" for index, (head, _, _) in enumerate(CASES)]
 

@@ -66,7 +66,11 @@ def test_multiple_choice_parity():
     reference = transformers.BertForMultipleChoice(BertConfig(**TINY)).eval()
     input_ids, attention_mask, token_type_ids = padded_batch(batch=4)
     shape = (2, 2, input_ids.shape[-1])
-    inputs = dict(input_ids=input_ids.view(shape), attention_mask=attention_mask.view(shape), token_type_ids=token_type_ids.view(shape))
+    inputs = dict(
+        input_ids=input_ids.view(shape),
+        attention_mask=attention_mask.view(shape),
+        token_type_ids=token_type_ids.view(shape),
+    )
     assert_multiple_choice_parity(reference, inputs)
 
 
@@ -78,7 +82,13 @@ def test_pretraining_loss_matches_reference():
     labels[:, 2] = input_ids[:, 2]
     labels[0, 5] = 17
     nsp = torch.tensor([0, 1, 0])
-    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=labels, next_sentence_label=nsp)
+    kwargs = dict(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        token_type_ids=token_type_ids,
+        labels=labels,
+        next_sentence_label=nsp,
+    )
     with torch.no_grad():
         assert abs(reference(**kwargs).loss.item() - ours(**kwargs).loss.item()) <= 1e-5
 
@@ -119,7 +129,10 @@ def test_convert_command_line(tmp_path):
     ours = AutoModelForMaskedLM.from_pretrained(tmp_path / "ours").eval()
     input_ids, attention_mask, _ = padded_batch()
     with torch.no_grad():
-        diff = reference(input_ids=input_ids, attention_mask=attention_mask).logits - ours(input_ids=input_ids, attention_mask=attention_mask).logits
+        diff = (
+            reference(input_ids=input_ids, attention_mask=attention_mask).logits
+            - ours(input_ids=input_ids, attention_mask=attention_mask).logits
+        )
     assert diff[attention_mask.bool()].abs().max() <= 1e-4
 
 
@@ -133,10 +146,14 @@ def test_heads_compute_losses_by_problem_type():
     assert regression.config.problem_type == "regression"
     multi = ScratchBertForSequenceClassification(tiny_config(num_labels=3, problem_type="multi_label_classification"))
     out = multi(input_ids=input_ids, labels=torch.tensor([[1.0, 0, 1], [0, 0, 1], [1, 1, 1]]))
-    expected = torch.nn.functional.binary_cross_entropy_with_logits(out.logits, torch.tensor([[1.0, 0, 1], [0, 0, 1], [1, 1, 1]]))
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(
+        out.logits, torch.tensor([[1.0, 0, 1], [0, 0, 1], [1, 1, 1]])
+    )
     assert torch.allclose(out.loss, expected)
     qa = ScratchBertForQuestionAnswering(tiny_config())
-    assert qa(input_ids=input_ids, start_positions=torch.tensor([1, 2, 3]), end_positions=torch.tensor([2, 3, 3])).loss > 0
+    assert (
+        qa(input_ids=input_ids, start_positions=torch.tensor([1, 2, 3]), end_positions=torch.tensor([2, 3, 3])).loss > 0
+    )
     tokens = ScratchBertForTokenClassification(tiny_config(num_labels=4))
     labels = torch.randint(0, 4, input_ids.shape).masked_fill(attention_mask == 0, -100)
     assert tokens(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss > 0
@@ -151,15 +168,21 @@ def wordpiece(fixtures_dir):
 
 
 def test_pipelines(wordpiece, tmp_path):
-    config = tiny_config(vocab_size=len(wordpiece), num_labels=2, id2label={0: "NEG", 1: "POS"}, label2id={"NEG": 0, "POS": 1})
+    config = tiny_config(
+        vocab_size=len(wordpiece), num_labels=2, id2label={0: "NEG", 1: "POS"}, label2id={"NEG": 0, "POS": 1}
+    )
     fill = pipeline("fill-mask", model=ScratchBertForMaskedLM(config).eval(), tokenizer=wordpiece)
     predictions = fill("to be or not to [MASK]")
     assert len(predictions) == 5 and all("token_str" in p for p in predictions)
 
-    classify = pipeline("text-classification", model=ScratchBertForSequenceClassification(config).eval(), tokenizer=wordpiece)
+    classify = pipeline(
+        "text-classification", model=ScratchBertForSequenceClassification(config).eval(), tokenizer=wordpiece
+    )
     assert classify("my lord")[0]["label"] in {"NEG", "POS"}
 
-    tokens = pipeline("token-classification", model=ScratchBertForTokenClassification(config).eval(), tokenizer=wordpiece)
+    tokens = pipeline(
+        "token-classification", model=ScratchBertForTokenClassification(config).eval(), tokenizer=wordpiece
+    )
     assert all(item["entity"] in {"NEG", "POS"} for item in tokens("my good lord"))
 
     features = pipeline("feature-extraction", model=ScratchBertModel(config).eval(), tokenizer=wordpiece)
@@ -171,7 +194,7 @@ def test_pipelines(wordpiece, tmp_path):
     qa = pipeline("scratch-question-answering", model=str(tmp_path))
     answer = qa(question="who laughs?", context="the players shall laugh when the king is welcome")
     assert set(answer) >= {"answer", "score", "start", "end"}
-    assert answer["answer"] == "the players shall laugh when the king is welcome"[answer["start"]:answer["end"]]
+    assert answer["answer"] == "the players shall laugh when the king is welcome"[answer["start"] : answer["end"]]
 
 
 # ---- pre-training data and the Trainer -----------------------------------------------------------------------
@@ -212,15 +235,35 @@ def test_trainer_pretraining_loss_falls(wordpiece, fixtures_dir, tmp_path):
 
     documents = split_documents((fixtures_dir / "shakespeare.txt").read_text())
     examples = make_nsp_examples(documents, wordpiece, max_length=32, seed=0)
-    config = tiny_config(vocab_size=len(wordpiece), max_position_embeddings=32, hidden_size=48, num_attention_heads=4,
-                         intermediate_size=96, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = tiny_config(
+        vocab_size=len(wordpiece),
+        max_position_embeddings=32,
+        hidden_size=48,
+        num_attention_heads=4,
+        intermediate_size=96,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     model = ScratchBertForPreTraining(config)
     args = TrainingArguments(
-        output_dir=str(tmp_path), per_device_train_batch_size=16, max_steps=200, learning_rate=3e-3,
-        logging_steps=10, save_strategy="no", report_to=[], seed=0, use_cpu=True, warmup_steps=10, lr_scheduler_type="constant_with_warmup",
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=16,
+        max_steps=200,
+        learning_rate=3e-3,
+        logging_steps=10,
+        save_strategy="no",
+        report_to=[],
+        seed=0,
+        use_cpu=True,
+        warmup_steps=10,
+        lr_scheduler_type="constant_with_warmup",
     )
-    trainer = Trainer(model=model, args=args, train_dataset=examples,
-                      data_collator=DataCollatorForBertPreTraining(wordpiece, mlm_probability=0.15, seed=0))
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=examples,
+        data_collator=DataCollatorForBertPreTraining(wordpiece, mlm_probability=0.15, seed=0),
+    )
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert len(losses) >= 10

@@ -18,9 +18,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from training_runs import TINY  # noqa: E402
+
 import hf_scratch  # noqa: E402,F401  (registers the families)
 from training import run_classification, run_clm, run_mlm, run_translation  # noqa: E402
-from training_runs import TINY  # noqa: E402
 
 
 def without(args: list[str], *flags: str) -> list[str]:
@@ -78,23 +79,44 @@ def test_every_script_prints_its_usage():
     (one interpreter start instead of nine): it exits 0 with the usage, listing the flags users bring from
     transformers' examples."""
     scripts = sorted(str(p) for p in (REPO / "training").glob("*.py") if 'if __name__ == "__main__":' in p.read_text())
-    assert {Path(s).name for s in scripts} >= {"quickstart.py", "run_classification.py", "run_clm.py", "run_mlm.py",
-                                               "run_multiple_choice.py", "run_ner.py", "run_pretraining.py", "run_qa.py",
-                                               "run_translation.py"}
+    assert {Path(s).name for s in scripts} >= {
+        "quickstart.py",
+        "run_classification.py",
+        "run_clm.py",
+        "run_mlm.py",
+        "run_multiple_choice.py",
+        "run_ner.py",
+        "run_pretraining.py",
+        "run_qa.py",
+        "run_translation.py",
+    }
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", COLUMNS="120")
-    completed = subprocess.run([sys.executable, "-c", HELP_RUNNER, *scripts], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-c", HELP_RUNNER, *scripts], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     outcome = json.loads(completed.stdout.strip().splitlines()[-1])
     for script, (code, printed) in outcome.items():
         assert code == 0 and printed.startswith("usage: "), (script, code, printed[-2000:])
         if Path(script).name == "quickstart.py":
             continue
-        for flag in ("--overwrite_output_dir", "--cache_dir", "--token", "--trust_remote_code", "--preprocessing_num_workers",
-                     "--streaming", "--validation_split_percentage", "--resume_from_checkpoint"):
+        for flag in (
+            "--overwrite_output_dir",
+            "--cache_dir",
+            "--token",
+            "--trust_remote_code",
+            "--preprocessing_num_workers",
+            "--streaming",
+            "--validation_split_percentage",
+            "--resume_from_checkpoint",
+        ):
             assert flag in printed, (script, flag)
     help_of = {Path(script).name: printed for script, (_, printed) in outcome.items()}
     assert "--block_size" in help_of["run_clm.py"] and "--block_size" in help_of["run_mlm.py"]
-    assert "--max_source_length" in help_of["run_translation.py"] and "--max_target_length" in help_of["run_translation.py"]
+    assert (
+        "--max_source_length" in help_of["run_translation.py"]
+        and "--max_target_length" in help_of["run_translation.py"]
+    )
     assert "--block_size" not in help_of["run_qa.py"]  # only where it means something
     assert "--next_sentence_prediction" in help_of["run_pretraining.py"]  # Devlin et al. 2019 Table 5, "No NSP"
 
@@ -106,10 +128,22 @@ def test_a_json_file_of_arguments_is_the_whole_command(tmp_path):
     """As in transformers' examples, a single .json argument holds every argument (here with the examples' name
     --block_size); the script's own defaults still apply (train and evaluate, no TensorBoard unless asked)."""
     arguments = {
-        "model_type": "scratch-gpt", "tokenizer_type": "char", "output_dir": str(tmp_path / "out"), "block_size": 16,
-        "max_steps": 3, "per_device_train_batch_size": 2, "per_device_eval_batch_size": 4, "max_train_samples": 16,
-        "max_eval_samples": 4, "logging_steps": 1, "save_strategy": "no", "report_to": "none", "use_cpu": True,
-        "dataloader_pin_memory": False, "disable_tqdm": True, "seed": 0,
+        "model_type": "scratch-gpt",
+        "tokenizer_type": "char",
+        "output_dir": str(tmp_path / "out"),
+        "block_size": 16,
+        "max_steps": 3,
+        "per_device_train_batch_size": 2,
+        "per_device_eval_batch_size": 4,
+        "max_train_samples": 16,
+        "max_eval_samples": 4,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "use_cpu": True,
+        "dataloader_pin_memory": False,
+        "disable_tqdm": True,
+        "seed": 0,
     }
     (tmp_path / "args.json").write_text(json.dumps(arguments))
     data = _train_batches()
@@ -137,14 +171,37 @@ def test_a_json_file_of_arguments_is_the_whole_command(tmp_path):
 
 def test_block_size_sets_the_language_modelling_block(tmp_path):
     data = _train_batches()
-    run_mlm.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "mlm"), *without(TINY, "--max_seq_length"),
-                  "--block_size", "24"], callbacks=[data])
+    run_mlm.main(
+        [
+            "--model_type",
+            "scratch-bert",
+            "--output_dir",
+            str(tmp_path / "mlm"),
+            *without(TINY, "--max_seq_length"),
+            "--block_size",
+            "24",
+        ],
+        callbacks=[data],
+    )
     assert {len(ids) for ids in data.dataset["input_ids"]} == {24}  # [CLS] 22 tokens [SEP]
     with pytest.raises(ValueError, match="same setting"):
-        run_mlm.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "both"), *TINY, "--block_size", "24"])
+        run_mlm.main(
+            ["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "both"), *TINY, "--block_size", "24"]
+        )
     with pytest.raises(ValueError, match="exceeds the 512 positions"):  # the tiny GPT has 512 positions
-        run_clm.main(["--model_type", "scratch-gpt", "--tokenizer_type", "char", "--output_dir", str(tmp_path / "long"),
-                      *without(TINY, "--max_seq_length"), "--block_size", "1024"])
+        run_clm.main(
+            [
+                "--model_type",
+                "scratch-gpt",
+                "--tokenizer_type",
+                "char",
+                "--output_dir",
+                str(tmp_path / "long"),
+                *without(TINY, "--max_seq_length"),
+                "--block_size",
+                "1024",
+            ]
+        )
 
 
 def test_translation_lengths_workers_and_cache_dir(tmp_path):
@@ -152,10 +209,26 @@ def test_translation_lengths_workers_and_cache_dir(tmp_path):
     tokenizes in two processes (datasets writes one cache shard per process); --cache_dir holds the loaded data."""
     cache = tmp_path / "cache"
     data = _train_batches()
-    run_translation.main(["--model_type", "scratch-transformer", "--output_dir", str(tmp_path / "mt"),
-                          *without(TINY, "--max_seq_length"), "--generation_max_length", "8", "--max_source_length", "6",
-                          "--max_target_length", "5", "--preprocessing_num_workers", "2", "--cache_dir", str(cache)],
-                         callbacks=[data])
+    run_translation.main(
+        [
+            "--model_type",
+            "scratch-transformer",
+            "--output_dir",
+            str(tmp_path / "mt"),
+            *without(TINY, "--max_seq_length"),
+            "--generation_max_length",
+            "8",
+            "--max_source_length",
+            "6",
+            "--max_target_length",
+            "5",
+            "--preprocessing_num_workers",
+            "2",
+            "--cache_dir",
+            str(cache),
+        ],
+        callbacks=[data],
+    )
     assert max(len(ids) for ids in data.dataset["input_ids"]) == 6
     assert max(len(ids) for ids in data.dataset["labels"]) == 5
     arrow = [p.name for p in cache.rglob("*.arrow")]
@@ -174,8 +247,15 @@ def test_hub_flags_reach_every_download(tmp_path, monkeypatch):
 
     checkpoint = tmp_path / "published"
     tokenizer = train_tokenizer(["to be or not to be that is the question"] * 4, kind="wordpiece", vocab_size=100)
-    config = transformers.AutoConfig.for_model("scratch-bert", vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
-                                               num_attention_heads=2, intermediate_size=64, pad_token_id=tokenizer.pad_token_id)
+    config = transformers.AutoConfig.for_model(
+        "scratch-bert",
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     transformers.AutoModelForMaskedLM.from_config(config).save_pretrained(checkpoint)
     tokenizer.save_pretrained(checkpoint)
 
@@ -185,21 +265,46 @@ def test_hub_flags_reach_every_download(tmp_path, monkeypatch):
         def call(*args, **kwargs):
             calls.append((name, kwargs))
             return function(*args, **kwargs)
+
         return call
 
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", spy("snapshot_download", lambda repo_id, **kwargs: str(checkpoint)))
+    monkeypatch.setattr(
+        huggingface_hub, "snapshot_download", spy("snapshot_download", lambda repo_id, **kwargs: str(checkpoint))
+    )
     monkeypatch.setattr(datasets, "load_dataset", spy("load_dataset", datasets.load_dataset))
-    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", spy("tokenizer", transformers.AutoTokenizer.from_pretrained))
-    monkeypatch.setattr(transformers.AutoModelForMaskedLM, "from_pretrained", spy("model", transformers.AutoModelForMaskedLM.from_pretrained))
+    monkeypatch.setattr(
+        transformers.AutoTokenizer, "from_pretrained", spy("tokenizer", transformers.AutoTokenizer.from_pretrained)
+    )
+    monkeypatch.setattr(
+        transformers.AutoModelForMaskedLM,
+        "from_pretrained",
+        spy("model", transformers.AutoModelForMaskedLM.from_pretrained),
+    )
     cache = tmp_path / "cache"
-    run_mlm.main(["--model_name_or_path", "someone/tiny-bert", "--output_dir", str(tmp_path / "out"),
-                  *without(TINY, "--model_size", "--max_steps"), "--max_steps", "1",
-                  "--cache_dir", str(cache), "--token", "hf_not_a_real_token", "--trust_remote_code"])
+    run_mlm.main(
+        [
+            "--model_name_or_path",
+            "someone/tiny-bert",
+            "--output_dir",
+            str(tmp_path / "out"),
+            *without(TINY, "--model_size", "--max_steps"),
+            "--max_steps",
+            "1",
+            "--cache_dir",
+            str(cache),
+            "--token",
+            "hf_not_a_real_token",
+            "--trust_remote_code",
+        ]
+    )
     names = [name for name, _ in calls]
     assert {"snapshot_download", "load_dataset", "tokenizer", "model"} <= set(names), names
     for name, kwargs in calls:
         if name in ("snapshot_download", "load_dataset", "tokenizer"):
-            assert kwargs.get("cache_dir") == str(cache) and kwargs.get("token") == "hf_not_a_real_token", (name, kwargs)
+            assert kwargs.get("cache_dir") == str(cache) and kwargs.get("token") == "hf_not_a_real_token", (
+                name,
+                kwargs,
+            )
         if name in ("tokenizer", "model"):
             assert kwargs.get("trust_remote_code") is True, (name, kwargs)
     assert "trust_remote_code" not in dict(calls)["load_dataset"]  # datasets no longer runs loading scripts
@@ -218,18 +323,43 @@ def test_streaming_language_modelling_and_clear_errors_elsewhere(tmp_path):
     common = ["--tokenizer_name", str(tmp_path / "tokenizer"), *TINY]
     data = _train_batches()
     # a train file alone: the validation rows are held out of the stream (every index % 100 below 10)
-    results = run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "clm"), *common, "--streaming",
-                            "--train_file", str(text)], callbacks=[data])
+    results = run_clm.main(
+        [
+            "--model_type",
+            "scratch-gpt",
+            "--output_dir",
+            str(tmp_path / "clm"),
+            *common,
+            "--streaming",
+            "--train_file",
+            str(text),
+        ],
+        callbacks=[data],
+    )
     assert isinstance(data.dataset, datasets.IterableDataset)  # read lazily, never loaded
     assert [e["step"] for e in results["log_history"] if "loss" in e] == [1, 2] and "eval_loss" in results["eval"]
     assert (tmp_path / "clm" / "model.safetensors").is_file()
 
     with pytest.raises(ValueError, match="--streaming: this script needs the whole dataset"):
-        run_classification.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "cls"), *common, "--streaming"])
+        run_classification.main(
+            ["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "cls"), *common, "--streaming"]
+        )
     with pytest.raises(ValueError, match="Transformer-XL"):
-        run_clm.main(["--model_type", "scratch-transfo-xl", "--output_dir", str(tmp_path / "xl"), *common, "--streaming"])
+        run_clm.main(
+            ["--model_type", "scratch-transfo-xl", "--output_dir", str(tmp_path / "xl"), *common, "--streaming"]
+        )
     with pytest.raises(ValueError, match="cannot train a tokenizer on a stream"):
         run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "tok"), *TINY, "--streaming"])
     with pytest.raises(ValueError, match="needs --max_steps"):
-        run_clm.main(["--model_type", "scratch-gpt", "--output_dir", str(tmp_path / "steps"), *without(common, "--max_steps"),
-                      "--num_train_epochs", "1", "--streaming"])
+        run_clm.main(
+            [
+                "--model_type",
+                "scratch-gpt",
+                "--output_dir",
+                str(tmp_path / "steps"),
+                *without(common, "--max_steps"),
+                "--num_train_epochs",
+                "1",
+                "--streaming",
+            ]
+        )

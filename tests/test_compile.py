@@ -25,7 +25,6 @@ from test_robustness import call as robustness_call
 from test_robustness import tiny as robustness_model
 from torch._dynamo.testing import CompileCounterWithBackend
 
-
 ATOL = 1e-5
 KERNELS = ("eager", "sdpa")
 FULLGRAPH_BY_DEFAULT = [name for name in NAMES if name != "rnn"]

@@ -56,7 +56,8 @@ def test_a_committed_checkpoint_with_pre_lnorm_loads_as_pre_norm_blocks():
 
 
 @pytest.mark.parametrize(
-    "config_class", [hf_scratch.ScratchGPTConfig, hf_scratch.ScratchTransformerConfig, hf_scratch.ScratchTransfoXLConfig]
+    "config_class",
+    [hf_scratch.ScratchGPTConfig, hf_scratch.ScratchTransformerConfig, hf_scratch.ScratchTransfoXLConfig],
 )
 def test_pre_norm_is_the_pre_ln_switch_of_every_family_that_has_one(config_class, tmp_path):
     assert config_class().pre_norm is False

@@ -57,9 +57,13 @@ def heads_of(name: str) -> list[type]:
     config_class = type(FAMILIES[name].config(family_sizes()))
     module = inspect.getmodule(getattr(hf_scratch, FAMILIES[name].head))
     return [
-        cls for cls in vars(module).values()
-        if isinstance(cls, type) and issubclass(cls, PreTrainedModel) and cls.__module__ == module.__name__
-        and getattr(cls, "config_class", None) is config_class and not cls.__name__.endswith("PreTrainedModel")
+        cls
+        for cls in vars(module).values()
+        if isinstance(cls, type)
+        and issubclass(cls, PreTrainedModel)
+        and cls.__module__ == module.__name__
+        and getattr(cls, "config_class", None) is config_class
+        and not cls.__name__.endswith("PreTrainedModel")
     ]
 
 
@@ -103,7 +107,9 @@ def inputs_for(name: str, cls, labels: bool = False, ids: torch.Tensor | None = 
         kwargs.pop("decoder_input_ids", None)
     if is_multiple_choice(cls):
         other = changed(ids, slice(1, 3), s["vocab"])
-        kwargs = {key: torch.stack([value, other if key == "input_ids" else value], dim=1) for key, value in kwargs.items()}
+        kwargs = {
+            key: torch.stack([value, other if key == "input_ids" else value], dim=1) for key, value in kwargs.items()
+        }
     if labels:
         kwargs.update(labels_for(name, cls, kwargs))
     return kwargs
@@ -160,7 +166,9 @@ heads = pytest.mark.parametrize("name,cls", HEADS, ids=HEAD_IDS)
 def test_every_head_of_every_family_is_checked():
     for name in NAMES:
         config_class = type(FAMILIES[name].config(family_sizes()))
-        registered = {reference.split(".")[1] for auto, reference in config_class.default_auto_map.items() if auto != "AutoConfig"}
+        registered = {
+            reference.split(".")[1] for auto, reference in config_class.default_auto_map.items() if auto != "AutoConfig"
+        }
         assert registered <= {cls.__name__ for family, cls in HEADS if family == name}, name
 
 
@@ -225,7 +233,9 @@ def test_return_dict_false_gives_the_tuple(name, cls):
     assert type(run(model, kwargs, return_dict=True)).__name__ == type(as_dict).__name__
 
 
-@pytest.mark.parametrize("name,cls", [(n, c) for n, c in HEADS if is_seq2seq(n, c)], ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize(
+    "name,cls", [(n, c) for n, c in HEADS if is_seq2seq(n, c)], ids=lambda v: getattr(v, "__name__", v)
+)
 def test_encoder_of_a_seq2seq_model_returns_the_tuple_too(name, cls):
     """``get_encoder()`` is called on its own (generate does, with return_dict=True); it follows the same contract."""
     model = build(name, cls)
@@ -256,8 +266,10 @@ def expected_maps(name: str, cls, model, kwargs: dict) -> dict:
     if is_seq2seq(name, cls):
         target = kwargs["decoder_input_ids"].shape[1]
         if name == "rnn":
-            maps = {"encoder_hidden_states": [(rows, length, hidden)] * (config.encoder_layers + 1),
-                    "decoder_hidden_states": [(rows, target, hidden)] * (config.decoder_layers + 1)}
+            maps = {
+                "encoder_hidden_states": [(rows, length, hidden)] * (config.encoder_layers + 1),
+                "decoder_hidden_states": [(rows, target, hidden)] * (config.decoder_layers + 1),
+            }
             if config.attention_type != "none":
                 maps["cross_attentions"] = [(rows, 1, target, length)]
             return maps
@@ -272,8 +284,14 @@ def expected_maps(name: str, cls, model, kwargs: dict) -> dict:
         return {"hidden_states": [(rows, length, hidden)] * (config.encoder_layers + 1)}
     maps = {"hidden_states": [(rows, length, hidden)] * (config.num_hidden_layers + 1)}
     if name == "longformer":
-        num_global = int(kwargs["global_attention_mask"].reshape(rows, length).sum(-1).max()) if "global_attention_mask" in kwargs else 0
-        maps["attentions"] = [(rows, heads_, length, num_global + config.attention_window + 1)] * config.num_hidden_layers
+        num_global = (
+            int(kwargs["global_attention_mask"].reshape(rows, length).sum(-1).max())
+            if "global_attention_mask" in kwargs
+            else 0
+        )
+        maps["attentions"] = [
+            (rows, heads_, length, num_global + config.attention_window + 1)
+        ] * config.num_hidden_layers
         if num_global:
             maps["global_attentions"] = [(rows, heads_, length, num_global)] * config.num_hidden_layers
     else:  # BERT, GPT, Transformer-XL (first segment: no memory)
@@ -370,7 +388,11 @@ def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def is_tied(model) -> bool:
     """Does the head tie its output projection to its input embeddings (transformers' ``_tied_weights_keys``)?"""
-    return model.get_output_embeddings() is not None and bool(model.config.tie_word_embeddings) and bool(model._tied_weights_keys)
+    return (
+        model.get_output_embeddings() is not None
+        and bool(model.config.tie_word_embeddings)
+        and bool(model._tied_weights_keys)
+    )
 
 
 def input_table(model) -> torch.Tensor:
@@ -386,7 +408,9 @@ def test_get_and_set_input_embeddings(name, cls):
     assert isinstance(embedding, nn.Module) and embedding_rows(embedding) == model.config.vocab_size
     before = run(model, kwargs)[0]
     if isinstance(embedding, nn.Embedding):  # a larger table: the id check follows the module now in place
-        replacement = nn.Embedding(embedding_rows(embedding) + 4, embedding.embedding_dim, padding_idx=embedding.padding_idx)
+        replacement = nn.Embedding(
+            embedding_rows(embedding) + 4, embedding.embedding_dim, padding_idx=embedding.padding_idx
+        )
     else:  # Transformer-XL's adaptive input: a perturbed copy
         replacement = randomised_copy(embedding)
     calls = []
@@ -409,7 +433,8 @@ BUILT_IN_ACCESSORS = {
 
 
 @pytest.mark.parametrize(
-    "name,cls", [(n, c) for n, c in HEADS if n in BUILT_IN_ACCESSORS],
+    "name,cls",
+    [(n, c) for n, c in HEADS if n in BUILT_IN_ACCESSORS],
     ids=[i for (n, _), i in zip(HEADS, HEAD_IDS) if n in BUILT_IN_ACCESSORS],
 )
 def test_built_in_embedding_accessors_reach_the_named_modules(name, cls):

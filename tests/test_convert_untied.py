@@ -15,23 +15,35 @@ from safetensors.torch import load_file, save_file
 
 from hf_scratch.convert import _conversion_for_reference, from_transformers, load_reference_checkpoint, to_transformers
 
-
-GPT_TINY = dict(vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=48, pad_token_id=0, bos_token_id=1,
-                eos_token_id=2)
+GPT_TINY = dict(
+    vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=48, pad_token_id=0, bos_token_id=1, eos_token_id=2
+)
 MARIAN_PAD = 98  # Marian's convention: pad = decoder start = the last id
 MARIAN_TINY = dict(
-    vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-    decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=40, max_position_embeddings=40,
-    activation_function="swish", scale_embedding=True, pad_token_id=MARIAN_PAD, decoder_start_token_id=MARIAN_PAD,
-    eos_token_id=0, forced_eos_token_id=None,
+    vocab_size=99,
+    d_model=32,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=48,
+    decoder_ffn_dim=40,
+    max_position_embeddings=40,
+    activation_function="swish",
+    scale_embedding=True,
+    pad_token_id=MARIAN_PAD,
+    decoder_start_token_id=MARIAN_PAD,
+    eos_token_id=0,
+    forced_eos_token_id=None,
 )
 
 
 def _bert():
     input_ids, attention_mask, token_type_ids = bert_batch()
     config = transformers.BertConfig(**FAMILIES["bert"].tiny, tie_word_embeddings=False)
-    return transformers.BertForMaskedLM(config), dict(input_ids=input_ids, attention_mask=attention_mask,
-                                                      token_type_ids=token_type_ids)
+    return transformers.BertForMaskedLM(config), dict(
+        input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+    )
 
 
 def _gpt(reference_class, config_class):
@@ -48,10 +60,12 @@ def _marian(share: bool):
         input_ids, attention_mask = transformer_sources(vocab=MARIAN_PAD, pad=MARIAN_PAD)
         decoder_input_ids = torch.randint(1, MARIAN_PAD, (3, 7))
         decoder_input_ids[:, 0] = MARIAN_PAD
-        config = transformers.MarianConfig(**MARIAN_TINY, tie_word_embeddings=False,
-                                           share_encoder_decoder_embeddings=share)
-        return transformers.MarianMTModel(config), dict(input_ids=input_ids, attention_mask=attention_mask,
-                                                        decoder_input_ids=decoder_input_ids)
+        config = transformers.MarianConfig(
+            **MARIAN_TINY, tie_word_embeddings=False, share_encoder_decoder_embeddings=share
+        )
+        return transformers.MarianMTModel(config), dict(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids
+        )
 
     return build
 
@@ -147,8 +161,11 @@ def test_untied_checkpoint_directory_converts(name, tmp_path):
 def _strip(directory, keys) -> None:
     weights = load_file(str(directory / "model.safetensors"))
     assert all(key in weights for key in keys)
-    save_file({k: v for k, v in weights.items() if k not in keys}, str(directory / "model.safetensors"),
-              metadata={"format": "pt"})
+    save_file(
+        {k: v for k, v in weights.items() if k not in keys},
+        str(directory / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
 
 
 def test_checkpoints_written_before_transformers_5_load(tmp_path):
@@ -188,8 +205,13 @@ def test_config_that_no_longer_describes_the_weights_is_refused():
     [
         {"tie_word_embeddings": False},  # one table per cluster, projections tied but the first
         {"tie_word_embeddings": False, "tie_projs": [False, False, False]},
-        {"div_val": 1, "embedding_size": 12, "tie_word_embeddings": False, "tie_projs": [True, False, True],
-         "pre_norm": True},  # one projected table
+        {
+            "div_val": 1,
+            "embedding_size": 12,
+            "tie_word_embeddings": False,
+            "tie_projs": [True, False, True],
+            "pre_norm": True,
+        },  # one projected table
     ],
 )
 def test_transfo_xl_untied_softmax_loads_from_the_reference_layout(overrides, tmp_path):

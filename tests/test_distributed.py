@@ -30,8 +30,11 @@ import distributed_worker as worker  # noqa: E402
 from families import FAMILIES, NAMES, fixed_sizes  # noqa: E402
 
 FSDP2_CONFIG = REPO / "training" / "accelerate_configs" / "fsdp2.yaml"
-ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+ENV = dict(
+    os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false"
+)
 TIMEOUT = 300
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -41,9 +44,20 @@ def free_port() -> int:
 
 def launch(out: Path, *launch_args: str, worker_args: tuple = ()) -> subprocess.Popen:
     command = [
-        sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch", "--config_file", str(FSDP2_CONFIG),
-        "--mixed_precision", "no", "--dynamo_backend", "no", *launch_args,
-        str(Path(worker.__file__)), str(out), *worker_args,
+        sys.executable,
+        "-m",
+        "accelerate.commands.accelerate_cli",
+        "launch",
+        "--config_file",
+        str(FSDP2_CONFIG),
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        *launch_args,
+        str(Path(worker.__file__)),
+        str(out),
+        *worker_args,
     ]
     return subprocess.Popen(command, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -116,7 +130,7 @@ def test_fsdp2_sharded_and_full_checkpoints_resume_exactly(fsdp_run, family):
         assert {f"{part}/__0_0.distcp", f"{part}/__1_0.distcp", f"{part}/.metadata"} <= set(files["SHARDED_STATE_DICT"])
     assert files["FULL_STATE_DICT"] == ["optimizer.bin", "pytorch_model_fsdp.bin"]  # gathered, written by rank 0
     for kind, resumed in run["resumed"].items():
-        assert resumed["losses"] == run["losses"][worker.SAVE_AT:], kind  # the same steps, bit for bit
+        assert resumed["losses"] == run["losses"][worker.SAVE_AT :], kind  # the same steps, bit for bit
         assert resumed["same_final_weights"], kind
 
 
@@ -169,8 +183,14 @@ def test_fsdp2_consolidated_checkpoints_load_with_remote_code_alone(consolidated
     script.write_text(REMOTE_LOADER)
     env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
     env["HF_MODULES_CACHE"] = str(tmp_path / "modules")
-    completed = subprocess.run([sys.executable, "-I", str(script), json.dumps(jobs), str(tmp_path / "out.pt")],
-                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    completed = subprocess.run(
+        [sys.executable, "-I", str(script), json.dumps(jobs), str(tmp_path / "out.pt")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     loaded = torch.load(tmp_path / "out.pt")
     real = torch.tensor(PADDED["attention_mask"], dtype=torch.bool)
@@ -186,8 +206,20 @@ def test_two_machines_on_localhost_match_one_machine(fsdp_run, tmp_path):
     launched as on two real nodes; the same losses and final weights as the two processes of one machine."""
     port = str(free_port())
     machines = [
-        launch(tmp_path, "--num_machines", "2", "--num_processes", "2", "--machine_rank", str(rank),
-               "--main_process_ip", "127.0.0.1", "--main_process_port", port, worker_args=("--families", "gpt"))
+        launch(
+            tmp_path,
+            "--num_machines",
+            "2",
+            "--num_processes",
+            "2",
+            "--machine_rank",
+            str(rank),
+            "--main_process_ip",
+            "127.0.0.1",
+            "--main_process_port",
+            port,
+            worker_args=("--families", "gpt"),
+        )
         for rank in (0, 1)
     ]
     for machine in machines:
@@ -226,11 +258,15 @@ def _inputs(family: str) -> tuple[dict, dict]:
 
 # Besides each family's default: the configurations that change what is shared between modules.
 WRAP_VARIANTS = {
-    "transformer": {"shared embedding, untied output": {"tie_word_embeddings": False},
-                    "separate vocabularies, untied": {"share_encoder_decoder_embeddings": False, "tie_word_embeddings": False}},
-    "transfo_xl": {"shared u and v": {"untie_r": False},
-                   "projected input, tied projections": {"embedding_size": 4, "tie_projs": [True, False, True]},
-                   "one table per cluster, untied": {"div_val": 2, "tie_word_embeddings": False, "tie_projs": [False] * 3}},
+    "transformer": {
+        "shared embedding, untied output": {"tie_word_embeddings": False},
+        "separate vocabularies, untied": {"share_encoder_decoder_embeddings": False, "tie_word_embeddings": False},
+    },
+    "transfo_xl": {
+        "shared u and v": {"untie_r": False},
+        "projected input, tied projections": {"embedding_size": 4, "tie_projs": [True, False, True]},
+        "one table per cluster, untied": {"div_val": 2, "tie_word_embeddings": False, "tie_projs": [False] * 3},
+    },
 }
 # Ties accelerate's FSDP2 preparation cannot place: it puts get_input_embeddings() and get_output_embeddings() in
 # one unit only when their ``.weight`` is the same tensor; any other weight the two share ends up in two units, and
@@ -274,7 +310,9 @@ def test_every_family_wraps_its_no_split_modules(one_process_group, family, over
     assert block_classes, f"{family} declares no _no_split_modules"
     blocks = [m for m in model.modules() if type(m).__name__ in block_classes]
     assert {type(b).__name__ for b in blocks} == block_classes  # every declared class exists in the model
-    plugin = worker.fsdp2_plugin(fsdp_version=2, auto_wrap_policy="transformer_based_wrap", cpu_ram_efficient_loading=False)
+    plugin = worker.fsdp2_plugin(
+        fsdp_version=2, auto_wrap_policy="transformer_based_wrap", cpu_ram_efficient_loading=False
+    )
     sharded = worker.shard(model, worker.AcceleratorOnCPU(plugin, 0, 1, dist.barrier))
 
     units = worker.fsdp_units(sharded)
@@ -320,7 +358,9 @@ def test_a_sharded_model_saves_as_its_hf_scratch_class(one_process_group, family
     common.prepare_for_saving(model, tokenizer=None)
     model.save_pretrained(tmp_path / "unsharded")
     reference = copy.deepcopy(model)
-    plugin = worker.fsdp2_plugin(fsdp_version=2, auto_wrap_policy="transformer_based_wrap", cpu_ram_efficient_loading=False)
+    plugin = worker.fsdp2_plugin(
+        fsdp_version=2, auto_wrap_policy="transformer_based_wrap", cpu_ram_efficient_loading=False
+    )
     sharded = worker.shard(model, worker.AcceleratorOnCPU(plugin, 0, 1, dist.barrier))
     assert type(sharded) is not hf_class and isinstance(sharded, hf_class)  # FSDP<Class>, defined in torch
     assert common.saved_class(sharded) is hf_class and common.saved_class(reference) is hf_class
@@ -353,9 +393,20 @@ def test_accelerate_gives_cpu_processes_no_fsdp_state():
     """The limitation the worker works around (its docstring): with the launcher's FSDP2 environment, an Accelerator
     on CPU is MULTI_CPU without an FSDP plugin — the Trainer would run plain DDP. When accelerate lifts this, this
     test fails, and the sharded runs above should move to the Trainer."""
-    env = dict(ENV, ACCELERATE_USE_FSDP="true", FSDP_VERSION="2", FSDP_AUTO_WRAP_POLICY="TRANSFORMER_BASED_WRAP",
-               RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    completed = subprocess.run([sys.executable, "-c", CPU_STATE_PROBE], env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    env = dict(
+        ENV,
+        ACCELERATE_USE_FSDP="true",
+        FSDP_VERSION="2",
+        FSDP_AUTO_WRAP_POLICY="TRANSFORMER_BASED_WRAP",
+        RANK="0",
+        LOCAL_RANK="0",
+        WORLD_SIZE="1",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(free_port()),
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", CPU_STATE_PROBE], env=env, capture_output=True, text=True, timeout=TIMEOUT
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert json.loads(completed.stdout.strip().splitlines()[-1]) == {"type": "DistributedType.MULTI_CPU", "fsdp": False}
 

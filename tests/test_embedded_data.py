@@ -80,6 +80,8 @@ def test_embedded_tasks_hold_every_play():
     """Each play gives at least a fifth of the rows of the plays (classification) and speakers (QA) tasks."""
     for task, play_of in (("plays", lambda row: row["label"]), ("speakers", lambda row: row["id"].rsplit("-", 1)[0])):
         for split in ("train", "validation"):
-            rows = [json.loads(line) for line in (DATA / task / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()]
+            rows = [
+                json.loads(line) for line in (DATA / task / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
+            ]
             counts = collections.Counter(map(play_of, rows))
             assert set(counts) == set(PLAYS) and min(counts.values()) >= len(rows) / 5, (task, split, counts)

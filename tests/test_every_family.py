@@ -7,8 +7,8 @@ gives the same model. What only one family has stays in its own file (``test_<fa
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import pytest
 import torch
@@ -34,7 +34,6 @@ from transformers import (
 
 import hf_scratch
 
-
 # --------------------------------------------------------------------------------------------------------------
 # Each family's padded batch, with the labels of its main head
 # --------------------------------------------------------------------------------------------------------------
@@ -42,8 +41,12 @@ import hf_scratch
 
 def masked(input_ids: torch.Tensor, attention_mask: torch.Tensor, **extra) -> dict:
     """Labels = the ids, -100 on padding (masked and causal language modelling)."""
-    return {"input_ids": input_ids, "attention_mask": attention_mask, **extra,
-            "labels": input_ids.masked_fill(attention_mask == 0, -100)}
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        **extra,
+        "labels": input_ids.masked_fill(attention_mask == 0, -100),
+    }
 
 
 def translation(input_ids: torch.Tensor, attention_mask: torch.Tensor, low: int) -> dict:
@@ -157,23 +160,45 @@ INPUT_CASES = [  # (family, the inputs, words the message must contain)
     ("gpt", lambda: dict(input_ids=_ids([1, 2, 3]), attention_mask=torch.full((1, 3), 2)), "0 and 1"),
     ("gpt", lambda: dict(input_ids=_ids([1, 2, 3]), inputs_embeds=torch.zeros(1, 3, 32)), "exactly one"),
     ("transformer", lambda: dict(input_ids=_ids([3, 4]), decoder_input_ids=_ids([1, 70])), "decoder_input_ids"),
-    ("transformer", lambda: dict(input_ids=_ids([3, 4]), decoder_input_ids=_ids([1, 3]),
-                                 decoder_attention_mask=torch.ones(1, 5)), "decoder_attention_mask"),
+    (
+        "transformer",
+        lambda: dict(input_ids=_ids([3, 4]), decoder_input_ids=_ids([1, 3]), decoder_attention_mask=torch.ones(1, 5)),
+        "decoder_attention_mask",
+    ),
     ("transformer", lambda: dict(input_ids=_ids([3, 4])), "decoder_input_ids"),
     ("transformer", lambda: dict(input_ids=_ids([3, 4]), labels=torch.tensor([1, 2])), "labels"),
-    ("transformer", lambda: dict(input_ids=_ids([3, 4]), decoder_input_ids=_ids([1]),
-                                 past_key_values=transformers.DynamicCache()), "EncoderDecoderCache"),
-    ("transfo_xl", lambda: dict(input_ids=torch.randint(0, 40, (2, 5)), labels=torch.randint(0, 40, (2, 3))),
-     "labels must have the shape"),
+    (
+        "transformer",
+        lambda: dict(input_ids=_ids([3, 4]), decoder_input_ids=_ids([1]), past_key_values=transformers.DynamicCache()),
+        "EncoderDecoderCache",
+    ),
+    (
+        "transfo_xl",
+        lambda: dict(input_ids=torch.randint(0, 40, (2, 5)), labels=torch.randint(0, 40, (2, 3))),
+        "labels must have the shape",
+    ),
     ("transfo_xl", lambda: dict(), "exactly one"),
-    ("longformer", lambda: dict(input_ids=_ids([3, 4, 5]), global_attention_mask=torch.ones(1, 2)), "global_attention_mask"),
-    ("longformer", lambda: dict(input_ids=_ids([3, 4, 5]), global_attention_mask=torch.full((1, 3), 2)),
-     "global_attention_mask"),
+    (
+        "longformer",
+        lambda: dict(input_ids=_ids([3, 4, 5]), global_attention_mask=torch.ones(1, 2)),
+        "global_attention_mask",
+    ),
+    (
+        "longformer",
+        lambda: dict(input_ids=_ids([3, 4, 5]), global_attention_mask=torch.full((1, 3), 2)),
+        "global_attention_mask",
+    ),
     ("rnn", lambda: dict(input_ids=_ids([1, 2]), decoder_input_ids=_ids([1, 70])), "decoder_input_ids"),
-    ("rnn", lambda: dict(input_ids=_ids([0, 2, 3]), attention_mask=_ids([0, 1, 1]), decoder_input_ids=_ids([1])),
-     "padding_side"),
-    ("rnn", lambda: dict(input_ids=_ids([1, 2]), decoder_input_ids=_ids([1]), past_key_values=(torch.zeros(1),)),
-     "past_key_values"),
+    (
+        "rnn",
+        lambda: dict(input_ids=_ids([0, 2, 3]), attention_mask=_ids([0, 1, 1]), decoder_input_ids=_ids([1])),
+        "padding_side",
+    ),
+    (
+        "rnn",
+        lambda: dict(input_ids=_ids([1, 2]), decoder_input_ids=_ids([1]), past_key_values=(torch.zeros(1),)),
+        "past_key_values",
+    ),
 ]
 # the model each family's inputs go to: the encoders' base model, the generative families' main head
 INPUT_MODELS = {"bert": "ScratchBertModel", "longformer": "ScratchLongformerModel"}
@@ -278,11 +303,13 @@ def test_trainer_reports_the_loss_the_model_computes(name, tmp_path):
     model = tiny(name, **without_dropout(name)).eval()
     batch = {key: value for key, value in BATCHES[name]().items() if isinstance(value, torch.Tensor)}
     rows = [{key: value[i] for key, value in batch.items()} for i in range(len(batch["labels"]))]
-    arguments = transformers.TrainingArguments(str(tmp_path), per_device_eval_batch_size=len(rows), report_to="none",
-                                               use_cpu=True, disable_tqdm=True)
+    arguments = transformers.TrainingArguments(
+        str(tmp_path), per_device_eval_batch_size=len(rows), report_to="none", use_cpu=True, disable_tqdm=True
+    )
     reported = transformers.Trainer(model=model, args=arguments).evaluate(rows)["eval_loss"]
     with torch.no_grad():
         assert reported == pytest.approx(float(model(**batch).loss), rel=1e-5)
+
 
 @pytest.mark.parametrize("name", NAMES)
 def test_resuming_from_weights_saved_without_tied_copies_reports_nothing_missing(name, tmp_path):
@@ -317,7 +344,7 @@ class Saved:
 
     auto_class: type  # loads the main head
     base: str  # what AutoModel loads
-    tied: Optional[Callable] = None  # reloaded model → (output weight, input weight) that must stay one tensor
+    tied: Callable | None = None  # reloaded model → (output weight, input weight) that must stay one tensor
     also_loads_as: dict = field(default_factory=dict)  # other Auto classes the checkpoint serves: {auto class: head}
 
 
@@ -327,22 +354,35 @@ def mlm_tie(model):
 
 SAVED = {
     "bert": Saved(AutoModelForMaskedLM, "ScratchBertModel", tied=mlm_tie),
-    "gpt": Saved(AutoModelForCausalLM, "ScratchGPTModel",
-                 tied=lambda model: (model.lm_head.weight, model.model.embeddings.word.weight),
-                 also_loads_as={AutoModelForMultipleChoice: "ScratchGPTForMultipleChoice"}),
+    "gpt": Saved(
+        AutoModelForCausalLM,
+        "ScratchGPTModel",
+        tied=lambda model: (model.lm_head.weight, model.model.embeddings.word.weight),
+        also_loads_as={AutoModelForMultipleChoice: "ScratchGPTForMultipleChoice"},
+    ),
     "transformer": Saved(AutoModelForSeq2SeqLM, "ScratchTransformerModel"),
     "transfo_xl": Saved(AutoModelForCausalLM, "ScratchTransfoXLModel"),
     "longformer": Saved(AutoModelForMaskedLM, "ScratchLongformerModel", tied=mlm_tie),
-    "rnn": Saved(AutoModelForSeq2SeqLM, "ScratchRNNModel",
-                 tied=lambda model: (model.lm_head.weight, model.model.encoder.embed_tokens.weight),
-                 also_loads_as={AutoModelForSequenceClassification: "ScratchRNNForSequenceClassification"}),
+    "rnn": Saved(
+        AutoModelForSeq2SeqLM,
+        "ScratchRNNModel",
+        tied=lambda model: (model.lm_head.weight, model.model.encoder.embed_tokens.weight),
+        also_loads_as={AutoModelForSequenceClassification: "ScratchRNNForSequenceClassification"},
+    ),
 }
 
 
 def module_files(name: str) -> list[str]:
     """The code a checkpoint carries for trust_remote_code: the family's pair and the core they import."""
-    core = ["configuration_common.py", "modeling_common.py", "attention.py", "inputs.py", "layers.py", "losses.py",
-            "positional.py"]
+    core = [
+        "configuration_common.py",
+        "modeling_common.py",
+        "attention.py",
+        "inputs.py",
+        "layers.py",
+        "losses.py",
+        "positional.py",
+    ]
     own = {"rnn": ["recurrent.py"], "transfo_xl": ["adaptive_softmax.py"], "longformer": ["banded_attention.py"]}
     return [f"modeling_{name}.py", f"configuration_{name}.py", *core, *own.get(name, [])]
 

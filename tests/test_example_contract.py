@@ -55,24 +55,59 @@ def _configs(tokenizer, family: str):
     ids = {name: getattr(tokenizer, name) for name in ("pad_token_id", "bos_token_id", "eos_token_id")}
     vocab = len(tokenizer)
     if family == "bert":
-        return hf_scratch.ScratchBertConfig(vocab_size=vocab, num_hidden_layers=1, max_position_embeddings=64,
-                                            pad_token_id=tokenizer.pad_token_id, **HIDDEN)
+        return hf_scratch.ScratchBertConfig(
+            vocab_size=vocab,
+            num_hidden_layers=1,
+            max_position_embeddings=64,
+            pad_token_id=tokenizer.pad_token_id,
+            **HIDDEN,
+        )
     if family == "gpt":
-        return hf_scratch.ScratchGPTConfig(vocab_size=vocab, num_hidden_layers=1, max_position_embeddings=64,
-                                           bos_token_id=ids["bos_token_id"], eos_token_id=ids["eos_token_id"], **HIDDEN)
+        return hf_scratch.ScratchGPTConfig(
+            vocab_size=vocab,
+            num_hidden_layers=1,
+            max_position_embeddings=64,
+            bos_token_id=ids["bos_token_id"],
+            eos_token_id=ids["eos_token_id"],
+            **HIDDEN,
+        )
     if family == "transfo_xl":
         return hf_scratch.ScratchTransfoXLConfig(
-            vocab_size=vocab, cutoffs=[], div_val=1, hidden_size=16, embedding_size=16, num_hidden_layers=1,
-            num_attention_heads=2, head_dim=8, intermediate_size=32, mem_len=8,
+            vocab_size=vocab,
+            cutoffs=[],
+            div_val=1,
+            hidden_size=16,
+            embedding_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            head_dim=8,
+            intermediate_size=32,
+            mem_len=8,
         )
     if family == "longformer":
-        return hf_scratch.ScratchLongformerConfig(vocab_size=vocab, num_hidden_layers=1, max_position_embeddings=64,
-                                                  attention_window=4, pad_token_id=tokenizer.pad_token_id, **HIDDEN)
-    seq2seq = dict(ids, vocab_size=vocab, decoder_start_token_id=tokenizer.bos_token_id, hidden_size=16,
-                   encoder_layers=1, decoder_layers=1)
+        return hf_scratch.ScratchLongformerConfig(
+            vocab_size=vocab,
+            num_hidden_layers=1,
+            max_position_embeddings=64,
+            attention_window=4,
+            pad_token_id=tokenizer.pad_token_id,
+            **HIDDEN,
+        )
+    seq2seq = dict(
+        ids,
+        vocab_size=vocab,
+        decoder_start_token_id=tokenizer.bos_token_id,
+        hidden_size=16,
+        encoder_layers=1,
+        decoder_layers=1,
+    )
     if family == "transformer":
         return hf_scratch.ScratchTransformerConfig(
-            **seq2seq, encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+            **seq2seq,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=32,
+            decoder_ffn_dim=32,
             max_position_embeddings=64,
         )
     return hf_scratch.ScratchRNNConfig(**seq2seq, cell_type="lstm", attention_type="bahdanau")
@@ -91,8 +126,9 @@ CLASSIFIERS = ["bert", "gpt", "longformer", "rnn"]  # families with AutoModelFor
 
 def input_limit(config) -> int | None:
     """The longest input the model reads, as every tokenizer saved beside it must report it (``None``: no limit)."""
-    from hf_scratch.tools.tokenization import model_max_length
     from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
+
+    from hf_scratch.tools.tokenization import model_max_length
 
     limit = model_max_length(config)
     return None if limit >= VERY_LARGE_INTEGER else limit
@@ -210,7 +246,11 @@ def remote_report(folders, tmp_path_factory) -> dict:
     env.pop("PYTHONPATH", None)
     result = subprocess.run(
         [sys.executable, "-c", REMOTE_CHECK, json.dumps({name: str(path) for name, path in folders.items()})],
-        cwd=tmp_path_factory.mktemp("elsewhere"), env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path_factory.mktemp("elsewhere"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(result.stdout.split("REPORT", 1)[1])
@@ -270,15 +310,20 @@ def test_multiple_choice_follows_the_standard_contract(remote_report):
 def test_labels_round_trip_and_a_head_with_other_labels_reloads(folders, family, tmp_path):
     folder = folders[family]
     label2id = {"comedy": 0, "history": 1, "tragedy": 2}
-    config = AutoConfig.from_pretrained(folder, num_labels=3, finetuning_task="text-classification",
-                                        trust_remote_code=True)
+    config = AutoConfig.from_pretrained(
+        folder, num_labels=3, finetuning_task="text-classification", trust_remote_code=True
+    )
     model = AutoModelForSequenceClassification.from_pretrained(folder, config=config, trust_remote_code=True)
     model.config.label2id, model.config.id2label = label2id, {i: label for label, i in label2id.items()}
     model.save_pretrained(tmp_path / "classifier")
 
     reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path / "classifier", trust_remote_code=True)
     assert reloaded.config.num_labels == 3
-    assert reloaded.config.label2id == label2id and reloaded.config.id2label == {0: "comedy", 1: "history", 2: "tragedy"}
+    assert reloaded.config.label2id == label2id and reloaded.config.id2label == {
+        0: "comedy",
+        1: "history",
+        2: "tragedy",
+    }
 
     # run_classification --ignore_mismatched_sizes: the same checkpoint with two labels gets a new 2-way head
     two = AutoConfig.from_pretrained(tmp_path / "classifier", num_labels=2, trust_remote_code=True)
@@ -336,8 +381,11 @@ def test_model_max_length_is_the_input_limit(folders, family):
         if input_limit(model.config) is not None:
             longer = torch.full((1, limit + 1), 5)
             with pytest.raises(ValueError, match="position"):
-                model(input_ids=longer, attention_mask=torch.ones_like(longer),
-                      **({"decoder_input_ids": ids[:, :2]} if extra else {}))
+                model(
+                    input_ids=longer,
+                    attention_mask=torch.ones_like(longer),
+                    **({"decoder_input_ids": ids[:, :2]} if extra else {}),
+                )
 
 
 @pytest.mark.parametrize("family", ["transformer", "rnn"])
@@ -372,8 +420,10 @@ def test_trainer_evaluation_reports_loss_and_metrics_for_classifiers(folders, fa
     config = AutoConfig.from_pretrained(folder, num_labels=2, trust_remote_code=True)
     model = AutoModelForSequenceClassification.from_pretrained(folder, config=config, trust_remote_code=True)
     texts = ["the king is dead", "long live the queen", "to be or not to be", "a horse"]
-    dataset = [{**tokenizer(text, padding="max_length", max_length=8, truncation=True), "label": i % 2}
-               for i, text in enumerate(texts)]
+    dataset = [
+        {**tokenizer(text, padding="max_length", max_length=8, truncation=True), "label": i % 2}
+        for i, text in enumerate(texts)
+    ]
     seen = {}
 
     def compute_metrics(prediction):

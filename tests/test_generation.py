@@ -85,7 +85,9 @@ def test_greedy_with_the_cache_equals_recomputing_the_prefix(key):
     family, model = tiny(key)
     inputs = prompt(family, model)
     with torch.no_grad():
-        cached_lengths = decoder_lengths(model, lambda: model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False))
+        cached_lengths = decoder_lengths(
+            model, lambda: model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
+        )
         generated = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
         expected = recomputing_greedy_loop(family, model, inputs)
     first = 1 if model.config.is_encoder_decoder else PROMPT_LENGTH
@@ -120,9 +122,7 @@ def test_static_cache_equals_recomputing_the_prefix(key):
     family, model = tiny(key)
     inputs = prompt(family, model)
     with torch.no_grad():
-        generated = model.generate(
-            **inputs, max_new_tokens=NEW_TOKENS, do_sample=False, cache_implementation="static"
-        )
+        generated = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False, cache_implementation="static")
         expected = recomputing_greedy_loop(family, model, inputs)
     assert torch.equal(generated, expected)
 

@@ -61,7 +61,9 @@ def test_lm_and_base_parity_padded_batch_and_round_trip(family, attn_implementat
     labels = input_ids.masked_fill(attention_mask == 0, -100)
     for head, field in (("Model", "last_hidden_state"), ("LMHeadModel", "logits")):
         # OpenAIGPT has only the eager kernel; GPT-2 runs the same kernel as ours
-        reference = reference_model(family, head, **({"attn_implementation": attn_implementation} if family == "gpt2" else {}))
+        reference = reference_model(
+            family, head, **({"attn_implementation": attn_implementation} if family == "gpt2" else {})
+        )
         ours = from_transformers(reference).eval()
         ours.set_attn_implementation(attn_implementation)
         assert ours.config._attn_implementation == attn_implementation
@@ -91,10 +93,20 @@ def test_double_heads_parity_lm_and_multiple_choice_logits(family):
     # OpenAIGPTDoubleHeadsModel does not flatten a 3-D mask itself: hand it the flat one it can broadcast
     reference_mask = attention_mask.view(-1, 9) if family == "openai-gpt" else attention_mask
     with torch.no_grad():
-        expected = reference(input_ids=input_ids, attention_mask=reference_mask, mc_token_ids=mc_token_ids,
-                             labels=labels, mc_labels=mc_labels)
-        actual = ours(input_ids=input_ids, attention_mask=attention_mask, mc_token_ids=mc_token_ids,
-                      labels=labels, mc_labels=mc_labels)
+        expected = reference(
+            input_ids=input_ids,
+            attention_mask=reference_mask,
+            mc_token_ids=mc_token_ids,
+            labels=labels,
+            mc_labels=mc_labels,
+        )
+        actual = ours(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            mc_token_ids=mc_token_ids,
+            labels=labels,
+            mc_labels=mc_labels,
+        )
     assert actual.logits.shape == (2, 2, 9, VOCAB) and actual.mc_logits.shape == (2, 2)
     assert max_diff_on_real(expected.logits, actual.logits, attention_mask) <= 1e-4
     assert (expected.mc_logits - actual.mc_logits).abs().max() <= 1e-4
@@ -172,7 +184,11 @@ def test_load_reference_checkpoint_directory(family, tmp_path):
 def test_hub_style_gpt2_checkpoint_without_prefix_and_with_mask_buffers(tmp_path):
     """The gpt2 checkpoints on the hub store `h.0.attn.c_attn.weight` (no `transformer.`) plus old mask buffers."""
     reference = reference_model("gpt2", "LMHeadModel")
-    state = {k.removeprefix("transformer."): v.contiguous() for k, v in reference.state_dict().items() if k != "lm_head.weight"}
+    state = {
+        k.removeprefix("transformer."): v.contiguous()
+        for k, v in reference.state_dict().items()
+        if k != "lm_head.weight"
+    }
     for i in range(2):
         state[f"h.{i}.attn.bias"] = torch.tril(torch.ones(1, 1, 48, 48))
         state[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
@@ -232,9 +248,15 @@ def test_text_generation_and_classification_pipelines(fixtures_dir, tmp_path):
 
     lines = [line for line in (fixtures_dir / "shakespeare.txt").read_text().splitlines() if line.strip()]
     tokenizer = train_tokenizer(lines, "bpe", vocab_size=300)
-    config = tiny_config("post", vocab_size=len(tokenizer), pad_token_id=tokenizer.eos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, num_labels=2, id2label={0: "NEG", 1: "POS"},
-                         label2id={"NEG": 0, "POS": 1})
+    config = tiny_config(
+        "post",
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        num_labels=2,
+        id2label={0: "NEG", 1: "POS"},
+        label2id={"NEG": 0, "POS": 1},
+    )
     lm = ScratchGPTLMHeadModel(config).eval()
     lm.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
@@ -248,7 +270,9 @@ def test_text_generation_and_classification_pipelines(fixtures_dir, tmp_path):
         ids = lm.generate(**prompt, max_new_tokens=8, do_sample=False, pad_token_id=config.pad_token_id)
     assert text == tokenizer.decode(ids[0], skip_special_tokens=True)
 
-    classify = pipeline("text-classification", model=ScratchGPTForSequenceClassification(config).eval(), tokenizer=tokenizer)
+    classify = pipeline(
+        "text-classification", model=ScratchGPTForSequenceClassification(config).eval(), tokenizer=tokenizer
+    )
     results = classify(["my lord", "to be or not to be, that is the question"])
     assert [set(r) for r in results] == [{"label", "score"}] * 2 and all(r["label"] in {"NEG", "POS"} for r in results)
 
@@ -266,8 +290,10 @@ def test_generate_goes_through_the_lm_head_module():
         return output + 100.0 * torch.nn.functional.one_hot(torch.tensor(favourite), VOCAB)
 
     calls = []
-    handles = [model.lm_head.register_forward_hook(prefer_one_token),
-               model.lm_head.register_forward_hook(lambda module, inputs, output: calls.append(inputs[0].shape))]
+    handles = [
+        model.lm_head.register_forward_hook(prefer_one_token),
+        model.lm_head.register_forward_hook(lambda module, inputs, output: calls.append(inputs[0].shape)),
+    ]
     with torch.no_grad():
         steered = model.generate(prompt, max_new_tokens=4, do_sample=False, pad_token_id=0)
     for handle in handles:
@@ -301,8 +327,10 @@ def test_remote_code_loads_every_head_from_the_copied_files(tmp_path):
     remote = loaded["AutoModelForCausalLM"].from_pretrained(tmp_path).eval()
     input_ids, attention_mask = right_padded_batch()
     with torch.no_grad():
-        assert torch.equal(remote(input_ids=input_ids, attention_mask=attention_mask).logits,
-                           model(input_ids=input_ids, attention_mask=attention_mask).logits)
+        assert torch.equal(
+            remote(input_ids=input_ids, attention_mask=attention_mask).logits,
+            model(input_ids=input_ids, attention_mask=attention_mask).logits,
+        )
     assert loaded["AutoModelForMultipleChoice"].__name__ == "ScratchGPTForMultipleChoice"
 
 
@@ -369,7 +397,9 @@ def test_classifier_auxiliary_lm_goes_through_the_tied_lm_head(tmp_path):
     assert not info["missing_keys"] and not info["unexpected_keys"]
     assert reloaded.lm_head.weight is reloaded.get_input_embeddings().weight
     with torch.no_grad():
-        assert torch.equal(reloaded.eval()(input_ids=input_ids, attention_mask=attention_mask, lm_labels=lm_labels).loss, loss)
+        assert torch.equal(
+            reloaded.eval()(input_ids=input_ids, attention_mask=attention_mask, lm_labels=lm_labels).loss, loss
+        )
 
 
 @pytest.mark.parametrize("family", REFERENCES)
@@ -385,8 +415,12 @@ def test_multiple_choice_scores_each_choice_at_its_last_real_token(family):
     labels = torch.tensor([2, 0])
     reference_mask = attention_mask.view(-1, 9) if family == "openai-gpt" else attention_mask
     with torch.no_grad():
-        expected = reference(input_ids=input_ids, attention_mask=reference_mask,
-                             mc_token_ids=attention_mask.sum(-1) - 1, mc_labels=labels)
+        expected = reference(
+            input_ids=input_ids,
+            attention_mask=reference_mask,
+            mc_token_ids=attention_mask.sum(-1) - 1,
+            mc_labels=labels,
+        )
         actual = ours(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
     assert isinstance(actual, transformers.modeling_outputs.MultipleChoiceModelOutput)
     assert list(actual.keys())[0] == "loss" and actual.logits.shape == (2, 3)
@@ -404,14 +438,24 @@ def test_multiple_choice_trains_with_the_trainer_through_the_auto_class(fixtures
     lines = [line for line in (fixtures_dir / "shakespeare.txt").read_text().splitlines() if line.strip()]
     tokenizer = train_tokenizer(lines, "bpe", vocab_size=300)
     tokenizer.pad_token = tokenizer.eos_token
-    config = tiny_config("post", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, embedding_dropout_prob=0.0,
-                         multiple_choice_dropout=0.0)
+    config = tiny_config(
+        "post",
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        embedding_dropout_prob=0.0,
+        multiple_choice_dropout=0.0,
+    )
     model = AutoModelForMultipleChoice.from_config(config)
     assert type(model) is ScratchGPTForMultipleChoice
     contexts = ["to be or not", "my lord", "the king", "what light"]
-    endings = [["to be", "a horse", "the sea"], ["is here", "no", "yes indeed"], ["is dead", "lives", "sleeps"],
-               ["through yonder", "is that", "breaks"]]
+    endings = [
+        ["to be", "a horse", "the sea"],
+        ["is here", "no", "yes indeed"],
+        ["is dead", "lives", "sleeps"],
+        ["through yonder", "is that", "breaks"],
+    ]
     features = []
     for index, (context, choices) in enumerate(zip(contexts, endings)):
         encoded = tokenizer([f"{context} {choice}" for choice in choices])
@@ -424,8 +468,17 @@ def test_multiple_choice_trains_with_the_trainer_through_the_auto_class(fixtures
     expected = torch.nn.functional.cross_entropy(output.logits, batch["labels"])
     assert torch.allclose(output.loss, expected, atol=1e-6)
 
-    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=8, learning_rate=1e-2,
-                             save_strategy="no", report_to=[], use_cpu=True, logging_steps=1, disable_tqdm=True)
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        max_steps=8,
+        learning_rate=1e-2,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        logging_steps=1,
+        disable_tqdm=True,
+    )
     trainer = Trainer(model=model.train(), args=args, train_dataset=features, data_collator=collate)
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]

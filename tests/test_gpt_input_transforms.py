@@ -30,8 +30,15 @@ def task(bpe_lines):
 
 
 def tiny(task, placement="post", **overrides) -> ScratchGPTConfig:
-    return ScratchGPTConfig(vocab_size=len(task.tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                            max_position_embeddings=64, layer_norm_placement=placement, **overrides)
+    return ScratchGPTConfig(
+        vocab_size=len(task.tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        layer_norm_placement=placement,
+        **overrides,
+    )
 
 
 def test_special_tokens_are_added_and_embeddings_resized(task, bpe_lines):
@@ -41,8 +48,11 @@ def test_special_tokens_are_added_and_embeddings_resized(task, bpe_lines):
     assert tokenizer.convert_ids_to_tokens(task.extract_id) == "<|extract|>"
     # a pre-trained LM (old vocabulary) grows rows for them and keeps its tied head
     old = train_tokenizer(bpe_lines, "bpe", vocab_size=300)
-    model = ScratchGPTLMHeadModel(ScratchGPTConfig(vocab_size=len(old), hidden_size=32, num_hidden_layers=1,
-                                                   num_attention_heads=4, max_position_embeddings=64))
+    model = ScratchGPTLMHeadModel(
+        ScratchGPTConfig(
+            vocab_size=len(old), hidden_size=32, num_hidden_layers=1, num_attention_heads=4, max_position_embeddings=64
+        )
+    )
     model.resize_token_embeddings(len(tokenizer))
     assert model.lm_head.weight is model.model.embeddings.word.weight
     assert model.lm_head.weight.shape[0] == len(tokenizer)
@@ -71,7 +81,9 @@ def test_classification_frame_and_auxiliary_lm_loss(task):
     assert torch.allclose(out.logits, expected_logits, atol=1e-6)
     assert (ids[torch.arange(2), extract] == task.extract_id).all()
     lm_logits = hidden @ model.model.embeddings.word.weight.T  # L1 through the tied token embeddings
-    lm_loss = F.cross_entropy(lm_logits[:, :-1].reshape(-1, lm_logits.shape[-1]), lm_labels[:, 1:].reshape(-1), ignore_index=-100)
+    lm_loss = F.cross_entropy(
+        lm_logits[:, :-1].reshape(-1, lm_logits.shape[-1]), lm_labels[:, 1:].reshape(-1), ignore_index=-100
+    )
     task_loss = F.cross_entropy(expected_logits, labels)
     assert torch.allclose(out.loss, task_loss + 0.5 * lm_loss, atol=1e-5)
     with torch.no_grad():
@@ -96,7 +108,10 @@ def test_entailment_frame_and_padding_does_not_move_the_extract_token(task):
 
 @pytest.mark.parametrize("placement", ["post", "pre"])
 def test_similarity_sums_both_orderings_and_is_order_invariant(task, placement):
-    a, b = ["the quality of mercy is not strained", "to sleep"], ["it droppeth as the gentle rain", "perchance to dream"]
+    a, b = (
+        ["the quality of mercy is not strained", "to sleep"],
+        ["it droppeth as the gentle rain", "perchance to dream"],
+    )
     forward, backward = task.similarity(a, b), task.similarity(b, a)
     assert forward["input_ids"].shape[:2] == (2, 2)
     first = forward["input_ids"][0, 0, : int(forward["attention_mask"][0, 0].sum())].tolist()
@@ -112,7 +127,9 @@ def test_similarity_sums_both_orderings_and_is_order_invariant(task, placement):
         # each ordering alone, as a plain classification input: the decoder is unidirectional, so order matters
         single_ab = model(input_ids=forward["input_ids"][:, 0], attention_mask=forward["attention_mask"][:, 0]).logits
         single_ba = model(input_ids=forward["input_ids"][:, 1], attention_mask=forward["attention_mask"][:, 1]).logits
-        hidden = model.model(input_ids=forward["input_ids"].flatten(0, 1), attention_mask=forward["attention_mask"].flatten(0, 1)).last_hidden_state
+        hidden = model.model(
+            input_ids=forward["input_ids"].flatten(0, 1), attention_mask=forward["attention_mask"].flatten(0, 1)
+        ).last_hidden_state
     assert ab.shape == (2, 1)
     assert torch.allclose(ab, ba, atol=1e-5)
     assert (single_ab - single_ba).abs().max() > 1e-3
@@ -131,7 +148,9 @@ def test_multiple_choice_scores_each_choice_at_its_extract_token(task):
     picked = batch["input_ids"].gather(-1, batch["mc_token_ids"][..., None]).squeeze(-1)
     assert (picked == task.extract_id).all()
     row = batch["input_ids"][0, 1, : int(batch["attention_mask"][0, 1].sum())].tolist()
-    context, question, answer = (task.tokenizer(t, add_special_tokens=False)["input_ids"] for t in (contexts[0], questions[0], choices[0][1]))
+    context, question, answer = (
+        task.tokenizer(t, add_special_tokens=False)["input_ids"] for t in (contexts[0], questions[0], choices[0][1])
+    )
     assert row == [task.start_id, *context, *question, task.delimiter_id, *answer, task.extract_id]
 
     torch.manual_seed(0)
@@ -139,7 +158,9 @@ def test_multiple_choice_scores_each_choice_at_its_extract_token(task):
     mc_labels, labels = torch.tensor([0, 1]), language_modeling_labels(batch)
     with torch.no_grad():
         out = model(**batch, mc_labels=mc_labels, labels=labels)
-        hidden = model.model(input_ids=batch["input_ids"].flatten(0, 1), attention_mask=batch["attention_mask"].flatten(0, 1)).last_hidden_state
+        hidden = model.model(
+            input_ids=batch["input_ids"].flatten(0, 1), attention_mask=batch["attention_mask"].flatten(0, 1)
+        ).last_hidden_state
     states = hidden[torch.arange(6), batch["mc_token_ids"].flatten()].view(2, 3, -1)
     assert torch.allclose(out.mc_logits, model.multiple_choice_head.summary(states).squeeze(-1), atol=1e-5)
     assert torch.allclose(out.mc_loss, F.cross_entropy(out.mc_logits, mc_labels), atol=1e-6)  # softmax over choices
@@ -153,8 +174,15 @@ def test_multiple_choice_fine_tuning_learns(task):
     batch = task.multiple_choice(contexts, choices)
     batch["mc_labels"], batch["labels"] = torch.tensor([0, 1, 0, 1]), language_modeling_labels(batch)
     torch.manual_seed(0)
-    model = ScratchGPTDoubleHeadsModel(tiny(task, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                                            embedding_dropout_prob=0.0, multiple_choice_dropout=0.0)).train()
+    model = ScratchGPTDoubleHeadsModel(
+        tiny(
+            task,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            embedding_dropout_prob=0.0,
+            multiple_choice_dropout=0.0,
+        )
+    ).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     losses = []
     for _ in range(40):

@@ -81,8 +81,11 @@ def test_contributing_steps_name_every_place_a_new_family_touches():
 def test_family_files_exist_for_every_registered_family():
     for config in hf_scratch.FAMILY_CONFIGS:
         family = config.family_name()
-        for place in ("hf_scratch/configuration_<family>.py", "hf_scratch/modeling_<family>.py",
-                      "model_cards/<family>.md"):
+        for place in (
+            "hf_scratch/configuration_<family>.py",
+            "hf_scratch/modeling_<family>.py",
+            "model_cards/<family>.md",
+        ):
             assert (REPO / place.replace("<family>", family)).is_file(), (config.__name__, place)
         assert re.fullmatch(r"scratch-[a-z-]+", config.model_type), config.model_type
 

@@ -8,13 +8,13 @@ test_conformance.py, test_generation.py, …: CONTRIBUTING.md, "A family, step b
 import pytest
 import torch
 import transformers
-from hypothesis import given
-from hypothesis import strategies as st
-from torch.utils._python_dispatch import TorchDispatchMode
 from dispatch import dispatched_ops
 from families import ENCODER_HEADS, FAMILIES, assert_converts_back, assert_multiple_choice_parity, max_diff_on_real
 from families import longformer_batch as padded_batch
+from hypothesis import given
+from hypothesis import strategies as st
 from reference import dense_longformer_attention, sliding_window_mask
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LongformerConfig, pipeline
 
 from hf_scratch import (
@@ -25,8 +25,8 @@ from hf_scratch import (
     ScratchLongformerForTokenClassification,
     ScratchLongformerModel,
 )
-from hf_scratch.convert import from_transformers, to_transformers
 from hf_scratch.banded_attention import ATTENTION_KERNELS, GlobalTokens
+from hf_scratch.convert import from_transformers, to_transformers
 from hf_scratch.modeling_longformer import ScratchLongformerSelfAttention
 from hf_scratch.tools.tokenization import train_tokenizer
 
@@ -79,7 +79,9 @@ def test_default_global_attention_matches_transformers(reference_name):
     with torch.no_grad():
         expected = reference(input_ids=input_ids, attention_mask=attention_mask)
         actual = ours(input_ids=input_ids, attention_mask=attention_mask)
-        no_global = ours(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=torch.zeros_like(input_ids))
+        no_global = ours(
+            input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=torch.zeros_like(input_ids)
+        )
     field = "logits" if "logits" in expected else "start_logits"
     assert max_diff_on_real(expected[field], actual[field], attention_mask) <= 1e-4
     assert max_diff_on_real(no_global[field], actual[field], attention_mask) > 1e-4  # the default did something
@@ -91,7 +93,9 @@ def test_multiple_choice_parity():
     attention_mask[3] = 1
     shape = (2, 2, input_ids.shape[-1])
     inputs = dict(input_ids=input_ids.view(shape), attention_mask=attention_mask.view(shape))
-    assert_multiple_choice_parity(reference, inputs)  # default global attention: the tokens after the first separator pair
+    assert_multiple_choice_parity(
+        reference, inputs
+    )  # default global attention: the tokens after the first separator pair
 
 
 def test_masked_lm_loss_matches_reference():
@@ -99,7 +103,9 @@ def test_masked_lm_loss_matches_reference():
     ours = from_transformers(reference).eval()
     input_ids, attention_mask, global_attention_mask = padded_batch()
     labels = input_ids.masked_fill(attention_mask == 0, -100)
-    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask, labels=labels)
+    kwargs = dict(
+        input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask, labels=labels
+    )
     with torch.no_grad():
         assert abs(reference(**kwargs).loss.item() - ours(**kwargs).loss.item()) <= 1e-5
 
@@ -137,8 +143,14 @@ def attention_problems(draw):
 def test_banded_kernel_equals_dense_attention(problem):
     heads, length, window, dilations, real_lengths, is_global, implementation = problem
     config = ScratchLongformerConfig(
-        hidden_size=4 * heads, num_attention_heads=heads, num_hidden_layers=1, intermediate_size=8, vocab_size=10,
-        attention_window=window, attention_dilation=[dilations], attention_probs_dropout_prob=0.0,
+        hidden_size=4 * heads,
+        num_attention_heads=heads,
+        num_hidden_layers=1,
+        intermediate_size=8,
+        vocab_size=10,
+        attention_window=window,
+        attention_dilation=[dilations],
+        attention_probs_dropout_prob=0.0,
     )
     config._attn_implementation = implementation
     attention = ScratchLongformerSelfAttention(config, 0)
@@ -187,9 +199,17 @@ class _LargestTensor(TorchDispatchMode):
 @pytest.mark.parametrize("attention_dilation", [1, [[1, 4]]])
 def test_no_quadratic_tensor_anywhere(attention_dilation):
     """Forward and backward at n = 1024 with a window of 16 never create a tensor of n²/16 elements."""
-    config = ScratchLongformerConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=8, attention_window=16, attention_dilation=attention_dilation,
-                                     max_position_embeddings=1100, hidden_dropout_prob=0.0)
+    config = ScratchLongformerConfig(
+        vocab_size=50,
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=8,
+        attention_window=16,
+        attention_dilation=attention_dilation,
+        max_position_embeddings=1100,
+        hidden_dropout_prob=0.0,
+    )
     model = ScratchLongformerModel(config)
     length = 1024
     input_ids = torch.randint(3, 50, (1, length))
@@ -265,8 +285,12 @@ def test_padded_rows_and_padded_globals_get_no_weight(attn_implementation):
     model = ScratchLongformerModel._from_config(config, attn_implementation=attn_implementation)
     input_ids, attention_mask, global_attention_mask = padded_batch()
     attention_mask[0] = 0  # a row that may attend nothing at all, with global tokens on it
-    out = model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
-                output_attentions=attn_implementation == "eager")
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        global_attention_mask=global_attention_mask,
+        output_attentions=attn_implementation == "eager",
+    )
     assert torch.isfinite(out.last_hidden_state).all()
     out.last_hidden_state.sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
@@ -295,24 +319,50 @@ def test_training_runs_the_attention_kernel_once_per_layer():
     model = ScratchLongformerForMaskedLM(tiny_config(attention_probs_dropout_prob=0.0)).train()
     input_ids, attention_mask, global_attention_mask = padded_batch()
     ops = dispatched_ops(
-        lambda: model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask,
-                      labels=input_ids.masked_fill(attention_mask == 0, -100)).loss.backward()
+        lambda: model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            global_attention_mask=global_attention_mask,
+            labels=input_ids.masked_fill(attention_mask == 0, -100),
+        ).loss.backward()
     )
     assert sum(op in ATTENTION_KERNELS for op in ops) == len(model.model.layers)
+
 
 def test_trainer_masked_lm_loss_falls(wordpiece, fixtures_dir, tmp_path):
     from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
 
     lines = [line for line in (fixtures_dir / "shakespeare.txt").read_text().splitlines() if len(line.split()) > 4]
     examples = [wordpiece(line, truncation=True, max_length=32) for line in lines[:200]]
-    config = tiny_config(vocab_size=len(wordpiece), pad_token_id=wordpiece.pad_token_id, sep_token_id=wordpiece.sep_token_id,
-                         max_position_embeddings=40, hidden_size=48, intermediate_size=96, attention_window=[8, 16],
-                         attention_dilation=[1, [1, 2, 1, 2]], hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=16, max_steps=60, learning_rate=3e-3,
-                             logging_steps=5, save_strategy="no", report_to=[], seed=0, use_cpu=True, warmup_steps=4,
-                             lr_scheduler_type="constant_with_warmup")
+    config = tiny_config(
+        vocab_size=len(wordpiece),
+        pad_token_id=wordpiece.pad_token_id,
+        sep_token_id=wordpiece.sep_token_id,
+        max_position_embeddings=40,
+        hidden_size=48,
+        intermediate_size=96,
+        attention_window=[8, 16],
+        attention_dilation=[1, [1, 2, 1, 2]],
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=16,
+        max_steps=60,
+        learning_rate=3e-3,
+        logging_steps=5,
+        save_strategy="no",
+        report_to=[],
+        seed=0,
+        use_cpu=True,
+        warmup_steps=4,
+        lr_scheduler_type="constant_with_warmup",
+    )
     collator = DataCollatorForLanguageModeling(wordpiece, mlm_probability=0.15, seed=0)
-    trainer = Trainer(model=ScratchLongformerForMaskedLM(config), args=args, train_dataset=examples, data_collator=collator)
+    trainer = Trainer(
+        model=ScratchLongformerForMaskedLM(config), args=args, train_dataset=examples, data_collator=collator
+    )
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     # from ~ln(300) = 5.7 (uniform) toward the unigram entropy of the masked tokens
@@ -325,13 +375,17 @@ def test_heads_compute_losses():
     assert regression(input_ids=input_ids, labels=torch.tensor([0.5, 1.0, -1.0])).loss.ndim == 0
     assert regression.config.problem_type == "regression"
     qa = ScratchLongformerForQuestionAnswering(tiny_config())
-    assert qa(input_ids=input_ids, start_positions=torch.tensor([5, 6, 3]), end_positions=torch.tensor([6, 7, 3])).loss > 0
+    assert (
+        qa(input_ids=input_ids, start_positions=torch.tensor([5, 6, 3]), end_positions=torch.tensor([6, 7, 3])).loss > 0
+    )
     tokens = ScratchLongformerForTokenClassification(tiny_config(num_labels=4)).eval()
     labels = torch.randint(0, 4, input_ids.shape).masked_fill(attention_mask == 0, -100)
     count = int((labels != -100).sum())
     with torch.no_grad():
         mean = tokens(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
-        summed = tokens(input_ids=input_ids, attention_mask=attention_mask, labels=labels, num_items_in_batch=2 * count).loss
+        summed = tokens(
+            input_ids=input_ids, attention_mask=attention_mask, labels=labels, num_items_in_batch=2 * count
+        ).loss
     assert mean > 0 and torch.allclose(summed, mean / 2, atol=1e-6)
 
 
@@ -359,16 +413,43 @@ def wordpiece(fixtures_dir):
 
 @pytest.fixture(scope="module")
 def pipeline_config(wordpiece):
-    return tiny_config(vocab_size=len(wordpiece), pad_token_id=wordpiece.pad_token_id, sep_token_id=wordpiece.sep_token_id,
-                       num_labels=2, id2label={0: "NEG", 1: "POS"}, label2id={"NEG": 0, "POS": 1},
-                       max_position_embeddings=128, attention_dilation=[1, [1, 2, 1, 2]])
+    return tiny_config(
+        vocab_size=len(wordpiece),
+        pad_token_id=wordpiece.pad_token_id,
+        sep_token_id=wordpiece.sep_token_id,
+        num_labels=2,
+        id2label={0: "NEG", 1: "POS"},
+        label2id={"NEG": 0, "POS": 1},
+        max_position_embeddings=128,
+        attention_dilation=[1, [1, 2, 1, 2]],
+    )
 
 
 PIPELINES = [  # task, head, input, what every result must satisfy
-    ("fill-mask", ScratchLongformerForMaskedLM, "to be or not to [MASK]", lambda out, config: len(out) == 5 and all("token_str" in p for p in out)),
-    ("text-classification", ScratchLongformerForSequenceClassification, "my lord", lambda out, config: out[0]["label"] in {"NEG", "POS"}),
-    ("token-classification", ScratchLongformerForTokenClassification, "my good lord", lambda out, config: out and all(i["entity"] in {"NEG", "POS"} for i in out)),
-    ("feature-extraction", ScratchLongformerModel, "my lord", lambda out, config: torch.tensor(out).shape[-1] == config.hidden_size),
+    (
+        "fill-mask",
+        ScratchLongformerForMaskedLM,
+        "to be or not to [MASK]",
+        lambda out, config: len(out) == 5 and all("token_str" in p for p in out),
+    ),
+    (
+        "text-classification",
+        ScratchLongformerForSequenceClassification,
+        "my lord",
+        lambda out, config: out[0]["label"] in {"NEG", "POS"},
+    ),
+    (
+        "token-classification",
+        ScratchLongformerForTokenClassification,
+        "my good lord",
+        lambda out, config: out and all(i["entity"] in {"NEG", "POS"} for i in out),
+    ),
+    (
+        "feature-extraction",
+        ScratchLongformerModel,
+        "my lord",
+        lambda out, config: torch.tensor(out).shape[-1] == config.hidden_size,
+    ),
 ]
 
 
@@ -387,4 +468,4 @@ def test_question_answering_pipeline(wordpiece, pipeline_config, tmp_path):
     context = "the players shall laugh when the king is welcome"
     answer = qa(question="who laughs?", context=context)
     assert set(answer) >= {"answer", "score", "start", "end"}
-    assert answer["answer"] == context[answer["start"]:answer["end"]] and answer["answer"]
+    assert answer["answer"] == context[answer["start"] : answer["end"]] and answer["answer"]

@@ -19,15 +19,14 @@ import warnings
 import pytest
 import torch
 import torch.nn.attention.flex_attention as torch_flex
+from families import FAMILIES, longformer_batch, max_diff_on_real
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from families import FAMILIES, longformer_batch, max_diff_on_real
 from reference import longformer_mask
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModelForMaskedLM
 
-from hf_scratch import ScratchLongformerConfig, ScratchLongformerForMaskedLM, ScratchLongformerModel
-from hf_scratch import banded_attention
+from hf_scratch import ScratchLongformerConfig, ScratchLongformerForMaskedLM, ScratchLongformerModel, banded_attention
 from hf_scratch.banded_attention import GlobalTokens, flex_block_mask
 from hf_scratch.modeling_longformer import ScratchLongformerSelfAttention
 
@@ -80,8 +79,14 @@ def forward_and_gradients(attention, hidden, upstream, key_is_real, is_global, i
 def test_flex_equals_the_banded_kernel_with_gradients(problem):
     heads, length, window, dilations, real_lengths, is_global, _ = problem
     config = ScratchLongformerConfig(
-        hidden_size=4 * heads, num_attention_heads=heads, num_hidden_layers=1, intermediate_size=8, vocab_size=10,
-        attention_window=window, attention_dilation=[list(dilations)], attention_probs_dropout_prob=0.0,
+        hidden_size=4 * heads,
+        num_attention_heads=heads,
+        num_hidden_layers=1,
+        intermediate_size=8,
+        vocab_size=10,
+        attention_window=window,
+        attention_dilation=[list(dilations)],
+        attention_probs_dropout_prob=0.0,
     )
     attention = ScratchLongformerSelfAttention(config, 0).train()
     key_is_real = torch.arange(length)[None, :] < torch.tensor(real_lengths)[:, None]
@@ -186,9 +191,16 @@ def test_flex_path_builds_no_quadratic_tensor_and_passes_a_sparse_block_mask(att
     the global tokens' tiles — not all 16."""
     kernel = RecordingKernel()
     monkeypatch.setattr(banded_attention, "flex_kernel", lambda device_type: kernel)
-    config = ScratchLongformerConfig(vocab_size=50, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=8, attention_window=16, attention_dilation=attention_dilation,
-                                     max_position_embeddings=2100)
+    config = ScratchLongformerConfig(
+        vocab_size=50,
+        hidden_size=8,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=8,
+        attention_window=16,
+        attention_dilation=attention_dilation,
+        max_position_embeddings=2100,
+    )
     model = ScratchLongformerModel._from_config(config, attn_implementation="flex_attention").eval()
     length = 2048
     input_ids = torch.randint(3, 50, (1, length))

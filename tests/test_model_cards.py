@@ -22,11 +22,17 @@ def test_metric_modules_compute_known_values():
     # class 0: p=1 r=.5 f=2/3; class 1: p=.5 r=1 f=2/3; class 2: f=1
     assert scores["accuracy"] == 0.75 and scores["f1"] == pytest.approx((2 / 3 + 2 / 3 + 1) / 3)
     tags = load_metric("seqeval").compute(predictions=[["B-PER", "O", "B-LOC"]], references=[["B-PER", "O", "O"]])
-    assert tags["overall_precision"] == 0.5 and tags["overall_recall"] == 1.0 and tags["overall_accuracy"] == pytest.approx(2 / 3)
+    assert (
+        tags["overall_precision"] == 0.5
+        and tags["overall_recall"] == 1.0
+        and tags["overall_accuracy"] == pytest.approx(2 / 3)
+    )
     squad = load_metric("squad").compute(
         predictions=[{"id": "a", "prediction_text": "the Ham."}, {"id": "b", "prediction_text": "lord Polonius"}],
-        references=[{"id": "a", "answers": {"text": ["Ham"], "answer_start": [0]}},
-                    {"id": "b", "answers": {"text": ["Polonius"], "answer_start": [3]}}],
+        references=[
+            {"id": "a", "answers": {"text": ["Ham"], "answer_start": [0]}},
+            {"id": "b", "answers": {"text": ["Polonius"], "answer_start": [3]}},
+        ],
     )
     assert squad["exact_match"] == 50.0 and squad["f1"] == pytest.approx(100 * (1 + 2 / 3) / 2)
     hypotheses, references = ["i want a beer", "the cat sat on a mat"], ["i want a beer", "the cat sat on the mat"]
@@ -40,15 +46,39 @@ def test_model_card_template_renders_valid_metadata(family, tmp_path):
 
     from training.model_card import MODEL_CARDS_DIR
 
-    data = ModelCardData(library_name="transformers", pipeline_tag="text-generation", tags=["hf_scratch", family],
-                         datasets=["tiny"], metrics=["perplexity"], model_name="demo",
-                         eval_results=[EvalResult(task_type="text-generation", dataset_type="tiny", dataset_name="tiny",
-                                                  metric_type="perplexity", metric_value=12.5)])
+    data = ModelCardData(
+        library_name="transformers",
+        pipeline_tag="text-generation",
+        tags=["hf_scratch", family],
+        datasets=["tiny"],
+        metrics=["perplexity"],
+        model_name="demo",
+        eval_results=[
+            EvalResult(
+                task_type="text-generation",
+                dataset_type="tiny",
+                dataset_name="tiny",
+                metric_type="perplexity",
+                metric_value=12.5,
+            )
+        ],
+    )
     card = ModelCard.from_template(
-        data, template_path=str(MODEL_CARDS_DIR / f"{family}.md"), model_name="demo", model_class="X", auto_class="AutoModel",
-        task="language modelling", dataset="tiny", num_parameters="1,000", architecture={"hidden_size": 64},
-        hyperparameters={"learning_rate": 0.001}, eval_metrics={"eval_perplexity": 12.5}, usage="", tokenizer_class="T",
-        hf_scratch_version="0", transformers_version="5",
+        data,
+        template_path=str(MODEL_CARDS_DIR / f"{family}.md"),
+        model_name="demo",
+        model_class="X",
+        auto_class="AutoModel",
+        task="language modelling",
+        dataset="tiny",
+        num_parameters="1,000",
+        architecture={"hidden_size": 64},
+        hyperparameters={"learning_rate": 0.001},
+        eval_metrics={"eval_perplexity": 12.5},
+        usage="",
+        tokenizer_class="T",
+        hf_scratch_version="0",
+        transformers_version="5",
     )
     card.save(tmp_path / "README.md")
     parsed = ModelCard.load(tmp_path / "README.md").data
@@ -56,8 +86,16 @@ def test_model_card_template_renders_valid_metadata(family, tmp_path):
     assert parsed.tags == ["hf_scratch", family] and parsed.datasets == ["tiny"] and parsed.metrics == ["perplexity"]
     assert parsed.eval_results[0].metric_value == 12.5
     text = (tmp_path / "README.md").read_text()
-    for section in ("## Architecture and paper", "## Training data", "## Training procedure", "## Evaluation results",
-                    "## Intended use", "## Limitations", "| hidden_size | 64 |".replace("hidden_size", "`hidden_size`"), "| eval_perplexity | 12.5 |"):
+    for section in (
+        "## Architecture and paper",
+        "## Training data",
+        "## Training procedure",
+        "## Evaluation results",
+        "## Intended use",
+        "## Limitations",
+        "| hidden_size | 64 |".replace("hidden_size", "`hidden_size`"),
+        "| eval_perplexity | 12.5 |",
+    ):
         assert section in text, section
     assert "{{" not in text and "{%" not in text
 
@@ -84,14 +122,27 @@ def test_push_to_hub_uploads_the_folder_with_our_model_card_once(tmp_path, monke
             else:  # create_commit
                 files = {op.path_in_repo: None for op in kwargs.get("operations") or api_args[1]}
             uploads.append((how, repo_id, files))
+
         return upload
 
-    monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kwargs: RepoUrl(f"https://huggingface.co/{repo_id}"))
+    monkeypatch.setattr(
+        HfApi, "create_repo", lambda self, repo_id, **kwargs: RepoUrl(f"https://huggingface.co/{repo_id}")
+    )
     for how in ("upload_folder", "upload_file", "create_commit"):
         monkeypatch.setattr(HfApi, how, record(how))
         monkeypatch.setattr(huggingface_hub, how, record(how))
-    run_mlm.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "out"), *TINY,
-                  "--push_to_hub", "--hub_model_id", "someone/tiny-scratch-bert"])
+    run_mlm.main(
+        [
+            "--model_type",
+            "scratch-bert",
+            "--output_dir",
+            str(tmp_path / "out"),
+            *TINY,
+            "--push_to_hub",
+            "--hub_model_id",
+            "someone/tiny-scratch-bert",
+        ]
+    )
     assert len(uploads) == 1, [(how, sorted(files)) for how, _, files in uploads]
     how, repo_id, files = uploads[0]
     assert how == "upload_folder" and repo_id == "someone/tiny-scratch-bert"
@@ -108,7 +159,11 @@ def _plays_from_the_hub(monkeypatch, hub_id):
 
     load_dataset = datasets.load_dataset
     plays = str(REPO / "training" / "data" / "plays")
-    monkeypatch.setattr(datasets, "load_dataset", lambda path, *args, **kwargs: load_dataset(plays if path == hub_id else path, *args, **kwargs))
+    monkeypatch.setattr(
+        datasets,
+        "load_dataset",
+        lambda path, *args, **kwargs: load_dataset(plays if path == hub_id else path, *args, **kwargs),
+    )
 
 
 def test_card_names_hub_datasets_only(tmp_path, monkeypatch):
@@ -117,16 +172,30 @@ def test_card_names_hub_datasets_only(tmp_path, monkeypatch):
     from huggingface_hub import ModelCard
 
     _plays_from_the_hub(monkeypatch, "someone/plays")
-    results = run_classification.main(["--model_type", "scratch-bert", "--dataset_name", "someone/plays",
-                                       "--output_dir", str(tmp_path / "hub"), *TINY])
+    results = run_classification.main(
+        [
+            "--model_type",
+            "scratch-bert",
+            "--dataset_name",
+            "someone/plays",
+            "--output_dir",
+            str(tmp_path / "hub"),
+            *TINY,
+        ]
+    )
     data = ModelCard.load(tmp_path / "hub" / "README.md").data
     assert data.datasets == ["someone/plays"]
-    assert {(r.dataset_type, r.dataset_name, r.task_type) for r in data.eval_results} == {("someone/plays", "someone/plays", "text-classification")}
+    assert {(r.dataset_type, r.dataset_name, r.task_type) for r in data.eval_results} == {
+        ("someone/plays", "someone/plays", "text-classification")
+    }
     assert {r.metric_type: r.metric_value for r in data.eval_results} == pytest.approx(
-        {"accuracy": results["eval"]["eval_accuracy"], "f1": results["eval"]["eval_f1"]})
+        {"accuracy": results["eval"]["eval_accuracy"], "f1": results["eval"]["eval_f1"]}
+    )
 
     local = str(REPO / "training" / "data" / "plays")
-    results = run_classification.main(["--model_type", "scratch-bert", "--dataset_name", local, "--output_dir", str(tmp_path / "local"), *TINY])
+    results = run_classification.main(
+        ["--model_type", "scratch-bert", "--dataset_name", local, "--output_dir", str(tmp_path / "local"), *TINY]
+    )
     assert results["eval"]["eval_accuracy"] >= 0.0  # read through datasets.load_dataset
     card = ModelCard.load(tmp_path / "local" / "README.md")
     assert card.data.datasets is None and card.data.eval_results is None
@@ -142,8 +211,14 @@ def test_card_base_model_is_the_fine_tuned_hub_model(tmp_path, monkeypatch, run_
     from huggingface_hub import ModelCard
 
     published = tmp_path / "published"
-    shutil.copytree(run_outputs("mlm-bert")["output_dir"], published, ignore=shutil.ignore_patterns("checkpoint-*", "runs"))
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, **kwargs: str(published) if repo_id == "someone/tiny-bert" else None)
+    shutil.copytree(
+        run_outputs("mlm-bert")["output_dir"], published, ignore=shutil.ignore_patterns("checkpoint-*", "runs")
+    )
+    monkeypatch.setattr(
+        huggingface_hub,
+        "snapshot_download",
+        lambda repo_id, **kwargs: str(published) if repo_id == "someone/tiny-bert" else None,
+    )
     args = [*[a for a in TINY if a not in ("--model_size", "tiny")], "--max_steps", "1"]
     run_mlm.main(["--model_name_or_path", "someone/tiny-bert", "--output_dir", str(tmp_path / "a"), *args])
     assert ModelCard.load(tmp_path / "a" / "README.md").data.base_model == "someone/tiny-bert"

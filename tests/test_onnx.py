@@ -13,12 +13,11 @@ counted from the end (validate ids before serving).
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime
 import pytest
 import torch
 from families import FAMILIES, fixed_sizes
 from torch.export import Dim
-
-import onnxruntime
 
 ATOL = 1e-5
 SERVED = ["bert", "gpt"]
@@ -48,8 +47,14 @@ def served(request, tmp_path_factory):
     name = request.param
     served_model = Logits(FAMILIES[name].build(fixed_sizes())).eval()
     dims = {0: Dim("batch", min=1, max=16), 1: Dim("length", min=2, max=30)}
-    program = torch.onnx.export(served_model, batch(name, 2, 6), dynamo=True, dynamic_shapes=(dims, dims),
-                                input_names=["input_ids", "attention_mask"], output_names=["logits"])
+    program = torch.onnx.export(
+        served_model,
+        batch(name, 2, 6),
+        dynamo=True,
+        dynamic_shapes=(dims, dims),
+        input_names=["input_ids", "attention_mask"],
+        output_names=["logits"],
+    )
     path = tmp_path_factory.mktemp("onnx") / f"{name}.onnx"
     program.save(str(path))
     return name, served_model, onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])

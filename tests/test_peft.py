@@ -33,9 +33,13 @@ def sizes() -> dict:
     (div_val 2), GPT-2's pre-LN, the pre-LN Transformer, a bidirectional LSTM encoder with Luong's concat
     attention (every linear layer an RNN can have)."""
     generator = torch.Generator().manual_seed(1)
-    return {**fixed_sizes(), "variant": True, "attention_type": "luong-concat",
-            "ids": torch.randint(3, 30, (2, 6), generator=generator),
-            "decoder_ids": torch.randint(3, 30, (2, 3), generator=generator)}
+    return {
+        **fixed_sizes(),
+        "variant": True,
+        "attention_type": "luong-concat",
+        "ids": torch.randint(3, 30, (2, 6), generator=generator),
+        "decoder_ids": torch.randint(3, 30, (2, 3), generator=generator),
+    }
 
 
 def build(family: str):
@@ -61,8 +65,14 @@ def model_inputs(family: str) -> dict:
 
 def lora(family: str, targets) -> LoraConfig:
     """LoRA with random (not zero) B, so the adapter changes the outputs from the start."""
-    return LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=targets, init_lora_weights=False,
-                      task_type=TASK_TYPES.get(family))
+    return LoraConfig(
+        r=4,
+        lora_alpha=8,
+        lora_dropout=0.0,
+        target_modules=targets,
+        init_lora_weights=False,
+        task_type=TASK_TYPES.get(family),
+    )
 
 
 def outputs(model, family: str) -> dict:
@@ -78,8 +88,14 @@ def outputs(model, family: str) -> dict:
         results["no_grad"] = model(**kwargs).logits
         if family in GENERATIVE:
             prompt = {k: kwargs[k] for k in ("input_ids", "attention_mask") if k in kwargs}
-            generated = model.generate(**prompt, max_new_tokens=4, min_new_tokens=4, do_sample=False,
-                                       output_scores=True, return_dict_in_generate=True)
+            generated = model.generate(
+                **prompt,
+                max_new_tokens=4,
+                min_new_tokens=4,
+                do_sample=False,
+                output_scores=True,
+                return_dict_in_generate=True,
+            )
             results["generate"] = generated.sequences
             results["generate_scores"] = torch.stack(generated.scores)
     return results

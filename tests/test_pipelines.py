@@ -43,33 +43,60 @@ def randomised(model):
 
 
 def bert_qa(tokenizer):
-    config = hf_scratch.ScratchBertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
-                                          num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+    config = hf_scratch.ScratchBertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
     return randomised(hf_scratch.ScratchBertForQuestionAnswering(config))
 
 
 def longformer_qa(tokenizer):
     config = hf_scratch.ScratchLongformerConfig(
-        vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-        max_position_embeddings=72, attention_window=4, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=72,
+        attention_window=4,
+        pad_token_id=tokenizer.pad_token_id,
         sep_token_id=tokenizer.sep_token_id,
     )
     return randomised(hf_scratch.ScratchLongformerForQuestionAnswering(config))
 
 
 def seq2seq_config(family: str, tokenizer):
-    ids = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-               eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id, hidden_size=16)
+    ids = dict(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.bos_token_id,
+        hidden_size=16,
+    )
     if family == "transformer":
-        return hf_scratch.ScratchTransformerConfig(**ids, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                                                   decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
-                                                   max_position_embeddings=64)
+        return hf_scratch.ScratchTransformerConfig(
+            **ids,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=32,
+            decoder_ffn_dim=32,
+            max_position_embeddings=64,
+        )
     return hf_scratch.ScratchRNNConfig(**ids, cell_type="gru", attention_type="bahdanau")
 
 
 def translator(family: str, tokenizer):
-    head = {"transformer": hf_scratch.ScratchTransformerForConditionalGeneration,
-            "rnn": hf_scratch.ScratchRNNForConditionalGeneration}[family]
+    head = {
+        "transformer": hf_scratch.ScratchTransformerForConditionalGeneration,
+        "rnn": hf_scratch.ScratchRNNForConditionalGeneration,
+    }[family]
     return randomised(head(seq2seq_config(family, tokenizer)))
 
 
@@ -81,8 +108,14 @@ SERVED = {  # head: (how to build it from the two tokenizers, the task it serves
     "transformer": (lambda _, seq2seq: translator("transformer", seq2seq), "scratch-seq2seq"),
     "rnn": (lambda _, seq2seq: translator("rnn", seq2seq), "scratch-seq2seq"),
     "bert-mlm": (lambda wordpiece, _: hf_scratch.ScratchBertForMaskedLM(bert_qa(wordpiece).config), None),
-    "gpt-lm": (lambda *_: hf_scratch.ScratchGPTLMHeadModel(hf_scratch.ScratchGPTConfig(
-        vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=16)), None),
+    "gpt-lm": (
+        lambda *_: hf_scratch.ScratchGPTLMHeadModel(
+            hf_scratch.ScratchGPTConfig(
+                vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=16
+            )
+        ),
+        None,
+    ),
 }
 
 
@@ -99,7 +132,9 @@ def test_checkpoints_name_the_pipeline_of_their_head(head, wordpiece, seq2seq_to
         assert (tmp_path / "pipelines.py").exists()
     # a reloaded and re-saved model keeps (or still lacks) the entry
     type(model).from_pretrained(tmp_path).save_pretrained(tmp_path / "again")
-    assert json.loads((tmp_path / "again" / "config.json").read_text()).get("custom_pipelines") == saved.get("custom_pipelines")
+    assert json.loads((tmp_path / "again" / "config.json").read_text()).get("custom_pipelines") == saved.get(
+        "custom_pipelines"
+    )
 
 
 def test_pipelines_load_with_only_trust_remote_code(wordpiece, seq2seq_tokenizer, tmp_path):
@@ -111,8 +146,10 @@ def test_pipelines_load_with_only_trust_remote_code(wordpiece, seq2seq_tokenizer
         "transformer": (translator("transformer", seq2seq_tokenizer), seq2seq_tokenizer, "scratch-seq2seq"),
         "rnn": (translator("rnn", seq2seq_tokenizer), seq2seq_tokenizer, "scratch-seq2seq"),
     }
-    calls = {"scratch-question-answering": dict(question=QUESTION, context=CONTEXT, top_k=2),
-             "scratch-seq2seq": dict(inputs=["ich mochte ein bier", "du trinkst"], max_new_tokens=4, min_new_tokens=2)}
+    calls = {
+        "scratch-question-answering": dict(question=QUESTION, context=CONTEXT, top_k=2),
+        "scratch-seq2seq": dict(inputs=["ich mochte ein bier", "du trinkst"], max_new_tokens=4, min_new_tokens=2),
+    }
     expected = {}
     for name, (model, tokenizer, task) in checkpoints.items():
         model.save_pretrained(tmp_path / name)
@@ -137,8 +174,9 @@ def test_pipelines_load_with_only_trust_remote_code(wordpiece, seq2seq_tokenizer
         print(json.dumps(results))
     """)
     environment = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=environment, capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     results = json.loads(run.stdout.strip().splitlines()[-1])
     for name, result in results.items():
@@ -158,8 +196,14 @@ def qa(wordpiece):
 def brute_force_spans(qa, question, context, max_answer_len=15, **window):
     """Every allowed span of every window, scored p(start)·p(end) with softmaxes over the context tokens and [CLS],
     as (score, start_char, end_char), best first — the definition, written as loops."""
-    encoded = qa.tokenizer(question, context, truncation="only_second", return_overflowing_tokens=True,
-                           return_offsets_mapping=True, **window)
+    encoded = qa.tokenizer(
+        question,
+        context,
+        truncation="only_second",
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        **window,
+    )
     spans = {}
     for w in range(len(encoded["input_ids"])):
         inputs = {k: torch.tensor([encoded[k][w]]) for k in ("input_ids", "token_type_ids", "attention_mask")}
@@ -187,15 +231,21 @@ def test_qa_top_k_returns_the_k_best_spans(qa):
     assert isinstance(answers, list) and len(answers) == 3
     assert [(a["start"], a["end"]) for a in answers] == [(s, e) for _, s, e in expected[:3]]
     assert [a["score"] for a in answers] == pytest.approx([score for score, _, _ in expected[:3]], rel=1e-5)
-    assert all(a["answer"] == CONTEXT[a["start"]:a["end"]] for a in answers)
+    assert all(a["answer"] == CONTEXT[a["start"] : a["end"]] for a in answers)
     single = qa(question=QUESTION, context=CONTEXT, align_to_words=False)
     assert isinstance(single, dict) and single == answers[0]
 
 
 def test_qa_max_answer_len_and_handle_impossible_answer(qa):
     expected, null = brute_force_spans(qa, QUESTION, CONTEXT, max_answer_len=1)
-    answers = qa(question=QUESTION, context=CONTEXT, top_k=len(expected) + 5, max_answer_len=1, align_to_words=False,
-                 handle_impossible_answer=True)
+    answers = qa(
+        question=QUESTION,
+        context=CONTEXT,
+        top_k=len(expected) + 5,
+        max_answer_len=1,
+        align_to_words=False,
+        handle_impossible_answer=True,
+    )
     assert len(answers) == len(expected) + 1  # every single-token span, and the empty answer
     empty = [a for a in answers if a["answer"] == ""]
     assert len(empty) == 1 and empty[0]["score"] == pytest.approx(null, rel=1e-5) and empty[0]["start"] == 0
@@ -216,38 +266,51 @@ def test_qa_aligns_answers_to_words(qa):
         text, start, end = answer["answer"], answer["start"], answer["end"]
         assert text == "the playerships shall laughingly welcome"[start:end]
         assert start == 0 or "the playerships shall laughingly welcome"[start - 1] == " "
-        assert end == len("the playerships shall laughingly welcome") or "the playerships shall laughingly welcome"[end] == " "
+        assert (
+            end == len("the playerships shall laughingly welcome")
+            or "the playerships shall laughingly welcome"[end] == " "
+        )
 
 
 def same_answers(actual, expected) -> bool:
     """Equal answers and spans, scores equal to float rounding (batching pads, which changes summation order)."""
+
     def strip(results):
         return [{k: v for k, v in r.items() if k != "score"} for r in results]
 
     actual, expected = (r if isinstance(r, list) else [r] for r in (actual, expected))
     return strip(actual) == strip(expected) and [r["score"] for r in actual] == pytest.approx(
-        [r["score"] for r in expected], rel=1e-5)
+        [r["score"] for r in expected], rel=1e-5
+    )
 
 
 def test_qa_batch_inputs(qa):
     one = qa(question=QUESTION, context=CONTEXT)
     other = qa(question="who weeps?", context=CONTEXT)
-    assert qa([{"question": QUESTION, "context": CONTEXT}, {"question": "who weeps?", "context": CONTEXT}]) == [one, other]
+    assert qa([{"question": QUESTION, "context": CONTEXT}, {"question": "who weeps?", "context": CONTEXT}]) == [
+        one,
+        other,
+    ]
     assert qa(question=[QUESTION, "who weeps?"], context=CONTEXT) == [one, other]
     assert same_answers(qa(question=[QUESTION, "who weeps?"], context=[CONTEXT, CONTEXT], batch_size=2), [one, other])
     squad_like = SimpleNamespace(question_text=QUESTION, context_text=CONTEXT)
     assert qa(squad_like) == one and qa(X=[squad_like]) == one and qa(QUESTION, CONTEXT) == one
-    long_batch = qa(question=[QUESTION, "who weeps?"], context=[LONG_CONTEXT, CONTEXT], max_seq_len=24, doc_stride=6,
-                    batch_size=3)  # windows of both examples share batches
+    long_batch = qa(
+        question=[QUESTION, "who weeps?"], context=[LONG_CONTEXT, CONTEXT], max_seq_len=24, doc_stride=6, batch_size=3
+    )  # windows of both examples share batches
     windows = dict(max_seq_len=24, doc_stride=6)
-    assert same_answers(long_batch, [qa(question=QUESTION, context=LONG_CONTEXT, **windows),
-                                     qa(question="who weeps?", context=CONTEXT, **windows)])
+    assert same_answers(
+        long_batch,
+        [qa(question=QUESTION, context=LONG_CONTEXT, **windows), qa(question="who weeps?", context=CONTEXT, **windows)],
+    )
 
 
 def test_qa_question_is_cut_to_max_question_len(qa):
     long_question = "who shall laugh when the king is welcome and the queen shall weep?"
     cut = qa.tokenizer(long_question, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"][3][1]
-    assert qa(question=long_question, context=CONTEXT, max_question_len=4) == qa(question=long_question[:cut], context=CONTEXT)
+    assert qa(question=long_question, context=CONTEXT, max_question_len=4) == qa(
+        question=long_question[:cut], context=CONTEXT
+    )
 
 
 @pytest.mark.parametrize(
@@ -291,7 +354,8 @@ def test_seq2seq_passes_generate_kwargs_and_returns_text_or_ids(translate):
     assert all(torch.equal(r["generated_token_ids"], i) for r, i in zip(tensors, ids))
     with_special = translate("ich mochte ein bier", skip_special_tokens=False, max_new_tokens=3, min_new_tokens=3)
     assert with_special[0]["generated_text"] == translate.tokenizer.decode(
-        direct(translate, "ich mochte ein bier", max_new_tokens=3, min_new_tokens=3)[0], skip_special_tokens=False)
+        direct(translate, "ich mochte ein bier", max_new_tokens=3, min_new_tokens=3)[0], skip_special_tokens=False
+    )
 
 
 def test_seq2seq_batch_inputs(translate):

@@ -10,10 +10,10 @@ import math
 
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
 from families import FAMILIES
 from families import rnn_batch as padded_batch
+from hypothesis import given
+from hypothesis import strategies as st
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import pipeline
 
@@ -32,8 +32,12 @@ ATTENTION_TYPES = ["none", "bahdanau", "luong-dot", "luong-general", "luong-conc
 
 # ---- cells against torch.nn on copied weights ----------------------------------------------------------------
 
-TORCH_CELLS = [("rnn", "tanh", torch.nn.RNN), ("rnn", "relu", torch.nn.RNN), ("lstm", "tanh", torch.nn.LSTM),
-               ("gru", "tanh", torch.nn.GRU)]
+TORCH_CELLS = [
+    ("rnn", "tanh", torch.nn.RNN),
+    ("rnn", "relu", torch.nn.RNN),
+    ("lstm", "tanh", torch.nn.LSTM),
+    ("gru", "tanh", torch.nn.GRU),
+]
 
 
 def copy_from_torch(stack: ScratchRNNStack, reference: torch.nn.RNNBase) -> None:
@@ -48,9 +52,13 @@ def copy_from_torch(stack: ScratchRNNStack, reference: torch.nn.RNNBase) -> None
 @pytest.mark.parametrize("implementation", ["cells", "fused"])
 @pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("cell_type,nonlinearity,torch_class", TORCH_CELLS)
-def test_cells_equal_torch_nn_outputs_and_gradients(cell_type, nonlinearity, torch_class, bidirectional, implementation):
+def test_cells_equal_torch_nn_outputs_and_gradients(
+    cell_type, nonlinearity, torch_class, bidirectional, implementation
+):
     torch.manual_seed(0)
-    config = tiny_config(hidden_size=8, cell_type=cell_type, rnn_nonlinearity=nonlinearity, rnn_implementation=implementation)
+    config = tiny_config(
+        hidden_size=8, cell_type=cell_type, rnn_nonlinearity=nonlinearity, rnn_implementation=implementation
+    )
     per_direction = 4 if bidirectional else 8
     extra = {"nonlinearity": nonlinearity} if cell_type == "rnn" else {}
     reference = torch_class(5, per_direction, num_layers=2, batch_first=True, bidirectional=bidirectional, **extra)
@@ -129,12 +137,18 @@ def test_cho_gru_runs_the_cell_equations_even_when_fused_is_asked():
 
 @pytest.mark.parametrize("attention_type", ATTENTION_TYPES[1:])
 def test_attention_weights_sum_to_one_over_real_tokens_and_are_zero_on_padding(attention_type):
-    model = ScratchRNNForConditionalGeneration(tiny_config(attention_type=attention_type, bidirectional_encoder=True)).eval()
+    model = ScratchRNNForConditionalGeneration(
+        tiny_config(attention_type=attention_type, bidirectional_encoder=True)
+    ).eval()
     input_ids, attention_mask = padded_batch()
     decoder_input_ids = torch.randint(4, 61, (3, 5))
     with torch.no_grad():
-        out = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
-                    output_attentions=True)
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            output_attentions=True,
+        )
     (weights,) = out.cross_attentions
     assert weights.shape == (3, 1, 5, 9)
     real = attention_mask.bool()[:, None, None, :].expand_as(weights)
@@ -142,11 +156,16 @@ def test_attention_weights_sum_to_one_over_real_tokens_and_are_zero_on_padding(a
     assert torch.allclose(weights.sum(-1), torch.ones(3, 1, 5), atol=1e-6)
 
 
-@given(lengths=st.lists(st.integers(1, 8), min_size=1, max_size=4), cell_type=st.sampled_from(["rnn", "lstm", "gru", "gru_cho"]),
-       implementation=st.sampled_from(["cells", "fused"]))
+@given(
+    lengths=st.lists(st.integers(1, 8), min_size=1, max_size=4),
+    cell_type=st.sampled_from(["rnn", "lstm", "gru", "gru_cho"]),
+    implementation=st.sampled_from(["cells", "fused"]),
+)
 def test_encoder_states_do_not_depend_on_padding(lengths, cell_type, implementation):
     torch.manual_seed(0)
-    model = ScratchRNNModel(tiny_config(cell_type=cell_type, bidirectional_encoder=True, rnn_implementation=implementation))
+    model = ScratchRNNModel(
+        tiny_config(cell_type=cell_type, bidirectional_encoder=True, rnn_implementation=implementation)
+    )
     input_ids = torch.randint(4, 61, (len(lengths), 8))
     attention_mask = (torch.arange(8)[None, :] < torch.tensor(lengths)[:, None]).long()
     with torch.no_grad():
@@ -189,10 +208,14 @@ def test_beam_search_scores_at_least_greedy():
 
     def log_likelihood(sequences):
         with torch.no_grad():
-            logits = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=sequences[:, :-1]).logits
+            logits = model(
+                input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=sequences[:, :-1]
+            ).logits
         return logits.log_softmax(-1).gather(-1, sequences[:, 1:, None]).squeeze(-1).sum(-1)
 
-    kwargs = dict(attention_mask=attention_mask, max_new_tokens=4, min_new_tokens=4, do_sample=False, length_penalty=0.0)
+    kwargs = dict(
+        attention_mask=attention_mask, max_new_tokens=4, min_new_tokens=4, do_sample=False, length_penalty=0.0
+    )
     greedy = model.generate(input_ids, num_beams=1, **kwargs)
     beam = model.generate(input_ids, num_beams=4, **kwargs)
     assert (log_likelihood(beam) >= log_likelihood(greedy) - 1e-5).all()
@@ -242,10 +265,16 @@ def toy_tokenizer(toy_pairs):
 
 
 def test_text_classification_pipeline(toy_tokenizer):
-    config = tiny_config(vocab_size=len(toy_tokenizer), num_labels=2, id2label={0: "NEG", 1: "POS"},
-                         label2id={"NEG": 0, "POS": 1}, bidirectional_encoder=True)
-    classify = pipeline("text-classification", model=ScratchRNNForSequenceClassification(config).eval(),
-                        tokenizer=toy_tokenizer)
+    config = tiny_config(
+        vocab_size=len(toy_tokenizer),
+        num_labels=2,
+        id2label={0: "NEG", 1: "POS"},
+        label2id={"NEG": 0, "POS": 1},
+        bidirectional_encoder=True,
+    )
+    classify = pipeline(
+        "text-classification", model=ScratchRNNForSequenceClassification(config).eval(), tokenizer=toy_tokenizer
+    )
     results = classify(["ich mochte ein bier", "du mochtest"], top_k=None)
     assert [sorted(r["label"] for r in result) for result in results] == [["NEG", "POS"]] * 2
     assert all(abs(sum(r["score"] for r in result) - 1) < 1e-5 for result in results)
@@ -256,9 +285,16 @@ def test_toy_translation_learned_by_lstm_bahdanau_with_the_trainer(toy_pairs, to
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
     tokenizer = toy_tokenizer
-    config = ScratchRNNConfig(vocab_size=len(tokenizer), hidden_size=32, cell_type="lstm", attention_type="bahdanau",
-                              hidden_dropout_prob=0.0, pad_token_id=tokenizer.pad_token_id,
-                              eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id)
+    config = ScratchRNNConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        cell_type="lstm",
+        attention_type="bahdanau",
+        hidden_dropout_prob=0.0,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.bos_token_id,
+    )
     model = ScratchRNNForConditionalGeneration(config)
 
     def encode(pair):
@@ -266,11 +302,20 @@ def test_toy_translation_learned_by_lstm_bahdanau_with_the_trainer(toy_pairs, to
 
     dataset = Dataset.from_list(toy_pairs).map(encode, remove_columns=["de", "en"])
     args = Seq2SeqTrainingArguments(
-        output_dir=str(tmp_path), per_device_train_batch_size=6, max_steps=200, learning_rate=2e-2, save_strategy="no",
-        report_to=[], seed=0, use_cpu=True, logging_steps=20, lr_scheduler_type="constant",
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=6,
+        max_steps=200,
+        learning_rate=2e-2,
+        save_strategy="no",
+        report_to=[],
+        seed=0,
+        use_cpu=True,
+        logging_steps=20,
+        lr_scheduler_type="constant",
     )
-    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=dataset,
-                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
+    trainer = Seq2SeqTrainer(
+        model=model, args=args, train_dataset=dataset, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model)
+    )
     trainer.train()
 
     model.eval()

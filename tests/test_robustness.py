@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from families import CACHED, CAUSAL, FAMILIES, NAMES, fixed_sizes, sizes
+from families import CACHED, CAUSAL, FAMILIES, NAMES, close_to_fp32, fixed_sizes, sizes
 from families import changed as _changed
 from families import close as _close
-from families import close_to_fp32
 from families import logits as _logits
 from families import pad_id as _pad_id
 from hypothesis import assume, given, settings
@@ -50,7 +49,7 @@ KERNELS = ("reference", "fast")  # eager vs SDPA; for the RNN, per-step cells vs
 def build_with(family, s: dict, kernel: str):
     """The family's main head on sizes ``s``, running its readable (``"reference"``) or its ``"fast"`` kernel."""
     if family.fast_switch:
-        (option, (slow, fast)), = family.fast_switch.items()
+        ((option, (slow, fast)),) = family.fast_switch.items()
         return family.build(s, **{option: slow if kernel == "reference" else fast})
     return family.build(s, "eager" if kernel == "reference" else "sdpa")
 
@@ -279,7 +278,12 @@ def _long(name):
 
 INPUT_CASES = [
     # (case, families, inputs, words the message must contain)
-    ("over-long sequence", ["bert", "gpt", "longformer", "transformer"], lambda n: {"ids": _long(n)}, "max_position_embeddings"),
+    (
+        "over-long sequence",
+        ["bert", "gpt", "longformer", "transformer"],
+        lambda n: {"ids": _long(n)},
+        "max_position_embeddings",
+    ),
     ("id ≥ vocab_size", NAMES, lambda n: {"ids": torch.full((2, 6), 30)}, "vocab"),
     ("negative id", NAMES, lambda n: {"ids": torch.full((2, 6), -1)}, "vocab"),
     ("float ids", NAMES, lambda n: {"ids": torch.ones(2, 6)}, "input_ids"),
@@ -334,8 +338,14 @@ def _copy_with_weights(source: Path, target: Path, weights: bytes) -> Path:
 
 @pytest.mark.parametrize(
     "damage",
-    [lambda b: b[: len(b) // 2], lambda b: b[:-3], lambda b: b + b"extra", lambda b: b"\0" * len(b), lambda b: b[:5],
-     lambda b: (len(b) * 2).to_bytes(8, "little") + b[8:]],
+    [
+        lambda b: b[: len(b) // 2],
+        lambda b: b[:-3],
+        lambda b: b + b"extra",
+        lambda b: b"\0" * len(b),
+        lambda b: b[:5],
+        lambda b: (len(b) * 2).to_bytes(8, "little") + b[8:],
+    ],
     ids=["half", "last-bytes-cut", "trailing-garbage", "zeros", "five-bytes", "header-length-too-big"],
 )
 @pytest.mark.parametrize("loader", ["class", "auto"])

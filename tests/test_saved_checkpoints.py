@@ -48,7 +48,9 @@ def test_old_checkpoint_loads_and_reproduces_its_outputs(folder):
 def _flat(output, prefix: str = "out") -> dict[str, torch.Tensor]:
     if isinstance(output, torch.Tensor):
         return {prefix: output}
-    items = output.items() if hasattr(output, "items") else enumerate(output) if isinstance(output, (tuple, list)) else []
+    items = (
+        output.items() if hasattr(output, "items") else enumerate(output) if isinstance(output, (tuple, list)) else []
+    )
     found = {}
     for key, value in items:
         found.update(_flat(value, f"{prefix}.{key}"))

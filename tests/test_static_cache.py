@@ -47,8 +47,15 @@ def model_and_prompt(name: str, seed: int = 0):
 
 
 def generate(model, prompt: dict, **settings):
-    settings = dict(max_new_tokens=NEW_TOKENS, pad_token_id=0, eos_token_id=None, decoder_start_token_id=1,
-                    return_dict_in_generate=True, output_scores=True, **settings)
+    settings = dict(
+        max_new_tokens=NEW_TOKENS,
+        pad_token_id=0,
+        eos_token_id=None,
+        decoder_start_token_id=1,
+        return_dict_in_generate=True,
+        output_scores=True,
+        **settings,
+    )
     if not model.config.is_encoder_decoder:
         settings.pop("decoder_start_token_id")
     torch.manual_seed(7)  # the same draws for sampling
@@ -149,7 +156,9 @@ def test_static_cache_takes_the_running_mask_of_the_tokens_so_far():
     with torch.no_grad():
         logits = [model(input_ids=ids[:, :length], attention_mask=mask[:, :length], past_key_values=cache).logits]
         for end in range(length + 1, ids.shape[1] + 1):
-            logits.append(model(input_ids=ids[:, end - 1 : end], attention_mask=mask[:, :end], past_key_values=cache).logits)
+            logits.append(
+                model(input_ids=ids[:, end - 1 : end], attention_mask=mask[:, :end], past_key_values=cache).logits
+            )
         close(torch.cat(logits, dim=1), model(input_ids=ids, attention_mask=mask, use_cache=False).logits, atol=ATOL)
         with pytest.raises(ValueError, match="static cache"):  # a mask that stops before the new tokens
             model(input_ids=targets[:, :1], attention_mask=mask[:, :2], past_key_values=cache)

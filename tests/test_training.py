@@ -21,7 +21,14 @@ import torch
 from training_runs import REPO, RUNS, TINY  # (also puts the repository, and its training package, on sys.path)
 
 from training import (
-    run_classification, run_clm, run_mlm, run_multiple_choice, run_ner, run_pretraining, run_qa, run_translation,
+    run_classification,
+    run_clm,
+    run_mlm,
+    run_multiple_choice,
+    run_ner,
+    run_pretraining,
+    run_qa,
+    run_translation,
 )
 from training.arguments import FAMILIES
 
@@ -46,7 +53,9 @@ def test_script_trains_evaluates_and_writes_a_hub_ready_folder(name, run_outputs
     config_class = type(AutoConfig.for_model(model_type))
     assert config["model_type"] == model_type
     if name.startswith("multiple-choice-gpt"):  # the standard multiple-choice head, or the double heads for LM + MC
-        assert config["architectures"] == ["ScratchGPTDoubleHeadsModel" if name.endswith("-lm") else "ScratchGPTForMultipleChoice"]
+        assert config["architectures"] == [
+            "ScratchGPTDoubleHeadsModel" if name.endswith("-lm") else "ScratchGPTForMultipleChoice"
+        ]
     assert config["auto_map"] == config_class.default_auto_map  # every head loads with trust_remote_code
     family = FAMILIES[model_type]
     for code in (f"configuration_{family}.py", f"modeling_{family}.py", "configuration_common.py"):
@@ -56,16 +65,26 @@ def test_script_trains_evaluates_and_writes_a_hub_ready_folder(name, run_outputs
     if module in (run_clm, run_translation):  # generative heads
         generation = json.loads((folder / "generation_config.json").read_text())
         assert generation["eos_token_id"] == config["eos_token_id"]
-        assert generation["pad_token_id"] == (config.get("pad_token_id") if config.get("pad_token_id") is not None else config["eos_token_id"])
+        assert generation["pad_token_id"] == (
+            config.get("pad_token_id") if config.get("pad_token_id") is not None else config["eos_token_id"]
+        )
 
     card = ModelCard.load(folder / "README.md")
     data = card.data
     assert data.library_name == "transformers"
-    assert data.pipeline_tag == {
-        run_mlm: "fill-mask", run_pretraining: "fill-mask", run_clm: "text-generation",
-        run_classification: "text-classification", run_ner: "token-classification", run_qa: "question-answering",
-        run_multiple_choice: "multiple-choice", run_translation: "translation",
-    }[module]
+    assert (
+        data.pipeline_tag
+        == {
+            run_mlm: "fill-mask",
+            run_pretraining: "fill-mask",
+            run_clm: "text-generation",
+            run_classification: "text-classification",
+            run_ner: "token-classification",
+            run_qa: "question-answering",
+            run_multiple_choice: "multiple-choice",
+            run_translation: "translation",
+        }[module]
+    )
     assert {"hf_scratch", model_type, "custom_code"} <= set(data.tags)
     # the embedded data has no hub id: no `datasets`, and no model-index (its results need a dataset id)
     assert data.datasets is None and data.eval_results is None and "model-index" not in data.to_dict()
@@ -145,14 +164,21 @@ def test_checkpoints_load_with_remote_code_without_hf_scratch(run_outputs, tmp_p
         with torch.no_grad():
             logits = model(**{k: torch.tensor(v) for k, v in inputs.items()}).logits
         real = torch.tensor(inputs.get("attention_mask", [[1] * 5] * 2), dtype=torch.bool)
-        expected[str(folder)] = (logits, real if logits.shape[1] == real.shape[1] else torch.ones(logits.shape[:2], dtype=torch.bool))
+        expected[str(folder)] = (
+            logits,
+            real if logits.shape[1] == real.shape[1] else torch.ones(logits.shape[:2], dtype=torch.bool),
+        )
     script = tmp_path / "load_remote.py"
     script.write_text(REMOTE_LOADER)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     env.update(HF_MODULES_CACHE=str(tmp_path / "modules"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     completed = subprocess.run(
         [sys.executable, "-I", str(script), json.dumps(jobs), str(tmp_path / "out.pt")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     loaded = torch.load(tmp_path / "out.pt")
@@ -187,7 +213,11 @@ def test_saved_tokenizer_reports_the_models_input_limit(name, auto_class, limit,
     assert tokenizer.model_max_length == limit
     model = getattr(transformers, auto_class).from_pretrained(folder).eval()
     length = limit if limit != NO_LIMIT else 600
-    decoder = {"decoder_input_ids": torch.tensor([[model.config.decoder_start_token_id]])} if model.config.is_encoder_decoder else {}
+    decoder = (
+        {"decoder_input_ids": torch.tensor([[model.config.decoder_start_token_id]])}
+        if model.config.is_encoder_decoder
+        else {}
+    )
     ids = lambda n: torch.randint(5, len(tokenizer), (1, n))  # noqa: E731 (no special tokens: no padding positions)
     with torch.no_grad():
         assert model(input_ids=ids(length), **decoder).logits.shape[0] == 1
@@ -253,12 +283,27 @@ def test_rerunning_a_killed_command_resumes_from_its_last_checkpoint(model_type,
 
 def test_explicit_resume_from_checkpoint_is_used(tmp_path, caplog):
     """--resume_from_checkpoint names the checkpoint itself (here: the earlier of two)."""
-    args = ["--model_type", "scratch-gpt", "--output_dir", str(tmp_path), *TINY, "--max_steps", "2",
-            "--save_strategy", "steps", "--save_steps", "1", "--tokenizer_type", "char"]
+    args = [
+        "--model_type",
+        "scratch-gpt",
+        "--output_dir",
+        str(tmp_path),
+        *TINY,
+        "--max_steps",
+        "2",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "1",
+        "--tokenizer_type",
+        "char",
+    ]
     run_clm.main(args)
     steps = _recording_steps()
     with caplog.at_level(logging.WARNING, logger="training.checkpoints"):
-        run_clm.main([*args, "--max_steps", "3", "--resume_from_checkpoint", str(tmp_path / "checkpoint-1")], callbacks=[steps])
+        run_clm.main(
+            [*args, "--max_steps", "3", "--resume_from_checkpoint", str(tmp_path / "checkpoint-1")], callbacks=[steps]
+        )
     assert steps.steps == [2, 3] and f"Resuming training from {tmp_path / 'checkpoint-1'}" in caplog.text
 
 
@@ -306,18 +351,54 @@ DDP_WRAPPER = textwrap.dedent(
 
 def test_accelerate_two_processes_match_one_process(run_outputs, tmp_path):
     tokenizer_dir = run_outputs("clm-gpt-char")["output_dir"]
-    common = ["--model_type", "scratch-gpt", "--tokenizer_name", tokenizer_dir, *TINY, "--max_steps", "3",
-              "--config_overrides", "hidden_dropout_prob=0,attention_probs_dropout_prob=0,embedding_dropout_prob=0", "--ddp_find_unused_parameters", "false",
-              "--train_sampling_strategy", "sequential"]  # the same examples form each global batch in both runs
+    common = [
+        "--model_type",
+        "scratch-gpt",
+        "--tokenizer_name",
+        tokenizer_dir,
+        *TINY,
+        "--max_steps",
+        "3",
+        "--config_overrides",
+        "hidden_dropout_prob=0,attention_probs_dropout_prob=0,embedding_dropout_prob=0",
+        "--ddp_find_unused_parameters",
+        "false",
+        "--train_sampling_strategy",
+        "sequential",
+    ]  # the same examples form each global batch in both runs
     single = run_clm.main([*common, "--output_dir", str(tmp_path / "single"), "--per_device_train_batch_size", "4"])
     wrapper = tmp_path / "ddp_wrapper.py"
     wrapper.write_text(DDP_WRAPPER.format(repo=str(REPO), out=str(tmp_path)))
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     completed = subprocess.run(
-        [sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-         "--dynamo_backend", "no", "--main_process_port", "29533", str(wrapper),
-         *common, "--output_dir", str(tmp_path / "ddp"), "--per_device_train_batch_size", "2"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=400,
+        [
+            sys.executable,
+            "-m",
+            "accelerate.commands.accelerate_cli",
+            "launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            "29533",
+            str(wrapper),
+            *common,
+            "--output_dir",
+            str(tmp_path / "ddp"),
+            "--per_device_train_batch_size",
+            "2",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
     rank0, rank1 = (torch.load(tmp_path / f"params-rank{r}.pt") for r in (0, 1))
@@ -331,10 +412,16 @@ def test_accelerate_two_processes_match_one_process(run_outputs, tmp_path):
         assert ddp_losses[step] == pytest.approx(loss, rel=1e-4), (step, ddp_losses, single_losses)
 
 
-@pytest.mark.parametrize("name, distributed_type", [
-    ("ddp", "MULTI_GPU"), ("cpu_ddp", "MULTI_GPU"), ("fsdp", "FSDP"), ("deepspeed_zero2", "DEEPSPEED"),
-    ("fsdp2", "FSDP"),
-])
+@pytest.mark.parametrize(
+    "name, distributed_type",
+    [
+        ("ddp", "MULTI_GPU"),
+        ("cpu_ddp", "MULTI_GPU"),
+        ("fsdp", "FSDP"),
+        ("deepspeed_zero2", "DEEPSPEED"),
+        ("fsdp2", "FSDP"),
+    ],
+)
 def test_accelerate_configs_parse(name, distributed_type):
     from accelerate.commands.config.config_args import load_config_from_file
 
@@ -358,7 +445,11 @@ def test_pretraining_without_nsp_trains_the_masked_lm_alone(tmp_path):
 
     from training.arguments import parse_arguments
 
-    parse = lambda *flags: parse_arguments("run_pretraining", (run_pretraining.PretrainingArguments,), [*flags, "--model_type", "scratch-bert", "--output_dir", str(tmp_path / "parsed")])[2]
+    parse = lambda *flags: parse_arguments(
+        "run_pretraining",
+        (run_pretraining.PretrainingArguments,),
+        [*flags, "--model_type", "scratch-bert", "--output_dir", str(tmp_path / "parsed")],
+    )[2]
     assert parse().next_sentence_prediction is True
     assert parse("--next_sentence_prediction", "false").next_sentence_prediction is False
     assert parse("--no_next_sentence_prediction").next_sentence_prediction is False
@@ -372,8 +463,18 @@ def test_pretraining_without_nsp_trains_the_masked_lm_alone(tmp_path):
 
             model.register_forward_hook(record, with_kwargs=True)
 
-    results = run_pretraining.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path / "out"), *TINY,
-                                    "--next_sentence_prediction", "false"], callbacks=[WatchForward()])
+    results = run_pretraining.main(
+        [
+            "--model_type",
+            "scratch-bert",
+            "--output_dir",
+            str(tmp_path / "out"),
+            *TINY,
+            "--next_sentence_prediction",
+            "false",
+        ],
+        callbacks=[WatchForward()],
+    )
     assert "labels" in seen["inputs"] and "next_sentence_label" not in seen["inputs"], seen
     assert "logits" in seen["outputs"] and "seq_relationship_logits" not in seen["outputs"], seen
     assert {name for name in results["eval"] if name.endswith("accuracy")} == {"eval_mlm_accuracy"}
@@ -403,8 +504,10 @@ def first_batch(script, args: list[str]):
 def test_longformer_classification_without_global_attention(tmp_path):
     """--global_attention none: the script's batches carry an all-zero global_attention_mask, which the model obeys
     (its head's default gives the first token global attention, Beltagy et al. 2020 §3.1)."""
-    model, batch = first_batch(run_classification, ["--model_type", "scratch-longformer", "--global_attention", "none",
-                                                    "--output_dir", str(tmp_path), *TINY])
+    model, batch = first_batch(
+        run_classification,
+        ["--model_type", "scratch-longformer", "--global_attention", "none", "--output_dir", str(tmp_path), *TINY],
+    )
     assert batch["global_attention_mask"].shape == batch["input_ids"].shape and not batch["global_attention_mask"].any()
     with torch.no_grad():
         without = model(**batch, output_attentions=True)
@@ -413,11 +516,14 @@ def test_longformer_classification_without_global_attention(tmp_path):
     assert not torch.allclose(without.logits, default.logits)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--model_type", "scratch-longformer", "--global_attention", "all"], "'all' is unknown"),
-    (["--model_type", "scratch-bert", "--global_attention", "none"], "Longformer setting"),
-    (["--model_type", "scratch-gpt", "--global_attention", "cls"], "Longformer setting"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model_type", "scratch-longformer", "--global_attention", "all"], "'all' is unknown"),
+        (["--model_type", "scratch-bert", "--global_attention", "none"], "Longformer setting"),
+        (["--model_type", "scratch-gpt", "--global_attention", "cls"], "Longformer setting"),
+    ],
+)
 def test_global_attention_is_checked(args, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         run_classification.main([*args, "--output_dir", str(tmp_path), *TINY[2:]])
@@ -426,22 +532,29 @@ def test_global_attention_is_checked(args, message, tmp_path):
 def test_gpt_classification_with_the_auxiliary_lm_loss(tmp_path):
     """--lm_labels: every batch carries the framed tokens as lm_labels (padding -100), and the loss the Trainer
     optimises is L3 = L2 + λ·L1 (GPT-1 eq. 5)."""
-    model, batch = first_batch(run_classification, ["--model_type", "scratch-gpt", "--lm_labels", "--output_dir",
-                                                    str(tmp_path), *TINY])
+    model, batch = first_batch(
+        run_classification, ["--model_type", "scratch-gpt", "--lm_labels", "--output_dir", str(tmp_path), *TINY]
+    )
     lm_labels = batch.pop("lm_labels")
     assert torch.equal(lm_labels, batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100))
     with torch.no_grad():
         task_loss = model(**batch).loss
         combined = model(**batch, lm_labels=lm_labels).loss
-        lm_logits = model.lm_head(model.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state)
-    lm_loss = torch.nn.functional.cross_entropy(lm_logits[:, :-1].flatten(0, 1), lm_labels[:, 1:].flatten(), ignore_index=-100)
+        lm_logits = model.lm_head(
+            model.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        )
+    lm_loss = torch.nn.functional.cross_entropy(
+        lm_logits[:, :-1].flatten(0, 1), lm_labels[:, 1:].flatten(), ignore_index=-100
+    )
     assert model.config.lm_loss_weight > 0
     assert torch.allclose(combined, task_loss + model.config.lm_loss_weight * lm_loss, atol=1e-5)
 
 
 def test_lm_labels_is_a_gpt_switch(tmp_path):
     with pytest.raises(ValueError, match="--lm_labels is GPT-1's auxiliary"):
-        run_classification.main(["--model_type", "scratch-bert", "--lm_labels", "--output_dir", str(tmp_path), *TINY[2:]])
+        run_classification.main(
+            ["--model_type", "scratch-bert", "--lm_labels", "--output_dir", str(tmp_path), *TINY[2:]]
+        )
 
 
 # ---- a reference checkpoint converted on the fly ------------------------------------------------------------
@@ -451,12 +564,27 @@ def test_fine_tune_a_reference_bert_checkpoint(tmp_path, run_outputs):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForMaskedLM
 
     tokenizer = AutoTokenizer.from_pretrained(run_outputs("mlm-bert")["output_dir"])
-    reference = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
-                                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=64))
+    reference = BertForMaskedLM(
+        BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    )
     reference.save_pretrained(tmp_path / "bert")
     tokenizer.save_pretrained(tmp_path / "bert")
-    results = run_classification.main(["--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "out"),
-                                      *[a for a in TINY if a not in ("--model_size", "tiny")]])
+    results = run_classification.main(
+        [
+            "--model_name_or_path",
+            str(tmp_path / "bert"),
+            "--output_dir",
+            str(tmp_path / "out"),
+            *[a for a in TINY if a not in ("--model_size", "tiny")],
+        ]
+    )
     model = AutoModelForSequenceClassification.from_pretrained(results["output_dir"])
     assert type(model).__name__ == "ScratchBertForSequenceClassification" and model.config.num_labels == 3
     assert model.config.id2label == {0: "hamlet", 1: "macbeth", 2: "romeo_and_juliet"}
@@ -471,11 +599,21 @@ def test_reference_gpt2_checkpoint_is_converted_on_the_fly(tmp_path, run_outputs
     from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
     tokenizer = AutoTokenizer.from_pretrained(run_outputs("clm-gpt")["output_dir"])
-    reference = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=64)).eval()
+    reference = GPT2LMHeadModel(
+        GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=64)
+    ).eval()
     reference.save_pretrained(tmp_path / "gpt2")
     tokenizer.save_pretrained(tmp_path / "gpt2")
-    results = run_clm.main(["--model_name_or_path", str(tmp_path / "gpt2"), "--output_dir", str(tmp_path / "out"), "--do_eval",
-                            *[a for a in TINY if a not in ("--model_size", "tiny")]])
+    results = run_clm.main(
+        [
+            "--model_name_or_path",
+            str(tmp_path / "gpt2"),
+            "--output_dir",
+            str(tmp_path / "out"),
+            "--do_eval",
+            *[a for a in TINY if a not in ("--model_size", "tiny")],
+        ]
+    )
     assert "train" not in results and math.isfinite(results["eval"]["eval_loss"])
     ours = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
     assert type(ours).__name__ == "ScratchGPTLMHeadModel"
@@ -487,19 +625,22 @@ def test_reference_gpt2_checkpoint_is_converted_on_the_fly(tmp_path, run_outputs
 # ---- bad arguments and unreadable data ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "--model_type"),
-    (["--model_type", "scratch-gpt"], "trains ['scratch-bert', 'scratch-longformer']"),
-    (["--model_type", "scratch-bert", "--model_name_or_path", "x"], "not both"),
-    (["--model_type", "scratch-bert", "--model_size", "huge"], "preset"),
-    (["--model_type", "scratch-bert", "--train_file", "data.parquet"], "unsupported extension"),
-    (["--model_type", "scratch-bert", "--train_file", "/nonexistent/train.txt"], "does not exist"),
-    (["--model_type", "scratch-bert", "--config_overrides", "hidden_size"], "key=value"),
-    (["--model_type", "scratch-bert", "--config_overrides", "no_such_field=3"], "no_such_field"),
-    (["--model_type", "scratch-bert", "--config_overrides", "num_attention_heads=3"], "divisible"),
-    (["--model_type", "scratch-bert", "--mlm_probability", "1.5"], "mlm_probability"),
-    (["--model_type", "scratch-bert", "--no_such_flag", "1"], "no_such_flag"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "--model_type"),
+        (["--model_type", "scratch-gpt"], "trains ['scratch-bert', 'scratch-longformer']"),
+        (["--model_type", "scratch-bert", "--model_name_or_path", "x"], "not both"),
+        (["--model_type", "scratch-bert", "--model_size", "huge"], "preset"),
+        (["--model_type", "scratch-bert", "--train_file", "data.parquet"], "unsupported extension"),
+        (["--model_type", "scratch-bert", "--train_file", "/nonexistent/train.txt"], "does not exist"),
+        (["--model_type", "scratch-bert", "--config_overrides", "hidden_size"], "key=value"),
+        (["--model_type", "scratch-bert", "--config_overrides", "no_such_field=3"], "no_such_field"),
+        (["--model_type", "scratch-bert", "--config_overrides", "num_attention_heads=3"], "divisible"),
+        (["--model_type", "scratch-bert", "--mlm_probability", "1.5"], "mlm_probability"),
+        (["--model_type", "scratch-bert", "--no_such_flag", "1"], "no_such_flag"),
+    ],
+)
 def test_bad_arguments_raise_clear_errors(args, message, tmp_path):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         run_mlm.main([*args, "--output_dir", str(tmp_path), *[a for a in TINY if a not in ("--model_size", "tiny")]])
@@ -508,8 +649,19 @@ def test_bad_arguments_raise_clear_errors(args, message, tmp_path):
 def test_qa_refuses_a_question_that_leaves_no_room_for_overlapping_windows(tmp_path):
     # the embedded speakers task's longest question is 46 tokens with TINY's vocabulary: 48 tokens leave no context
     with pytest.raises(ValueError, match=r"longest question is \d+ tokens.*Raise --max_seq_length to at least"):
-        run_qa.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path), *TINY,
-                     "--max_seq_length", "48", "--doc_stride", "8"])
+        run_qa.main(
+            [
+                "--model_type",
+                "scratch-bert",
+                "--output_dir",
+                str(tmp_path),
+                *TINY,
+                "--max_seq_length",
+                "48",
+                "--doc_stride",
+                "8",
+            ]
+        )
 
 
 def test_unreadable_or_wrong_data_raises_clear_errors(tmp_path):
@@ -517,13 +669,22 @@ def test_unreadable_or_wrong_data_raises_clear_errors(tmp_path):
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"text": "fine", "label": "a"}\n{this is not json\n')
     with pytest.raises(ValueError, match="broken.jsonl"):
-        run_classification.main(["--model_type", "scratch-bert", "--train_file", str(broken), "--output_dir", output, *TINY[2:]])
+        run_classification.main(
+            ["--model_type", "scratch-bert", "--train_file", str(broken), "--output_dir", output, *TINY[2:]]
+        )
     wrong = tmp_path / "wrong.jsonl"
     wrong.write_text("".join(json.dumps({"review": f"s{i}", "label": i % 2}) + "\n" for i in range(10)))
-    with pytest.raises(ValueError, match=r"no text column \('sentence' or 'text'\); its columns are \['review', 'label'\]: name yours with --text_column_names"):
-        run_classification.main(["--model_type", "scratch-bert", "--train_file", str(wrong), "--output_dir", output, *TINY[2:]])
+    with pytest.raises(
+        ValueError,
+        match=r"no text column \('sentence' or 'text'\); its columns are \['review', 'label'\]: name yours with --text_column_names",
+    ):
+        run_classification.main(
+            ["--model_type", "scratch-bert", "--train_file", str(wrong), "--output_dir", output, *TINY[2:]]
+        )
     with pytest.raises(ValueError, match="languages"):
-        run_translation.main(["--model_type", "scratch-transformer", "--source_lang", "fr", "--output_dir", output, *TINY[2:]])
+        run_translation.main(
+            ["--model_type", "scratch-transformer", "--source_lang", "fr", "--output_dir", output, *TINY[2:]]
+        )
 
 
 # ---- the quickstart ------------------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ import hf_scratch
 from hf_scratch import ScratchTransfoXLLMHeadModel
 from hf_scratch.convert import load_reference_checkpoint, to_transformers
 
-
 REFERENCE_FIXTURES = ("adaptive_div2", "adaptive_div1_preln")
 
 
@@ -148,7 +147,9 @@ def test_adaptive_softmax_is_a_distribution_and_loss_is_mean_of_token_losses():
     assert torch.allclose(out.loss, token_losses[targets != -100].mean(), atol=1e-6)
 
 
-@pytest.mark.parametrize("overrides", [{}, {"cutoffs": []}, {"div_val": 1, "embedding_size": 12, "tie_word_embeddings": False}])
+@pytest.mark.parametrize(
+    "overrides", [{}, {"cutoffs": []}, {"div_val": 1, "embedding_size": 12, "tie_word_embeddings": False}]
+)
 def test_target_only_loss_equals_full_softmax_loss(overrides):
     model = tiny_model(**overrides)
     ids = torch.randint(0, 40, (2, 9))
@@ -164,7 +165,8 @@ def test_target_only_loss_equals_full_softmax_loss(overrides):
 
 
 @pytest.mark.parametrize(
-    "overrides", [{}, {"cutoffs": []}, {"div_val": 1, "embedding_size": 12, "tie_word_embeddings": False}],
+    "overrides",
+    [{}, {"cutoffs": []}, {"div_val": 1, "embedding_size": 12, "tie_word_embeddings": False}],
     ids=["adaptive", "plain-softmax", "one-table-untied"],
 )
 def test_resize_token_embeddings_grows_the_rarest_cluster(tmp_path, overrides):
@@ -198,12 +200,15 @@ def test_resize_token_embeddings_grows_the_rarest_cluster(tmp_path, overrides):
         loaded.resize_token_embeddings(max(loaded.config.cutoffs, default=0))
 
 
-@pytest.mark.parametrize("overrides", [
-    {},  # one table per cluster, tied, tie_projs: all but the first
-    {"div_val": 1, "embedding_size": 12, "tie_projs": [True, False, True]},  # one projected table
-    {"tie_word_embeddings": False},
-    {"untie_r": False},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},  # one table per cluster, tied, tie_projs: all but the first
+        {"div_val": 1, "embedding_size": 12, "tie_projs": [True, False, True]},  # one projected table
+        {"tie_word_embeddings": False},
+        {"untie_r": False},
+    ],
+)
 def test_softmax_computes_with_its_own_tied_parameters(tmp_path, overrides):
     """The adaptive softmax reads no other module's weights: its output tables and projections are its own
     parameters, the input's very tensors where tied (``_tied_weights_keys``, as transformers' TransfoXL tied
@@ -230,7 +235,10 @@ def test_softmax_computes_with_its_own_tied_parameters(tmp_path, overrides):
         *(f"lm_head.projections.{c}" for c, tied in enumerate(config.tie_projs) if tied),
     }
     loaded = ScratchTransfoXLLMHeadModel.from_pretrained(tmp_path, attn_implementation="eager").eval()
-    assert all(loaded.get_parameter(target) is loaded.get_parameter(source) for target, source in loaded._tied_weights_keys.items())
+    assert all(
+        loaded.get_parameter(target) is loaded.get_parameter(source)
+        for target, source in loaded._tied_weights_keys.items()
+    )
     with torch.no_grad():
         torch.testing.assert_close(loaded(ids).logits, output.logits, atol=0, rtol=0)
 
@@ -261,12 +269,35 @@ def _hand_made_reference(tie: bool) -> tuple[dict, dict]:
     """A wt103-style config (div_val 4, three cutoffs, per-layer u/v, same_length) and a state dict with the
     reference key names, including the tied duplicates that pickled hub checkpoints carry."""
     config = {
-        "architectures": ["TransfoXLLMHeadModel"], "model_type": "transfo-xl", "vocab_size": 64,
-        "cutoffs": [8, 16, 32], "d_model": 16, "d_embed": 16, "n_head": 2, "d_head": 8, "d_inner": 24, "div_val": 2,
-        "pre_lnorm": False, "n_layer": 2, "mem_len": 8, "clamp_len": 100, "same_length": True,
-        "proj_share_all_but_first": True, "attn_type": 0, "sample_softmax": -1, "adaptive": True, "dropout": 0.1,
-        "dropatt": 0.0, "untie_r": True, "init": "normal", "init_range": 0.01, "proj_init_std": 0.01,
-        "init_std": 0.02, "layer_norm_epsilon": 1e-5, "eos_token_id": 0, "tie_word_embeddings": tie,
+        "architectures": ["TransfoXLLMHeadModel"],
+        "model_type": "transfo-xl",
+        "vocab_size": 64,
+        "cutoffs": [8, 16, 32],
+        "d_model": 16,
+        "d_embed": 16,
+        "n_head": 2,
+        "d_head": 8,
+        "d_inner": 24,
+        "div_val": 2,
+        "pre_lnorm": False,
+        "n_layer": 2,
+        "mem_len": 8,
+        "clamp_len": 100,
+        "same_length": True,
+        "proj_share_all_but_first": True,
+        "attn_type": 0,
+        "sample_softmax": -1,
+        "adaptive": True,
+        "dropout": 0.1,
+        "dropatt": 0.0,
+        "untie_r": True,
+        "init": "normal",
+        "init_range": 0.01,
+        "proj_init_std": 0.01,
+        "init_std": 0.02,
+        "layer_norm_epsilon": 1e-5,
+        "eos_token_id": 0,
+        "tie_word_embeddings": tie,
     }
     g = torch.Generator().manual_seed(3)
     rand = lambda *shape: torch.randn(*shape, generator=g) * 0.2  # noqa: E731
@@ -276,21 +307,31 @@ def _hand_made_reference(tie: bool) -> tuple[dict, dict]:
         size, width = bounds[i + 1] - bounds[i], 16 // 2**i
         state[f"transformer.word_emb.emb_layers.{i}.weight"] = rand(size, width)
         state[f"transformer.word_emb.emb_projs.{i}"] = rand(16, width)
-        state[f"crit.out_layers.{i}.weight"] = state[f"transformer.word_emb.emb_layers.{i}.weight"].clone() if tie else rand(size, width)
+        state[f"crit.out_layers.{i}.weight"] = (
+            state[f"transformer.word_emb.emb_layers.{i}.weight"].clone() if tie else rand(size, width)
+        )
         state[f"crit.out_layers.{i}.bias"] = rand(size)
         state[f"crit.out_projs.{i}"] = state[f"transformer.word_emb.emb_projs.{i}"].clone() if i else rand(16, width)
     state["crit.cluster_weight"], state["crit.cluster_bias"] = rand(3, 16), rand(3)
     for layer in range(2):
         p = f"transformer.layers.{layer}."
-        state.update({
-            p + "dec_attn.qkv_net.weight": rand(48, 16), p + "dec_attn.o_net.weight": rand(16, 16),
-            p + "dec_attn.r_net.weight": rand(16, 16), p + "dec_attn.r_w_bias": rand(2, 8),
-            p + "dec_attn.r_r_bias": rand(2, 8), p + "dec_attn.layer_norm.weight": 1 + rand(16),
-            p + "dec_attn.layer_norm.bias": rand(16), p + "pos_ff.CoreNet.0.weight": rand(24, 16),
-            p + "pos_ff.CoreNet.0.bias": rand(24), p + "pos_ff.CoreNet.3.weight": rand(16, 24),
-            p + "pos_ff.CoreNet.3.bias": rand(16), p + "pos_ff.layer_norm.weight": 1 + rand(16),
-            p + "pos_ff.layer_norm.bias": rand(16),
-        })
+        state.update(
+            {
+                p + "dec_attn.qkv_net.weight": rand(48, 16),
+                p + "dec_attn.o_net.weight": rand(16, 16),
+                p + "dec_attn.r_net.weight": rand(16, 16),
+                p + "dec_attn.r_w_bias": rand(2, 8),
+                p + "dec_attn.r_r_bias": rand(2, 8),
+                p + "dec_attn.layer_norm.weight": 1 + rand(16),
+                p + "dec_attn.layer_norm.bias": rand(16),
+                p + "pos_ff.CoreNet.0.weight": rand(24, 16),
+                p + "pos_ff.CoreNet.0.bias": rand(24),
+                p + "pos_ff.CoreNet.3.weight": rand(16, 24),
+                p + "pos_ff.CoreNet.3.bias": rand(16),
+                p + "pos_ff.layer_norm.weight": 1 + rand(16),
+                p + "pos_ff.layer_norm.bias": rand(16),
+            }
+        )
     return config, state
 
 
@@ -303,11 +344,15 @@ def test_hand_made_reference_checkpoint_loads_and_scores(tmp_path, tie):
     assert isinstance(model, ScratchTransfoXLLMHeadModel) and not model.training
     assert model.config.tie_projs == [False, True, True, True] and model.config.same_length
     # weights land where they belong; tied softmax tensors are the input embedding's
-    assert torch.equal(model.model.word_embeddings.embeddings[2].weight, state["transformer.word_emb.emb_layers.2.weight"])
+    assert torch.equal(
+        model.model.word_embeddings.embeddings[2].weight, state["transformer.word_emb.emb_layers.2.weight"]
+    )
     assert torch.equal(model.model.layers[1].attention.position_bias, state["transformer.layers.1.dec_attn.r_r_bias"])
     for cluster in range(4):
         weight, bias, projection = model.lm_head.cluster_parameters(cluster)
-        assert torch.equal(weight, state[f"crit.out_layers.{cluster}.weight"]) and torch.equal(bias, state[f"crit.out_layers.{cluster}.bias"])
+        assert torch.equal(weight, state[f"crit.out_layers.{cluster}.weight"]) and torch.equal(
+            bias, state[f"crit.out_layers.{cluster}.bias"]
+        )
         assert torch.equal(projection, state[f"crit.out_projs.{cluster}"])
     ids = torch.tensor([[1, 9, 17, 40, 63, 2], [5, 5, 30, 31, 0, 12]])
     with torch.no_grad():
@@ -317,9 +362,16 @@ def test_hand_made_reference_checkpoint_loads_and_scores(tmp_path, tie):
     assert torch.isfinite(out.loss) and out.loss > 0
     # a tail word's log-probability = log p(cluster) + log p(word | cluster), computed by hand from the weights
     hidden = model.model(ids).last_hidden_state[0, 0]
-    head = torch.log_softmax(torch.cat([state["crit.out_layers.0.weight"], state["crit.cluster_weight"]]) @ (state["crit.out_projs.0"].t() @ hidden)
-                             + torch.cat([state["crit.out_layers.0.bias"], state["crit.cluster_bias"]]), -1)
-    tail = torch.log_softmax(state["crit.out_layers.3.weight"] @ (state["crit.out_projs.3"].t() @ hidden) + state["crit.out_layers.3.bias"], -1)
+    head = torch.log_softmax(
+        torch.cat([state["crit.out_layers.0.weight"], state["crit.cluster_weight"]])
+        @ (state["crit.out_projs.0"].t() @ hidden)
+        + torch.cat([state["crit.out_layers.0.bias"], state["crit.cluster_bias"]]),
+        -1,
+    )
+    tail = torch.log_softmax(
+        state["crit.out_layers.3.weight"] @ (state["crit.out_projs.3"].t() @ hidden) + state["crit.out_layers.3.bias"],
+        -1,
+    )
     assert torch.allclose(log_probs[0, 0, 40], head[8 + 2] + tail[40 - 32], atol=1e-5)
 
 
@@ -355,7 +407,9 @@ def test_greedy_generation_with_mems_equals_recomputing(same_length):
     model = tiny_model(same_length=same_length, mem_len=16)
     prompt = torch.randint(0, 40, (2, 4))
     fed_lengths = []
-    hook = model.model.register_forward_pre_hook(lambda module, args, kwargs: fed_lengths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
+    hook = model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: fed_lengths.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
     generated = model.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0, eos_token_id=None)
     hook.remove()
     assert fed_lengths == [4] + [1] * 7  # the prompt once, then one token per step: the rest is in the memory
@@ -365,7 +419,9 @@ def test_greedy_generation_with_mems_equals_recomputing(same_length):
             next_token = model(sequence).logits[:, -1].argmax(-1, keepdim=True)
             sequence = torch.cat([sequence, next_token], dim=1)
     assert torch.equal(generated, sequence)
-    without_memory = model.generate(prompt, max_new_tokens=8, do_sample=False, use_cache=False, pad_token_id=0, eos_token_id=None)
+    without_memory = model.generate(
+        prompt, max_new_tokens=8, do_sample=False, use_cache=False, pad_token_id=0, eos_token_id=None
+    )
     assert torch.equal(without_memory, sequence)
 
 
@@ -374,7 +430,9 @@ def test_left_padded_batch_generation_equals_one_by_one():
     short, long = torch.randint(1, 40, (1, 3)), torch.randint(1, 40, (1, 5))
     batch = torch.cat([torch.cat([torch.zeros(1, 2, dtype=torch.long), short], dim=1), long])
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
-    together = model.generate(batch, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None)
+    together = model.generate(
+        batch, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None
+    )
     for row, prompt in enumerate((short, long)):
         alone = model.generate(prompt, max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None)
         assert torch.equal(together[row, -6:], alone[0, -6:])
@@ -382,7 +440,9 @@ def test_left_padded_batch_generation_equals_one_by_one():
 
 def test_beam_search_runs_with_mems():
     model = tiny_model()
-    out = model.generate(torch.randint(0, 40, (1, 3)), max_new_tokens=4, num_beams=3, do_sample=False, pad_token_id=0, eos_token_id=None)
+    out = model.generate(
+        torch.randint(0, 40, (1, 3)), max_new_tokens=4, num_beams=3, do_sample=False, pad_token_id=0, eos_token_id=None
+    )
     assert out.shape == (1, 7)
 
 

@@ -28,9 +28,20 @@ def shakespeare_ids(fixtures_dir) -> tuple[list[int], list[int], int]:
 
 def tiny_lm(vocab_size: int, **overrides) -> ScratchTransfoXLLMHeadModel:
     settings = dict(
-        vocab_size=vocab_size, cutoffs=[24], div_val=2, hidden_size=32, embedding_size=32, num_hidden_layers=2,
-        num_attention_heads=2, head_dim=16, intermediate_size=64, mem_len=32, clamp_len=-1, same_length=False,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        vocab_size=vocab_size,
+        cutoffs=[24],
+        div_val=2,
+        hidden_size=32,
+        embedding_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        head_dim=16,
+        intermediate_size=64,
+        mem_len=32,
+        clamp_len=-1,
+        same_length=False,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
     )
     settings.update(overrides)
     torch.manual_seed(0)
@@ -39,9 +50,18 @@ def tiny_lm(vocab_size: int, **overrides) -> ScratchTransfoXLLMHeadModel:
 
 def arguments(output_dir, **overrides) -> TrainingArguments:
     settings = dict(
-        output_dir=str(output_dir), per_device_train_batch_size=4, per_device_eval_batch_size=4, learning_rate=3e-3,
-        num_train_epochs=1, report_to=[], use_cpu=True, disable_tqdm=True, logging_steps=1000, save_strategy="no",
-        seed=0, dataloader_num_workers=0,
+        output_dir=str(output_dir),
+        per_device_train_batch_size=4,
+        per_device_eval_batch_size=4,
+        learning_rate=3e-3,
+        num_train_epochs=1,
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        logging_steps=1000,
+        save_strategy="no",
+        seed=0,
+        dataloader_num_workers=0,
     )
     settings.update(overrides)
     return TrainingArguments(**settings)
@@ -52,7 +72,9 @@ def test_stream_sampler_gives_each_rank_its_own_continuing_streams():
     assert len(sampler) == 20
     rows_seen = set()
     for rank in range(2):  # the sharding accelerate applies under DDP: whole batches, round-robin
-        batches = list(BatchSamplerShard(BatchSampler(sampler, 2, drop_last=False), num_processes=2, process_index=rank))
+        batches = list(
+            BatchSamplerShard(BatchSampler(sampler, 2, drop_last=False), num_processes=2, process_index=rank)
+        )
         assert len(batches) == 5
         for row in range(2):
             stream = [batch[row] for batch in batches]
@@ -66,14 +88,18 @@ def test_stream_sampler_gives_each_rank_its_own_continuing_streams():
 def test_trainer_carries_memory_and_resets_it_per_epoch_and_evaluation(tmp_path, shakespeare_ids):
     train_ids, valid_ids, vocab = shakespeare_ids
     model = tiny_lm(vocab)
-    train = segment_dataset(train_ids[:16 * 24], segment_length=16)  # 24 segments → 6 steps of 4 streams
-    valid = segment_dataset(valid_ids[:16 * 8], segment_length=16)
+    train = segment_dataset(train_ids[: 16 * 24], segment_length=16)  # 24 segments → 6 steps of 4 streams
+    valid = segment_dataset(valid_ids[: 16 * 8], segment_length=16)
     calls = []
     model.model.register_forward_pre_hook(
-        lambda module, args, kwargs: calls.append((module.training, None if kwargs.get("mems") is None else kwargs["mems"][0].shape[1])),
+        lambda module, args, kwargs: calls.append(
+            (module.training, None if kwargs.get("mems") is None else kwargs["mems"][0].shape[1])
+        ),
         with_kwargs=True,
     )
-    trainer = TransfoXLTrainer(model=model, args=arguments(tmp_path, num_train_epochs=2), train_dataset=train, eval_dataset=valid)
+    trainer = TransfoXLTrainer(
+        model=model, args=arguments(tmp_path, num_train_epochs=2), train_dataset=train, eval_dataset=valid
+    )
     trainer.train()
     training_calls = [length for is_training, length in calls if is_training]
     assert training_calls == [None, 16, 32, 32, 32, 32] * 2  # grows to mem_len, reset when the second epoch starts
@@ -88,8 +114,15 @@ def test_validation_perplexity_is_lower_with_memory(tmp_path, shakespeare_ids):
     model = tiny_lm(vocab)
     trainer = TransfoXLTrainer(  # 16k characters as 16 streams of 8-character segments, 3 epochs (~375 steps)
         model=model,
-        args=arguments(tmp_path, num_train_epochs=3, per_device_train_batch_size=16, per_device_eval_batch_size=16, learning_rate=5e-3),
-        train_dataset=segment_dataset(train_ids[:16000], 8), eval_dataset=segment_dataset(valid_ids[-2000:], 8),
+        args=arguments(
+            tmp_path,
+            num_train_epochs=3,
+            per_device_train_batch_size=16,
+            per_device_eval_batch_size=16,
+            learning_rate=5e-3,
+        ),
+        train_dataset=segment_dataset(train_ids[:16000], 8),
+        eval_dataset=segment_dataset(valid_ids[-2000:], 8),
     )
     trainer.train()
     with_memory = trainer.evaluate()["eval_perplexity"]
@@ -109,7 +142,7 @@ class _ForgetfulTrainer(TransfoXLTrainer):
 
 def test_checkpoint_saves_memory_and_resume_continues_exactly(tmp_path, shakespeare_ids):
     train_ids, _, vocab = shakespeare_ids
-    train = segment_dataset(train_ids[:16 * 40], segment_length=16)  # 10 steps per epoch
+    train = segment_dataset(train_ids[: 16 * 40], segment_length=16)  # 10 steps per epoch
     args = dict(max_steps=8, save_strategy="steps", save_steps=4)
 
     straight = tiny_lm(vocab)
@@ -119,9 +152,13 @@ def test_checkpoint_saves_memory_and_resume_continues_exactly(tmp_path, shakespe
     assert saved["global_step"] == 4 and saved["mems"][0].shape == (4, 32, 32)
 
     resumed = tiny_lm(vocab)
-    TransfoXLTrainer(model=resumed, args=arguments(tmp_path / "b", **args), train_dataset=train).train(resume_from_checkpoint=str(checkpoint))
+    TransfoXLTrainer(model=resumed, args=arguments(tmp_path / "b", **args), train_dataset=train).train(
+        resume_from_checkpoint=str(checkpoint)
+    )
     forgetful = tiny_lm(vocab)
-    _ForgetfulTrainer(model=forgetful, args=arguments(tmp_path / "c", **args), train_dataset=train).train(resume_from_checkpoint=str(checkpoint))
+    _ForgetfulTrainer(model=forgetful, args=arguments(tmp_path / "c", **args), train_dataset=train).train(
+        resume_from_checkpoint=str(checkpoint)
+    )
 
     def max_difference(a, b):
         return max((p - q).abs().max().item() for p, q in zip(a.parameters(), b.parameters()))
@@ -131,4 +168,6 @@ def test_checkpoint_saves_memory_and_resume_continues_exactly(tmp_path, shakespe
 
     os.remove(checkpoint / MEMORY_FILE.format(rank=0))
     with pytest.raises(ValueError, match="no transfo_xl_mems_0.pt"):
-        TransfoXLTrainer(model=tiny_lm(vocab), args=arguments(tmp_path / "d", **args), train_dataset=train).train(resume_from_checkpoint=str(checkpoint))
+        TransfoXLTrainer(model=tiny_lm(vocab), args=arguments(tmp_path / "d", **args), train_dataset=train).train(
+            resume_from_checkpoint=str(checkpoint)
+        )

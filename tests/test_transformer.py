@@ -9,10 +9,10 @@ import json
 
 import pytest
 import torch
-from safetensors.torch import load_file
 import transformers
 from families import FAMILIES
 from families import transformer_sources as padded_sources
+from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, MarianConfig, pipeline
 
 import hf_scratch
@@ -27,10 +27,22 @@ from hf_scratch.tools.tokenization import train_tokenizer
 
 PAD = 98  # Marian's convention: pad = decoder start = the last id, eos = 0
 MARIAN_TINY = dict(
-    vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-    decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=40, max_position_embeddings=40,
-    activation_function="swish", scale_embedding=True, pad_token_id=PAD, decoder_start_token_id=PAD, eos_token_id=0,
-    forced_eos_token_id=None, init_std=0.3,  # large weights: outputs depend clearly on the input
+    vocab_size=99,
+    d_model=32,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=48,
+    decoder_ffn_dim=40,
+    max_position_embeddings=40,
+    activation_function="swish",
+    scale_embedding=True,
+    pad_token_id=PAD,
+    decoder_start_token_id=PAD,
+    eos_token_id=0,
+    forced_eos_token_id=None,
+    init_std=0.3,  # large weights: outputs depend clearly on the input
 )
 tiny_config = FAMILIES["transformer"].tiny_config
 
@@ -83,7 +95,10 @@ def test_labels_shift_right_behind_the_start_token():
     from transformers import DataCollatorForSeq2Seq
 
     tokenizer = train_tokenizer(["i want a beer"], "seq2seq", vocab_size=30)
-    features = [{"input_ids": [5, 6, 2], "labels": [i, want, a, beer, E]}, {"input_ids": [5, 2], "labels": [i, want, E]}]
+    features = [
+        {"input_ids": [5, 6, 2], "labels": [i, want, a, beer, E]},
+        {"input_ids": [5, 2], "labels": [i, want, E]},
+    ]
     batch = DataCollatorForSeq2Seq(tokenizer, model=model)(features)
     assert batch["labels"].tolist()[1] == [i, want, E, -100, -100]
     assert batch["decoder_input_ids"].tolist() == shifted.tolist()
@@ -121,11 +136,17 @@ def test_embeddings_shared_and_tied_as_configured(tmp_path):
     assert separate.model.encoder.embeddings.tokens.weight.data_ptr() != separate.lm_head.weight.data_ptr()
     assert separate.lm_head.weight.shape[0] == 45
     untied = ScratchTransformerForConditionalGeneration(tiny_config(tie_word_embeddings=False))
-    assert untied.model.decoder.embeddings.tokens.weight.data_ptr() == untied.model.encoder.embeddings.tokens.weight.data_ptr()
+    assert (
+        untied.model.decoder.embeddings.tokens.weight.data_ptr()
+        == untied.model.encoder.embeddings.tokens.weight.data_ptr()
+    )
     assert untied.lm_head.weight.data_ptr() != untied.model.decoder.embeddings.tokens.weight.data_ptr()
     untied.save_pretrained(tmp_path)
     reloaded = ScratchTransformerForConditionalGeneration.from_pretrained(tmp_path)
-    assert reloaded.model.decoder.embeddings.tokens.weight.data_ptr() == reloaded.model.encoder.embeddings.tokens.weight.data_ptr()
+    assert (
+        reloaded.model.decoder.embeddings.tokens.weight.data_ptr()
+        == reloaded.model.encoder.embeddings.tokens.weight.data_ptr()
+    )
     assert torch.equal(reloaded.lm_head.weight, untied.lm_head.weight)
 
 
@@ -195,10 +216,12 @@ def test_parity_with_marian_mt_model(attn_implementation):
     decoder_input_ids = targets()
     labels = torch.randint(1, PAD, (3, 7))
     with torch.no_grad():
-        expected = reference(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
-                             labels=labels)
-        actual = ours(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
-                      labels=labels)
+        expected = reference(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, labels=labels
+        )
+        actual = ours(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, labels=labels
+        )
     assert expected.logits.std() > 0.5  # not a trivial output
     assert (expected.logits - actual.logits).abs().max() <= 1e-4
     real = attention_mask.bool()
@@ -233,7 +256,9 @@ def test_round_trip_back_to_marian():
 
 def test_marian_unlike_configs_refuse_conversion():
     with pytest.raises(ValueError, match="pre_norm"):
-        to_transformers(ScratchTransformerForConditionalGeneration(tiny_config(sinusoidal_layout="split", pre_norm=True)))
+        to_transformers(
+            ScratchTransformerForConditionalGeneration(tiny_config(sinusoidal_layout="split", pre_norm=True))
+        )
     with pytest.raises(ValueError, match="sinusoidal_layout"):
         to_transformers(ScratchTransformerForConditionalGeneration(tiny_config()))
 
@@ -272,7 +297,9 @@ def test_marian_checkpoint_directory_loads_and_translates(tmp_path):
     assert json.loads((tmp_path / "ours" / "config.json").read_text())["model_type"] == "scratch-transformer"
     assert (tmp_path / "ours" / "tokenizer.json").exists()
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "ours").eval()
-    assert torch.equal(reloaded.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10), expected)
+    assert torch.equal(
+        reloaded.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10), expected
+    )
 
 
 def test_opus_mt_style_pickle_checkpoint_loads(tmp_path):
@@ -283,15 +310,22 @@ def test_opus_mt_style_pickle_checkpoint_loads(tmp_path):
     directory.mkdir()
     torch.save(reference.state_dict(), directory / "pytorch_model.bin")
     config = reference.config.to_dict()
-    config.update(architectures=["MarianMTModel"], static_position_embeddings=True, normalize_before=False,
-                  normalize_embedding=False, add_final_layer_norm=False, add_bias_logits=False,
-                  extra_pos_embeddings=PAD + 1)
+    config.update(
+        architectures=["MarianMTModel"],
+        static_position_embeddings=True,
+        normalize_before=False,
+        normalize_embedding=False,
+        add_final_layer_norm=False,
+        add_bias_logits=False,
+        extra_pos_embeddings=PAD + 1,
+    )
     (directory / "config.json").write_text(json.dumps(config))
     ours = load_reference_checkpoint(directory)
     input_ids, attention_mask = padded_sources()
     expected = reference.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=3, max_new_tokens=10)
-    assert torch.equal(ours.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=3, max_new_tokens=10),
-                       expected)
+    assert torch.equal(
+        ours.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=3, max_new_tokens=10), expected
+    )
     config["normalize_before"] = True
     (directory / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="normalize_before"):
@@ -320,7 +354,9 @@ def test_pre_norm_and_interleaved_layout_are_real_options():
         model = ScratchTransformerForConditionalGeneration(tiny_config(**overrides)).eval()
         model.load_state_dict(post.state_dict(), strict=name != "pre")  # pre-LN adds the two final LayerNorms
         with torch.no_grad():
-            outputs[name] = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+            outputs[name] = model(
+                input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids
+            ).logits
     assert hasattr(ScratchTransformerModel(tiny_config(pre_norm=True)).encoder, "final_norm")
     assert (outputs["post"] - outputs["pre"]).abs().max() > 1e-3
     assert (outputs["post"] - outputs["split"]).abs().max() > 1e-3
@@ -344,19 +380,43 @@ def toy_translator(fixtures_dir, tmp_path_factory):
     pairs = [json.loads(line)["translation"] for line in (fixtures_dir / "de_en_toy.jsonl").read_text().splitlines()]
     tokenizer = train_tokenizer([p["de"] for p in pairs] + [p["en"] for p in pairs], "seq2seq", vocab_size=60)
     examples = [tokenizer(p["de"], text_target=p["en"]) for p in pairs]
-    config = tiny_config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id,
-                         initializer_range=0.02, hidden_dropout_prob=0.0, label_smoothing=0.1)
+    config = tiny_config(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.bos_token_id,
+        initializer_range=0.02,
+        hidden_dropout_prob=0.0,
+        label_smoothing=0.1,
+    )
     torch.manual_seed(0)
     model = ScratchTransformerForConditionalGeneration(config)
     output_dir = tmp_path_factory.mktemp("toy")
     args = Seq2SeqTrainingArguments(
-        output_dir=str(output_dir), per_device_train_batch_size=6, per_device_eval_batch_size=6, max_steps=50,
-        learning_rate=1e-2, lr_scheduler_type="constant", logging_steps=10, disable_tqdm=True, save_strategy="no", report_to=[], seed=0,
-        use_cpu=True, predict_with_generate=True, generation_max_length=8,
+        output_dir=str(output_dir),
+        per_device_train_batch_size=6,
+        per_device_eval_batch_size=6,
+        max_steps=50,
+        learning_rate=1e-2,
+        lr_scheduler_type="constant",
+        logging_steps=10,
+        disable_tqdm=True,
+        save_strategy="no",
+        report_to=[],
+        seed=0,
+        use_cpu=True,
+        predict_with_generate=True,
+        generation_max_length=8,
     )
-    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=examples, eval_dataset=examples,
-                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model), processing_class=tokenizer)
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=args,
+        train_dataset=examples,
+        eval_dataset=examples,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        processing_class=tokenizer,
+    )
     trainer.train()
     return trainer, tokenizer, pairs
 
@@ -378,7 +438,8 @@ def test_seq2seq_pipeline_translates(toy_translator, tmp_path):
     translate = pipeline("scratch-seq2seq", model=model, tokenizer=tokenizer)
     assert translate("ich mochte ein bier") == [{"generated_text": "i want a beer"}]
     assert translate(["ich trinke ein cola", "du mochtest ein bier"], num_beams=3) == [  # v4: one dict per input
-        {"generated_text": "i drink a coke"}, {"generated_text": "you want a beer"}
+        {"generated_text": "i drink a coke"},
+        {"generated_text": "you want a beer"},
     ]
     two = translate("ich mochte ein wasser", num_beams=3, num_return_sequences=2)
     assert len(two) == 2 and two[0]["generated_text"] == "i want a water"

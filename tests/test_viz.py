@@ -44,8 +44,10 @@ def test_mask_patterns_are_the_attention_relations():
 
 
 def _trainer_state(directory, steps=20):
-    history = [{"step": s, "loss": 5.0 / s, "learning_rate": 1e-3 * (1 - s / steps), "epoch": s / steps}
-               for s in range(1, steps + 1)]
+    history = [
+        {"step": s, "loss": 5.0 / s, "learning_rate": 1e-3 * (1 - s / steps), "epoch": s / steps}
+        for s in range(1, steps + 1)
+    ]
     history += [{"step": s, "eval_loss": 6.0 / s} for s in (5, 10, 15, 20)]
     (directory / "checkpoint-20").mkdir(parents=True)
     (directory / "checkpoint-20" / "trainer_state.json").write_text(json.dumps({"log_history": history}))

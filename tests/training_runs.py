@@ -13,14 +13,46 @@ if str(REPO) not in sys.path:
 
 import hf_scratch  # noqa: E402,F401  (registers the families)
 from training import (  # noqa: E402
-    run_classification, run_clm, run_mlm, run_multiple_choice, run_ner, run_pretraining, run_qa, run_translation,
+    run_classification,
+    run_clm,
+    run_mlm,
+    run_multiple_choice,
+    run_ner,
+    run_pretraining,
+    run_qa,
+    run_translation,
 )
 
 TINY = [
-    "--model_size", "tiny", "--max_steps", "2", "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "4",
-    "--max_train_samples", "16", "--max_eval_samples", "4", "--max_seq_length", "32", "--tokenizer_vocab_size", "300",
-    "--logging_steps", "1", "--save_strategy", "no", "--report_to", "none", "--use_cpu", "--dataloader_pin_memory", "false",
-    "--disable_tqdm", "true", "--seed", "0",
+    "--model_size",
+    "tiny",
+    "--max_steps",
+    "2",
+    "--per_device_train_batch_size",
+    "2",
+    "--per_device_eval_batch_size",
+    "4",
+    "--max_train_samples",
+    "16",
+    "--max_eval_samples",
+    "4",
+    "--max_seq_length",
+    "32",
+    "--tokenizer_vocab_size",
+    "300",
+    "--logging_steps",
+    "1",
+    "--save_strategy",
+    "no",
+    "--report_to",
+    "none",
+    "--use_cpu",
+    "--dataloader_pin_memory",
+    "false",
+    "--disable_tqdm",
+    "true",
+    "--seed",
+    "0",
 ]
 
 # (script module, model type, extra arguments, the metrics its evaluation must report)
@@ -31,18 +63,43 @@ RUNS = {
     "clm-gpt-char": (run_clm, "scratch-gpt", ["--tokenizer_type", "char"], ["eval_loss", "eval_perplexity"]),
     "classification-bert": (run_classification, "scratch-bert", [], ["eval_loss", "eval_accuracy", "eval_f1"]),
     "classification-gpt": (run_classification, "scratch-gpt", [], ["eval_loss", "eval_accuracy", "eval_f1"]),
-    "ner-bert": (run_ner, "scratch-bert", [], ["eval_loss", "eval_f1", "eval_precision", "eval_recall", "eval_accuracy"]),
+    "ner-bert": (
+        run_ner,
+        "scratch-bert",
+        [],
+        ["eval_loss", "eval_f1", "eval_precision", "eval_recall", "eval_accuracy"],
+    ),
     # a window holds the question too: the longest of the speakers task is 46 tokens with TINY's 300-word vocabulary
-    "qa-bert": (run_qa, "scratch-bert", ["--max_seq_length", "96", "--doc_stride", "16"], ["eval_exact_match", "eval_f1"]),
+    "qa-bert": (
+        run_qa,
+        "scratch-bert",
+        ["--max_seq_length", "96", "--doc_stride", "16"],
+        ["eval_exact_match", "eval_f1"],
+    ),
     "multiple-choice-bert": (run_multiple_choice, "scratch-bert", [], ["eval_loss", "eval_accuracy"]),
     "multiple-choice-gpt": (run_multiple_choice, "scratch-gpt", [], ["eval_loss", "eval_accuracy"]),
     "multiple-choice-gpt-lm": (run_multiple_choice, "scratch-gpt", ["--lm_labels"], ["eval_loss", "eval_accuracy"]),
-    "translation-transformer": (run_translation, "scratch-transformer", ["--generation_max_length", "8"], ["eval_loss", "eval_bleu"]),
+    "translation-transformer": (
+        run_translation,
+        "scratch-transformer",
+        ["--generation_max_length", "8"],
+        ["eval_loss", "eval_bleu"],
+    ),
     "translation-rnn": (run_translation, "scratch-rnn", ["--generation_max_length", "8"], ["eval_loss", "eval_bleu"]),
     "clm-transfo-xl": (run_clm, "scratch-transfo-xl", [], ["eval_loss", "eval_perplexity"]),
     "mlm-longformer": (run_mlm, "scratch-longformer", [], ["eval_loss", "eval_perplexity"]),
-    "classification-longformer": (run_classification, "scratch-longformer", [], ["eval_loss", "eval_accuracy", "eval_f1"]),
-    "qa-longformer": (run_qa, "scratch-longformer", ["--max_seq_length", "96", "--doc_stride", "16"], ["eval_exact_match", "eval_f1"]),
+    "classification-longformer": (
+        run_classification,
+        "scratch-longformer",
+        [],
+        ["eval_loss", "eval_accuracy", "eval_f1"],
+    ),
+    "qa-longformer": (
+        run_qa,
+        "scratch-longformer",
+        ["--max_seq_length", "96", "--doc_stride", "16"],
+        ["eval_exact_match", "eval_f1"],
+    ),
 }
 
 

@@ -13,9 +13,10 @@ import copy
 import json
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 import transformers
 from transformers import AutoConfig, HfArgumentParser, TrainingArguments
@@ -42,35 +43,53 @@ DATA_EXTENSIONS = {"txt": "text", "csv": "csv", "json": "json", "jsonl": "json"}
 class ModelArguments:
     _argument_group_name = "model (train from scratch, or fine-tune a checkpoint)"
 
-    model_type: Optional[str] = field(
-        default=None, metadata={"help": f"Train from scratch: one of {sorted(FAMILIES)} (the script lists the ones it supports)."}
+    model_type: str | None = field(
+        default=None,
+        metadata={"help": f"Train from scratch: one of {sorted(FAMILIES)} (the script lists the ones it supports)."},
     )
     model_size: str = field(default="tiny", metadata={"help": f"Size preset for --model_type: {sorted(SIZE_PRESETS)}."})
-    config_overrides: Optional[str] = field(
+    config_overrides: str | None = field(
         default=None,
-        metadata={"help": "Config fields to override when training from scratch, e.g. 'hidden_size=128,hidden_act=relu'."},
+        metadata={
+            "help": "Config fields to override when training from scratch, e.g. 'hidden_size=128,hidden_act=relu'."
+        },
     )
-    model_name_or_path: Optional[str] = field(
+    model_name_or_path: str | None = field(
         default=None,
-        metadata={"help": "Fine-tune a checkpoint directory (or hub id): an hf_scratch checkpoint, or a reference "
-                          "checkpoint (bert, gpt2, openai-gpt, marian, longformer, transfo-xl) converted on the fly."},
+        metadata={
+            "help": "Fine-tune a checkpoint directory (or hub id): an hf_scratch checkpoint, or a reference "
+            "checkpoint (bert, gpt2, openai-gpt, marian, longformer, transfo-xl) converted on the fly."
+        },
     )
-    tokenizer_name: Optional[str] = field(default=None, metadata={"help": "A tokenizer directory or hub id to use instead of training one."})
-    tokenizer_type: Optional[str] = field(
-        default=None, metadata={"help": "Tokenizer to train when none is given: wordpiece, bpe or char (default: the family's)."}
+    tokenizer_name: str | None = field(
+        default=None, metadata={"help": "A tokenizer directory or hub id to use instead of training one."}
     )
-    tokenizer_vocab_size: int = field(default=2000, metadata={"help": "Vocabulary size of a trained WordPiece/BPE tokenizer."})
-    attn_implementation: Optional[str] = field(default=None, metadata={"help": "eager or sdpa (default: the model's)."})
-    cache_dir: Optional[str] = field(
-        default=None, metadata={"help": "Where models, tokenizers and datasets downloaded from the hub are cached (default: the Hugging Face cache)."}
+    tokenizer_type: str | None = field(
+        default=None,
+        metadata={"help": "Tokenizer to train when none is given: wordpiece, bpe or char (default: the family's)."},
     )
-    token: Optional[str] = field(
-        default=None, metadata={"help": "Hub token for private or gated models, tokenizers and datasets (default: the one `hf auth login` saved)."}
+    tokenizer_vocab_size: int = field(
+        default=2000, metadata={"help": "Vocabulary size of a trained WordPiece/BPE tokenizer."}
+    )
+    attn_implementation: str | None = field(default=None, metadata={"help": "eager or sdpa (default: the model's)."})
+    cache_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Where models, tokenizers and datasets downloaded from the hub are cached (default: the Hugging Face cache)."
+        },
+    )
+    token: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub token for private or gated models, tokenizers and datasets (default: the one `hf auth login` saved)."
+        },
     )
     trust_remote_code: bool = field(
         default=False,
-        metadata={"help": "Run the configuration / modeling / tokenizer code a checkpoint carries (only for repositories "
-                          "you trust). datasets no longer runs dataset loading scripts at all."},
+        metadata={
+            "help": "Run the configuration / modeling / tokenizer code a checkpoint carries (only for repositories "
+            "you trust). datasets no longer runs dataset loading scripts at all."
+        },
     )
 
 
@@ -78,28 +97,36 @@ class ModelArguments:
 class DataArguments:
     _argument_group_name = "data (local files, a hub dataset, or the small dataset embedded for this script)"
 
-    dataset_name: Optional[str] = field(default=None, metadata={"help": "A dataset on the hub, read with `datasets`."})
-    dataset_config_name: Optional[str] = field(default=None, metadata={"help": "Its configuration name."})
-    train_file: Optional[str] = field(default=None, metadata={"help": "A local training file: txt, csv, json or jsonl."})
-    validation_file: Optional[str] = field(default=None, metadata={"help": "A local validation file: txt, csv, json or jsonl."})
+    dataset_name: str | None = field(default=None, metadata={"help": "A dataset on the hub, read with `datasets`."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration name."})
+    train_file: str | None = field(default=None, metadata={"help": "A local training file: txt, csv, json or jsonl."})
+    validation_file: str | None = field(
+        default=None, metadata={"help": "A local validation file: txt, csv, json or jsonl."}
+    )
     validation_split_percentage: int = field(
-        default=10, metadata={"help": "Percentage of the training data held out for evaluation when there is no validation set."}
+        default=10,
+        metadata={"help": "Percentage of the training data held out for evaluation when there is no validation set."},
     )
     max_seq_length: int = field(default=128, metadata={"help": "Maximum tokens per example after tokenization."})
-    max_train_samples: Optional[int] = field(default=None, metadata={"help": "Keep only this many training examples."})
-    max_eval_samples: Optional[int] = field(default=None, metadata={"help": "Keep only this many evaluation examples."})
-    preprocessing_num_workers: Optional[int] = field(
-        default=None, metadata={"help": "Processes that tokenize the data (the num_proc of datasets' map; default: one)."}
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only this many training examples."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep only this many evaluation examples."})
+    preprocessing_num_workers: int | None = field(
+        default=None,
+        metadata={"help": "Processes that tokenize the data (the num_proc of datasets' map; default: one)."},
     )
     streaming: bool = field(
         default=False,
-        metadata={"help": "Stream the data (datasets' IterableDataset) instead of loading it: run_clm (GPT) and run_mlm; "
-                          "needs --max_steps and a tokenizer (--tokenizer_name or --model_name_or_path)."},
+        metadata={
+            "help": "Stream the data (datasets' IterableDataset) instead of loading it: run_clm (GPT) and run_mlm; "
+            "needs --max_steps and a tokenizer (--tokenizer_name or --model_name_or_path)."
+        },
     )
     overwrite_output_dir: bool = field(
         default=False,
-        metadata={"help": "Train from scratch into a non-empty --output_dir (its files are overwritten and its checkpoint-* "
-                          "folders removed when training starts) instead of resuming from its last checkpoint."},
+        metadata={
+            "help": "Train from scratch into a non-empty --output_dir (its files are overwritten and its checkpoint-* "
+            "folders removed when training starts) instead of resuming from its last checkpoint."
+        },
     )
 
 
@@ -157,9 +184,9 @@ def build_parser(
     script: str,
     extra_dataclasses: tuple = (),
     training_class=TrainingArguments,
-    aliases: Optional[dict[str, str]] = None,
-    doc: Optional[str] = None,
-    supported: Optional[Iterable[str]] = None,
+    aliases: dict[str, str] | None = None,
+    doc: str | None = None,
+    supported: Iterable[str] | None = None,
 ) -> ScriptArgumentParser:
     """The parser of a training script, laid out for ``--help``: a short usage line, the script's docstring (what it
     does and example commands), then its own flags, the model and data flags, and last the ~150 flags of
@@ -231,12 +258,12 @@ def build_parser(
 def parse_arguments(
     script: str,
     extra_dataclasses: tuple = (),
-    args: Optional[list[str]] = None,
+    args: list[str] | None = None,
     training_class=TrainingArguments,
-    aliases: Optional[dict[str, str]] = None,
-    defaults: Optional[dict[str, Any]] = None,
-    doc: Optional[str] = None,
-    supported: Optional[Iterable[str]] = None,
+    aliases: dict[str, str] | None = None,
+    defaults: dict[str, Any] | None = None,
+    doc: str | None = None,
+    supported: Iterable[str] | None = None,
 ):
     """Parse ``args`` (default: ``sys.argv[1:]``) into (ModelArguments, DataArguments, *extra, TrainingArguments).
 
@@ -274,7 +301,9 @@ def parse_arguments(
             raise ValueError(f"unrecognized arguments: {' '.join(unknown)} (--help lists the flags)")
     for alias, target in aliases.items():
         if alias in given and target in given:
-            raise ValueError(f"--{alias} and --{target} are the same setting (the first is the name transformers' examples use): give one of them.")
+            raise ValueError(
+                f"--{alias} and --{target} are the same setting (the first is the name transformers' examples use): give one of them."
+            )
     n_extra = len(extra_dataclasses)
     parsed = (parsed[n_extra], parsed[n_extra + 1], *parsed[:n_extra], parsed[-1])
     model_args, data_args, training_args = parsed[0], parsed[1], parsed[-1]
@@ -326,7 +355,7 @@ def check_distributed(training_args) -> None:
     )
 
 
-def run_script(main, argv: Optional[list[str]] = None) -> None:
+def run_script(main, argv: list[str] | None = None) -> None:
     """``python training/<script>.py …``: run the script's ``main``. Bad input (a ValueError: the scripts raise one
     naming the flag and the fix, the parser raises one for unknown flags and malformed values) ends the run with
     that message on one line of stderr and exit status 2, as argparse does; ``--traceback`` (or
@@ -349,17 +378,23 @@ def read_json_arguments(path: str) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError) as error:
         raise ValueError(f"Cannot read the arguments file {path!r}: {error}") from error
     if not isinstance(values, dict):
-        raise ValueError(f"The arguments file {path!r} must hold a JSON object of arguments, e.g. {{\"max_steps\": 200}}; got {type(values).__name__}.")
+        raise ValueError(
+            f'The arguments file {path!r} must hold a JSON object of arguments, e.g. {{"max_steps": 200}}; got {type(values).__name__}.'
+        )
     return values
 
 
 def check_common_arguments(model_args: ModelArguments, data_args: DataArguments, training_args) -> None:
     if model_args.model_type is None and model_args.model_name_or_path is None:
-        raise ValueError("Give --model_type (train from scratch, e.g. --model_type scratch-bert) or --model_name_or_path (fine-tune a checkpoint).")
+        raise ValueError(
+            "Give --model_type (train from scratch, e.g. --model_type scratch-bert) or --model_name_or_path (fine-tune a checkpoint)."
+        )
     if model_args.model_type is not None and model_args.model_name_or_path is not None:
         raise ValueError("Give either --model_type (from scratch) or --model_name_or_path (a checkpoint), not both.")
     if model_args.model_size not in SIZE_PRESETS:
-        raise ValueError(f"--model_size {model_args.model_size!r} is not a preset: choose one of {sorted(SIZE_PRESETS)}.")
+        raise ValueError(
+            f"--model_size {model_args.model_size!r} is not a preset: choose one of {sorted(SIZE_PRESETS)}."
+        )
     if model_args.tokenizer_type not in (None, *TOKENIZER_KINDS):
         raise ValueError(f"--tokenizer_type {model_args.tokenizer_type!r} is unknown: choose one of {TOKENIZER_KINDS}.")
     if data_args.dataset_name is not None and (data_args.train_file or data_args.validation_file):
@@ -370,7 +405,9 @@ def check_common_arguments(model_args: ModelArguments, data_args: DataArguments,
             continue
         extension = path.rsplit(".", 1)[-1].lower()
         if extension not in DATA_EXTENSIONS:
-            raise ValueError(f"--{name} {path!r}: unsupported extension .{extension}; use one of {sorted(DATA_EXTENSIONS)}.")
+            raise ValueError(
+                f"--{name} {path!r}: unsupported extension .{extension}; use one of {sorted(DATA_EXTENSIONS)}."
+            )
         if not Path(path).is_file() or not os.access(path, os.R_OK):
             raise ValueError(f"--{name} {path!r} does not exist or cannot be read.")
     if data_args.max_seq_length <= 0:
@@ -379,9 +416,13 @@ def check_common_arguments(model_args: ModelArguments, data_args: DataArguments,
         raise ValueError(f"--preprocessing_num_workers must be at least 1, got {data_args.preprocessing_num_workers}.")
     if data_args.streaming:
         if model_args.tokenizer_name is None and model_args.model_name_or_path is None:
-            raise ValueError("--streaming cannot train a tokenizer on a stream: give --tokenizer_name (or --model_name_or_path).")
+            raise ValueError(
+                "--streaming cannot train a tokenizer on a stream: give --tokenizer_name (or --model_name_or_path)."
+            )
         if training_args.do_train and training_args.max_steps <= 0:
-            raise ValueError("--streaming needs --max_steps: a stream has no length, so the Trainer cannot count epochs.")
+            raise ValueError(
+                "--streaming needs --max_steps: a stream has no length, so the Trainer cannot count epochs."
+            )
 
 
 def check_model_type(model_args: ModelArguments, supported: Iterable[str]) -> str:
@@ -404,7 +445,7 @@ def hub_options(model_args: ModelArguments) -> dict[str, Any]:
     return {"cache_dir": model_args.cache_dir, "token": model_args.token}
 
 
-def checkpoint_folder(model_args: ModelArguments) -> Optional[str]:
+def checkpoint_folder(model_args: ModelArguments) -> str | None:
     """The local folder of --model_name_or_path: the folder itself, or a hub id downloaded (``snapshot_download``,
     with --cache_dir / --token); conversion of reference checkpoints reads files."""
     name = model_args.model_name_or_path
@@ -415,17 +456,21 @@ def checkpoint_folder(model_args: ModelArguments) -> Optional[str]:
     try:
         return snapshot_download(name, **hub_options(model_args))
     except (OSError, ValueError) as error:  # not found, offline, invalid id
-        raise ValueError(f"--model_name_or_path {name!r} is neither a local folder nor a model that can be downloaded from the hub: {error}") from error
+        raise ValueError(
+            f"--model_name_or_path {name!r} is neither a local folder nor a model that can be downloaded from the hub: {error}"
+        ) from error
 
 
-def checkpoint_model_type(model_args: ModelArguments) -> Optional[str]:
+def checkpoint_model_type(model_args: ModelArguments) -> str | None:
     """The ``model_type`` in the config.json of --model_name_or_path (None when training from scratch)."""
     folder = checkpoint_folder(model_args)
     config_file = Path(folder) / "config.json" if folder else None
     if config_file is None:
         return None
     if not config_file.is_file():
-        raise ValueError(f"--model_name_or_path {model_args.model_name_or_path!r} has no config.json: give a model folder or hub id.")
+        raise ValueError(
+            f"--model_name_or_path {model_args.model_name_or_path!r} has no config.json: give a model folder or hub id."
+        )
     return json.loads(config_file.read_text())["model_type"]
 
 

@@ -19,7 +19,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
@@ -45,26 +45,38 @@ def resolve_output_dir(data_args: DataArguments, training_args) -> None:
     check_output_dir_writable(training_args.output_dir)
     given = training_args.resume_from_checkpoint
     output_dir = Path(training_args.output_dir)
-    if not training_args.do_train or not output_dir.is_dir() or all(_left_by_a_killed_run(p) for p in output_dir.iterdir()):
+    if (
+        not training_args.do_train
+        or not output_dir.is_dir()
+        or all(_left_by_a_killed_run(p) for p in output_dir.iterdir())
+    ):
         return
     if data_args.overwrite_output_dir:
         if given is not None and Path(given).resolve().is_relative_to(output_dir.resolve()):
-            raise ValueError(f"--overwrite_output_dir removes the checkpoints in {output_dir}, --resume_from_checkpoint {given} "
-                             "resumes from one of them: give one of the two.")
-        logger.warning(f"--overwrite_output_dir: training starts from scratch in {output_dir}; its files are overwritten "
-                       "and its checkpoint-* folders removed.")
+            raise ValueError(
+                f"--overwrite_output_dir removes the checkpoints in {output_dir}, --resume_from_checkpoint {given} "
+                "resumes from one of them: give one of the two."
+            )
+        logger.warning(
+            f"--overwrite_output_dir: training starts from scratch in {output_dir}; its files are overwritten "
+            "and its checkpoint-* folders removed."
+        )
     elif given is not None:
         logger.warning(f"Resuming training from {given} (--resume_from_checkpoint).")
     else:
         last = last_complete_checkpoint(output_dir)
         if last is None:
             incomplete = "complete " if get_last_checkpoint(str(output_dir)) is not None else ""
-            raise ValueError(f"--output_dir {output_dir} is not empty and holds no {incomplete}checkpoint-N folder to resume "
-                             "from: pass --overwrite_output_dir to train from scratch into it (its files are overwritten), "
-                             "or choose another --output_dir.")
+            raise ValueError(
+                f"--output_dir {output_dir} is not empty and holds no {incomplete}checkpoint-N folder to resume "
+                "from: pass --overwrite_output_dir to train from scratch into it (its files are overwritten), "
+                "or choose another --output_dir."
+            )
         training_args.resume_from_checkpoint = last
-        logger.warning(f"Checkpoint detected: resuming training from {last}. To train from scratch instead, pass "
-                       "--overwrite_output_dir or choose another --output_dir.")
+        logger.warning(
+            f"Checkpoint detected: resuming training from {last}. To train from scratch instead, pass "
+            "--overwrite_output_dir or choose another --output_dir."
+        )
 
 
 def check_output_dir_writable(output_dir: str) -> None:
@@ -74,13 +86,17 @@ def check_output_dir_writable(output_dir: str) -> None:
     path = Path(output_dir).absolute()
     existing = next(folder for folder in (path, *path.parents) if folder.exists())
     if not existing.is_dir():
-        raise ValueError(f"--output_dir {output_dir} cannot be created: {existing} is a file, not a folder. Choose another --output_dir.")
+        raise ValueError(
+            f"--output_dir {output_dir} cannot be created: {existing} is a file, not a folder. Choose another --output_dir."
+        )
     try:
         with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as error:
-        raise ValueError(f"--output_dir {output_dir} is not writable ({error.strerror} in {existing}): fix its permissions "
-                         "or choose another --output_dir.") from error
+        raise ValueError(
+            f"--output_dir {output_dir} is not writable ({error.strerror} in {existing}): fix its permissions "
+            "or choose another --output_dir."
+        ) from error
 
 
 def check_disk_space(model, training_args) -> None:
@@ -95,9 +111,11 @@ def check_disk_space(model, training_args) -> None:
     path = Path(training_args.output_dir).absolute()
     free = shutil.disk_usage(next(folder for folder in (path, *path.parents) if folder.exists())).free
     if free < needed:
-        raise ValueError(f"--output_dir {training_args.output_dir} has {free / 2**20:.1f} MiB free, a checkpoint of this model "
-                         f"needs about {needed / 2**20:.1f} MiB (weights + optimizer state ≈ 3 × {parameter_bytes / 2**20:.1f} "
-                         "MiB of parameters, plus a margin): free some space or choose another --output_dir.")
+        raise ValueError(
+            f"--output_dir {training_args.output_dir} has {free / 2**20:.1f} MiB free, a checkpoint of this model "
+            f"needs about {needed / 2**20:.1f} MiB (weights + optimizer state ≈ 3 × {parameter_bytes / 2**20:.1f} "
+            "MiB of parameters, plus a margin): free some space or choose another --output_dir."
+        )
 
 
 def remove_checkpoints(output_dir: str) -> None:
@@ -135,7 +153,7 @@ def remove_staging_folders(output_dir: str) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def checkpoint_problem(checkpoint: str | Path) -> Optional[str]:
+def checkpoint_problem(checkpoint: str | Path) -> str | None:
     """Why ``checkpoint`` cannot be resumed from, or None when it is complete. Its ``trainer_state.json`` (written
     last by the Trainer; without it the Trainer would silently restart at step 0) must exist, and every file at its
     top level must read back with the library that wrote it: the trainer state with ``TrainerState``, safetensors
@@ -165,12 +183,14 @@ def checkpoint_problem(checkpoint: str | Path) -> Optional[str]:
                     return f"{path.name} is damaged (record {damaged})"
             elif path.suffix == ".json":
                 json.loads(path.read_text())
-        except Exception as error:  # each library raises its own types (SafetensorError, BadZipFile, JSONDecodeError, …)
+        except (
+            Exception
+        ) as error:  # each library raises its own types (SafetensorError, BadZipFile, JSONDecodeError, …)
             return f"{path.name} cannot be read: {type(error).__name__}: {error}"
     return None
 
 
-def last_complete_checkpoint(output_dir: str | Path) -> Optional[str]:
+def last_complete_checkpoint(output_dir: str | Path) -> str | None:
     """The newest ``checkpoint-N`` of ``output_dir`` that is complete (``checkpoint_problem``); newer incomplete ones
     are skipped with a warning (a save interrupted by a crash, or damaged files) and never loaded."""
     pattern = re.compile(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)")
@@ -221,7 +241,7 @@ class AtomicCheckpoints:
     A checkpoint push to the hub (``hub_strategy`` checkpoint / all_checkpoints) waits until it is published.
     ``train_evaluate_save`` gives every script's trainer this behaviour (``use_atomic_checkpoints``)."""
 
-    _staging: Optional[str] = None
+    _staging: str | None = None
     _push_pending = False
 
     def _get_output_dir(self, trial) -> str:
@@ -258,16 +278,23 @@ class AtomicCheckpoints:
             publish_checkpoint(staged, final)
         self.accelerator.wait_for_everyone()  # nobody reads checkpoint-N before it exists
         if self.args.should_save:
-            rotate_checkpoints(output_dir=run_dir, save_total_limit=self.args.save_total_limit,
-                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
+            rotate_checkpoints(
+                output_dir=run_dir,
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
+            )
         if self._push_pending:
             self._push_from_checkpoint(final)
 
 
 @functools.cache
 def _atomic_class(trainer_class: type) -> type:
-    return type(f"{trainer_class.__name__}WithAtomicCheckpoints", (AtomicCheckpoints, trainer_class),
-                {"__module__": trainer_class.__module__, "__doc__": trainer_class.__doc__})
+    return type(
+        f"{trainer_class.__name__}WithAtomicCheckpoints",
+        (AtomicCheckpoints, trainer_class),
+        {"__module__": trainer_class.__module__, "__doc__": trainer_class.__doc__},
+    )
 
 
 def use_atomic_checkpoints(trainer):

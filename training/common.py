@@ -26,7 +26,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import datasets
 from transformers import AutoConfig, AutoTokenizer
@@ -70,8 +70,15 @@ _SIDE_NAMES = {
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def load_raw_datasets(model_args: ModelArguments, data_args: DataArguments, default_data: str, text_sample_by: str = "line",
-                      seed: int = 42, limit: bool = True, can_stream: bool = False):
+def load_raw_datasets(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    default_data: str,
+    text_sample_by: str = "line",
+    seed: int = 42,
+    limit: bool = True,
+    can_stream: bool = False,
+):
     """A DatasetDict with "train" and "validation": from ``--dataset_name``, local files, or the embedded default
     ``training/data/<default_data>/{train,validation}.*`` (downloads honour --cache_dir / --token).
     ``text_sample_by="paragraph"`` makes a txt row a block separated by blank lines (a document). ``limit=False``
@@ -81,8 +88,10 @@ def load_raw_datasets(model_args: ModelArguments, data_args: DataArguments, defa
     IterableDatasetDict read lazily; without a validation split, rows whose index modulo 100 falls below
     --validation_split_percentage are held out (a stream has no length to split by)."""
     if data_args.streaming and not can_stream:
-        raise ValueError("--streaming: this script needs the whole dataset at once (it collects labels, counts choices or "
-                         "splits contexts into windows); only run_clm.py (GPT) and run_mlm.py stream. Drop --streaming.")
+        raise ValueError(
+            "--streaming: this script needs the whole dataset at once (it collects labels, counts choices or "
+            "splits contexts into windows); only run_clm.py (GPT) and run_mlm.py stream. Drop --streaming."
+        )
     options = {**hub_options(model_args), **({"streaming": True} if data_args.streaming else {})}
     if data_args.dataset_name is not None:
         try:
@@ -97,7 +106,9 @@ def load_raw_datasets(model_args: ModelArguments, data_args: DataArguments, defa
         files = {split: path for split, path in files.items() if path is not None}
         extensions = {DATA_EXTENSIONS[p.rsplit(".", 1)[-1].lower()] for p in files.values()}
         if len(extensions) != 1:
-            raise ValueError(f"--train_file and --validation_file must have the same format, got {sorted(files.values())}.")
+            raise ValueError(
+                f"--train_file and --validation_file must have the same format, got {sorted(files.values())}."
+            )
         builder = extensions.pop()
         kwargs = {"sample_by": text_sample_by} if builder == "text" else {}
         try:
@@ -145,7 +156,7 @@ def map_options(data_args: DataArguments, desc: str) -> dict[str, Any]:
     return {} if data_args.streaming else {"num_proc": data_args.preprocessing_num_workers, "desc": desc}
 
 
-def require_columns(raw, columns: Iterable[str], what: str, flags: Optional[dict[str, str]] = None) -> None:
+def require_columns(raw, columns: Iterable[str], what: str, flags: dict[str, str] | None = None) -> None:
     """Every split has ``columns``; else a ValueError naming the missing ones, the columns found and the flag that
     names another column (``flags``: column → flag)."""
     flags = flags or {}
@@ -161,7 +172,7 @@ def require_columns(raw, columns: Iterable[str], what: str, flags: Optional[dict
 
 
 def choose_column(
-    raw, given: Optional[str], candidates: Sequence[str], flag: str, what: str, position: Optional[int] = None
+    raw, given: str | None, candidates: Sequence[str], flag: str, what: str, position: int | None = None
 ) -> str:
     """The column a script reads, as transformers' example scripts choose it: the one ``--<flag>`` names, else the
     first of ``candidates`` the training data has (the examples' default names), else — where the examples do so —
@@ -202,7 +213,9 @@ def get_tokenizer(model_args: ModelArguments, texts: Callable[[], Iterable[str]]
     if model_args.tokenizer_name is not None or model_args.model_name_or_path is not None:
         source = model_args.tokenizer_name or checkpoint_folder(model_args)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=model_args.trust_remote_code, **hub_options(model_args))
+            tokenizer = AutoTokenizer.from_pretrained(
+                source, trust_remote_code=model_args.trust_remote_code, **hub_options(model_args)
+            )
         except (OSError, ValueError) as error:
             raise ValueError(f"Cannot load a tokenizer from {source!r}: {error}. Give --tokenizer_name.") from error
     else:
@@ -218,16 +231,20 @@ def get_tokenizer(model_args: ModelArguments, texts: Callable[[], Iterable[str]]
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def parse_config_overrides(text: Optional[str]) -> dict[str, Any]:
+def parse_config_overrides(text: str | None) -> dict[str, Any]:
     """'a=1,b=0.5,c=relu,d=true,e=[1,2]' → {'a': 1, 'b': 0.5, 'c': 'relu', 'd': True, 'e': [1, 2]} (values read
     as JSON, else strings; commas inside [...] belong to the list)."""
     overrides: dict[str, Any] = {}
     for item in filter(None, (part.strip() for part in re.split(r",(?![^\[]*\])", text or ""))):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--config_overrides: {item!r} is not key=value (write e.g. 'hidden_size=128,hidden_act=relu').")
+            raise ValueError(
+                f"--config_overrides: {item!r} is not key=value (write e.g. 'hidden_size=128,hidden_act=relu')."
+            )
         try:
-            overrides[key.strip()] = json.loads(value.strip().lower() if value.strip().lower() in ("true", "false", "null") else value.strip())
+            overrides[key.strip()] = json.loads(
+                value.strip().lower() if value.strip().lower() in ("true", "false", "null") else value.strip()
+            )
         except json.JSONDecodeError:
             overrides[key.strip()] = value.strip()
     return overrides
@@ -282,8 +299,13 @@ def create_model(model_args: ModelArguments, auto_class, tokenizer, **head_kwarg
             converted.save_pretrained(folder)
             model = auto_class.from_pretrained(folder, ignore_mismatched_sizes=True, **head_kwargs, **load_kwargs)
     else:
-        model = auto_class.from_pretrained(checkpoint_folder(model_args), ignore_mismatched_sizes=True,
-                                           trust_remote_code=model_args.trust_remote_code, **head_kwargs, **load_kwargs)
+        model = auto_class.from_pretrained(
+            checkpoint_folder(model_args),
+            ignore_mismatched_sizes=True,
+            trust_remote_code=model_args.trust_remote_code,
+            **head_kwargs,
+            **load_kwargs,
+        )
     tokenizer.model_max_length = min(tokenizer.model_max_length, model_max_length(model.config))
     if model_args.model_name_or_path is None:  # built from this tokenizer: its ids are the model's
         align_special_tokens(model, tokenizer)
@@ -337,7 +359,7 @@ def unsharded_model(model, state_dict: dict):
     return unsharded
 
 
-def save_unsharded(trainer, output_dir: Optional[str] = None, _internal_call: bool = False) -> None:
+def save_unsharded(trainer, output_dir: str | None = None, _internal_call: bool = False) -> None:
     """``Trainer.save_model`` for a model FSDP shards (the final save of ``train_evaluate_save``): every process
     takes part in gathering the weights (FULL_STATE_DICT: for the sharded kind the Trainer's own save writes none),
     then the main one writes the folder with the model's hf_scratch class (``unsharded_model``), the tokenizer and
@@ -373,7 +395,9 @@ def load_metric(name: str):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def train_evaluate_save(trainer, model_args, data_args, training_args, card: CardInfo, extra_metrics: Optional[Callable[[dict], dict]] = None) -> dict:
+def train_evaluate_save(
+    trainer, model_args, data_args, training_args, card: CardInfo, extra_metrics: Callable[[dict], dict] | None = None
+) -> dict:
     """Train (from the checkpoint ``resolve_output_dir`` found or --resume_from_checkpoint gave, if any; with
     atomic checkpoints, after checking the disk has room for one), evaluate, save the hub-ready folder with its
     model card, push it if asked; return the results:
@@ -389,8 +413,10 @@ def train_evaluate_save(trainer, model_args, data_args, training_args, card: Car
         if checkpoint is not None and not Path(checkpoint).is_dir():
             raise ValueError(f"--resume_from_checkpoint {checkpoint!r} is not a checkpoint directory.")
         if checkpoint is not None and (problem := checkpoint_problem(checkpoint)) is not None:
-            raise ValueError(f"--resume_from_checkpoint {checkpoint} is incomplete ({problem}): its save was interrupted "
-                             "or its files were damaged since; resume from another checkpoint.")
+            raise ValueError(
+                f"--resume_from_checkpoint {checkpoint} is incomplete ({problem}): its save was interrupted "
+                "or its files were damaged since; resume from another checkpoint."
+            )
         check_disk_space(model, training_args)
         if data_args.overwrite_output_dir and training_args.should_save:
             remove_checkpoints(training_args.output_dir)
@@ -432,8 +458,9 @@ def train_evaluate_save(trainer, model_args, data_args, training_args, card: Car
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def tokenize_text_blocks(raw, tokenizer, text_column: str, data_args: DataArguments, line_by_line: bool, training_args,
-                         special_tokens: bool):
+def tokenize_text_blocks(
+    raw, tokenizer, text_column: str, data_args: DataArguments, line_by_line: bool, training_args, special_tokens: bool
+):
     """Language-modelling examples: each non-empty line on its own (``line_by_line``, truncated to ``block_size``),
     or all text concatenated and cut into blocks of ``block_size`` tokens (the remainder is dropped), as in
     transformers' run_clm / run_mlm. ``special_tokens`` adds [CLS]…[SEP] around each block (BERT-style MLM).
@@ -442,16 +469,23 @@ def tokenize_text_blocks(raw, tokenizer, text_column: str, data_args: DataArgume
     one batch per --preprocessing_num_workers process, a stream a thousand rows at a time."""
     block_size = data_args.max_seq_length
     if block_size > tokenizer.model_max_length:
-        raise ValueError(f"--max_seq_length (--block_size) {block_size} exceeds the {tokenizer.model_max_length} positions the "
-                         "model reads (tokenizer.model_max_length): lower it, or configure more max_position_embeddings.")
+        raise ValueError(
+            f"--max_seq_length (--block_size) {block_size} exceeds the {tokenizer.model_max_length} positions the "
+            "model reads (tokenizer.model_max_length): lower it, or configure more max_position_embeddings."
+        )
     columns = column_names(raw["train"])
     with training_args.main_process_first(desc="tokenizing"):
         if line_by_line:
+
             def tokenize(batch):
                 lines = [line for line in batch[text_column] if line and not line.isspace()]
-                return tokenizer(lines, truncation=True, max_length=block_size, return_special_tokens_mask=special_tokens)
+                return tokenizer(
+                    lines, truncation=True, max_length=block_size, return_special_tokens_mask=special_tokens
+                )
 
-            tokenized = raw.map(tokenize, batched=True, remove_columns=columns, **map_options(data_args, "tokenizing lines"))
+            tokenized = raw.map(
+                tokenize, batched=True, remove_columns=columns, **map_options(data_args, "tokenizing lines")
+            )
             return limit_samples(tokenized, data_args)
         wrap = special_tokens and tokenizer.cls_token_id is not None and tokenizer.sep_token_id is not None
         inner = block_size - (2 if wrap else 0)
@@ -473,11 +507,15 @@ def tokenize_text_blocks(raw, tokenizer, text_column: str, data_args: DataArgume
 
         tokenized = raw.map(tokenize, batched=True, remove_columns=columns, **map_options(data_args, "tokenizing"))
         whole_split = {} if data_args.streaming else {"batch_size": None}
-        grouped = tokenized.map(group, batched=True, **whole_split, **map_options(data_args, f"grouping into blocks of {block_size}"))
+        grouped = tokenized.map(
+            group, batched=True, **whole_split, **map_options(data_args, f"grouping into blocks of {block_size}")
+        )
         grouped = limit_samples(grouped, data_args)
     for split, dataset in grouped.items():
         if not data_args.streaming and len(dataset) == 0:
-            raise ValueError(f"The {split} text is shorter than one block of {block_size} tokens: lower --max_seq_length or add text.")
+            raise ValueError(
+                f"The {split} text is shorter than one block of {block_size} tokens: lower --max_seq_length or add text."
+            )
     return grouped
 
 
@@ -485,7 +523,9 @@ def label_list(raw, label_column: str) -> list:
     """The sorted labels seen in the training data (strings or integers)."""
     labels = sorted(set(raw["train"][label_column]))
     if len(labels) < 2:
-        raise ValueError(f"Column {label_column!r} has {len(labels)} distinct label(s) in the training data; classification needs at least 2.")
+        raise ValueError(
+            f"Column {label_column!r} has {len(labels)} distinct label(s) in the training data; classification needs at least 2."
+        )
     unseen = set(raw["validation"][label_column]) - set(labels)
     if unseen:
         raise ValueError(f"Validation labels {sorted(unseen)[:5]} never occur in the training data.")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import transformers
 
@@ -38,7 +37,7 @@ def saved_class(model) -> type:
     return next(cls for cls in type(model).__mro__ if not issubclass(cls, FSDPModule))
 
 
-def is_hub_id(name: Optional[str]) -> bool:
+def is_hub_id(name: str | None) -> bool:
     """Whether ``name`` names a hub repository: not a local path, and a valid repo id ("user/name" or "name")."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
@@ -51,7 +50,7 @@ def is_hub_id(name: Optional[str]) -> bool:
     return True
 
 
-def hub_dataset_id(data_args: DataArguments) -> Optional[str]:
+def hub_dataset_id(data_args: DataArguments) -> str | None:
     """The hub id of the training data, for the card's ``datasets`` and model-index: --dataset_name when it names a
     hub dataset; None for local files, a local folder or the embedded data (the hub expects dataset ids there, so
     the field is left out; the card's text still says what the data was)."""
@@ -88,8 +87,14 @@ def model_card_data(model, model_args, data_args, training_args, card: CardInfo,
     name = (training_args.hub_model_id or Path(training_args.output_dir).name).split("/")[-1]
     dataset = hub_dataset_id(data_args)
     eval_results = [
-        EvalResult(task_type=card.pipeline_tag, dataset_type=dataset, dataset_name=dataset,
-                   dataset_config=data_args.dataset_config_name, metric_type=metric, metric_value=float(eval_metrics[f"eval_{metric}"]))
+        EvalResult(
+            task_type=card.pipeline_tag,
+            dataset_type=dataset,
+            dataset_name=dataset,
+            dataset_config=data_args.dataset_config_name,
+            metric_type=metric,
+            metric_value=float(eval_metrics[f"eval_{metric}"]),
+        )
         for metric in card.metric_names
         if f"eval_{metric}" in eval_metrics and dataset is not None
     ]
@@ -106,7 +111,9 @@ def model_card_data(model, model_args, data_args, training_args, card: CardInfo,
     )
 
 
-def write_model_card(output_dir: str, model, tokenizer, model_args, data_args, training_args, card: CardInfo, eval_metrics: dict) -> Path:
+def write_model_card(
+    output_dir: str, model, tokenizer, model_args, data_args, training_args, card: CardInfo, eval_metrics: dict
+) -> Path:
     """Fill ``model_cards/<family>.md`` and write ``README.md`` into the output directory."""
     from huggingface_hub import ModelCard
 
@@ -124,10 +131,26 @@ def write_model_card(output_dir: str, model, tokenizer, model_args, data_args, t
         "world_size": training_args.world_size,
     }
     config = model.config.to_dict()
-    architecture = {k: config[k] for k in (
-        "vocab_size", "hidden_size", "d_model", "num_hidden_layers", "encoder_layers", "decoder_layers",
-        "num_attention_heads", "intermediate_size", "hidden_act", "max_position_embeddings", "attention_window",
-        "mem_len", "cell_type", "attention_type") if k in config}
+    architecture = {
+        k: config[k]
+        for k in (
+            "vocab_size",
+            "hidden_size",
+            "d_model",
+            "num_hidden_layers",
+            "encoder_layers",
+            "decoder_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "hidden_act",
+            "max_position_embeddings",
+            "attention_window",
+            "mem_len",
+            "cell_type",
+            "attention_type",
+        )
+        if k in config
+    }
     card_data = model_card_data(model, model_args, data_args, training_args, card, eval_metrics)
     content = ModelCard.from_template(
         card_data,

@@ -22,7 +22,6 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -56,20 +55,20 @@ GLOBAL_ATTENTION = ("cls", "none")  # Longformer: global attention on the classi
 
 @dataclass
 class ClassificationArguments:
-    text_column_names: Optional[str] = field(
+    text_column_names: str | None = field(
         default=None,
         metadata={
             "help": "The text column, or two comma-separated columns for a text pair (transformers' run_classification "
             "flag). Default: 'sentence' (transformers' default), else 'sentence1,sentence2' (GLUE files), else 'text'."
         },
     )
-    text_pair_column: Optional[str] = field(
+    text_pair_column: str | None = field(
         default=None,
         metadata={
             "help": "Column holding the second text of a pair (the same as a second name in --text_column_names)."
         },
     )
-    label_column: Optional[str] = field(
+    label_column: str | None = field(
         default=None,
         metadata={
             "help": "Column holding the label, string or integer (default: 'label', "
@@ -77,27 +76,42 @@ class ClassificationArguments:
             "--label_column_name)."
         },
     )
-    text_column: Optional[str] = field(
+    text_column: str | None = field(
         default=None, metadata={"help": argparse.SUPPRESS}
     )  # the former name of a single --text_column_names
-    symmetric_pair: bool = field(default=False, metadata={"help": "GPT: feed both orders of a pair and sum (similarity)."})
-    lm_labels: bool = field(default=False, metadata={"help": "GPT: add the auxiliary language-modelling loss of GPT-1 "
-                                                             "§3.2 (weight: the config's lm_loss_weight, λ)."})
-    global_attention: Optional[str] = field(
+    symmetric_pair: bool = field(
+        default=False, metadata={"help": "GPT: feed both orders of a pair and sum (similarity)."}
+    )
+    lm_labels: bool = field(
+        default=False,
+        metadata={
+            "help": "GPT: add the auxiliary language-modelling loss of GPT-1 "
+            "§3.2 (weight: the config's lm_loss_weight, λ)."
+        },
+    )
+    global_attention: str | None = field(
         default=None,
-        metadata={"help": "Longformer only: 'cls' (the default: the classification token attends, and is attended by, "
-                          "every token) or 'none' (sliding-window attention only) during this run's training and "
-                          "evaluation. The saved head still puts global attention on its first token when called "
-                          "without global_attention_mask."},
+        metadata={
+            "help": "Longformer only: 'cls' (the default: the classification token attends, and is attended by, "
+            "every token) or 'none' (sliding-window attention only) during this run's training and "
+            "evaluation. The saved head still puts global attention on its first token when called "
+            "without global_attention_mask."
+        },
     )
 
 
 class GPTClassificationCollator:
     """Frames each example with GPT-1's input transformation at batch time (right-padded) and adds the labels."""
 
-    def __init__(self, task_inputs, text_column: str, text_pair_column: Optional[str], symmetric: bool,
-                 lm_labels: bool = False):
-        self.task_inputs, self.text_column, self.text_pair_column, self.symmetric = task_inputs, text_column, text_pair_column, symmetric
+    def __init__(
+        self, task_inputs, text_column: str, text_pair_column: str | None, symmetric: bool, lm_labels: bool = False
+    ):
+        self.task_inputs, self.text_column, self.text_pair_column, self.symmetric = (
+            task_inputs,
+            text_column,
+            text_pair_column,
+            symmetric,
+        )
         self.lm_labels = lm_labels
 
     def __call__(self, features: list[dict]) -> dict:
@@ -130,15 +144,19 @@ def without_global_attention(collate):
     return collate_without_global_attention
 
 
-def check_global_attention(global_attention: Optional[str], model_type: str) -> None:
+def check_global_attention(global_attention: str | None, model_type: str) -> None:
     if global_attention is None:
         return
     if global_attention not in GLOBAL_ATTENTION:
-        raise ValueError(f"--global_attention {global_attention!r} is unknown: use 'cls' (the classification token, the "
-                         "default) or 'none' (no global token).")
+        raise ValueError(
+            f"--global_attention {global_attention!r} is unknown: use 'cls' (the classification token, the "
+            "default) or 'none' (no global token)."
+        )
     if model_type != ScratchLongformerConfig.model_type:
-        raise ValueError(f"--global_attention is a Longformer setting; model type {model_type!r} has no global attention: "
-                         "drop the flag or train --model_type scratch-longformer.")
+        raise ValueError(
+            f"--global_attention is a Longformer setting; model type {model_type!r} has no global attention: "
+            "drop the flag or train --model_type scratch-longformer."
+        )
 
 
 def classification_text_columns(raw, cls_args: ClassificationArguments) -> list[str]:
@@ -168,8 +186,10 @@ def classification_text_columns(raw, cls_args: ClassificationArguments) -> list[
 def check_classification_flags(cls_args: ClassificationArguments, model_type: str) -> None:
     check_global_attention(cls_args.global_attention, model_type)
     if cls_args.lm_labels and model_type != ScratchGPTConfig.model_type:
-        raise ValueError(f"--lm_labels is GPT-1's auxiliary language-modelling loss; model type {model_type!r} has no LM "
-                         "head in its classifier: drop the flag or train --model_type scratch-gpt.")
+        raise ValueError(
+            f"--lm_labels is GPT-1's auxiliary language-modelling loss; model type {model_type!r} has no LM "
+            "head in its classifier: drop the flag or train --model_type scratch-gpt."
+        )
 
 
 def load_labelled_data(model_args, data_args, cls_args: ClassificationArguments):
@@ -183,7 +203,9 @@ def load_labelled_data(model_args, data_args, cls_args: ClassificationArguments)
         "classification",
         {**{column: "text_column_names" for column in text_columns}, cls_args.label_column: "label_column"},
     )
-    labels = label_list(raw, cls_args.label_column)  # from all the data: the label set must not depend on --max_*_samples
+    labels = label_list(
+        raw, cls_args.label_column
+    )  # from all the data: the label set must not depend on --max_*_samples
     raw = limit_samples(raw, data_args)
     label_to_id = {label: i for i, label in enumerate(labels)}
     raw = raw.map(lambda row: {"labels": label_to_id[row[cls_args.label_column]]})
@@ -216,7 +238,8 @@ def encoder_model_data_collator(model_args, data_args, cls_args, raw, text_colum
         lambda batch: tokenizer(
             *(batch[c] for c in text_columns), truncation=True, max_length=data_args.max_seq_length
         ),
-        batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"],
+        batched=True,
+        remove_columns=[c for c in raw["train"].column_names if c != "labels"],
         **map_options(data_args, "tokenizing"),
     )
     collator = DataCollatorWithPadding(tokenizer)
@@ -229,17 +252,21 @@ def accuracy_f1_metrics():
     metric = load_metric("accuracy_f1")
 
     def compute_metrics(eval_prediction):
-        return metric.compute(predictions=np.argmax(eval_prediction.predictions, -1), references=eval_prediction.label_ids)
+        return metric.compute(
+            predictions=np.argmax(eval_prediction.predictions, -1), references=eval_prediction.label_ids
+        )
 
     return compute_metrics
 
 
 def classification_card(data_args) -> CardInfo:
     return CardInfo(
-        task="sequence classification", pipeline_tag="text-classification",
-        dataset=describe_data(data_args, "plays"), metric_names=["accuracy", "f1"],
+        task="sequence classification",
+        pipeline_tag="text-classification",
+        dataset=describe_data(data_args, "plays"),
+        metric_names=["accuracy", "f1"],
         usage='```python\nfrom transformers import pipeline\nclassify = pipeline("text-classification", model=model, tokenizer=tokenizer)\n'
-              'print(classify("Out, damned spot! out, I say!"))\n```',
+        'print(classify("Out, damned spot! out, I say!"))\n```',
     )
 
 
@@ -258,8 +285,11 @@ def main(args=None, callbacks=None) -> dict:
     tokenizer = get_tokenizer(
         model_args, lambda: (t for c in text_columns for t in raw["train"][c]), needs_padding=True
     )
-    head = dict(num_labels=len(labels), id2label=dict(enumerate(map(str, labels))),
-                label2id={str(label): i for i, label in enumerate(labels)})
+    head = dict(
+        num_labels=len(labels),
+        id2label=dict(enumerate(map(str, labels))),
+        label2id={str(label): i for i, label in enumerate(labels)},
+    )
     if model_type == ScratchGPTConfig.model_type:
         model, data, collator = gpt_model_data_collator(
             model_args, data_args, cls_args, training_args, raw, text_columns, tokenizer, head
@@ -269,8 +299,14 @@ def main(args=None, callbacks=None) -> dict:
             model_args, data_args, cls_args, raw, text_columns, tokenizer, head
         )
     trainer = Trainer(
-        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
-        processing_class=tokenizer, data_collator=collator, compute_metrics=accuracy_f1_metrics(), callbacks=callbacks,
+        model=model,
+        args=training_args,
+        train_dataset=data["train"],
+        eval_dataset=data["validation"],
+        processing_class=tokenizer,
+        data_collator=collator,
+        compute_metrics=accuracy_f1_metrics(),
+        callbacks=callbacks,
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, classification_card(data_args))
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -47,7 +46,7 @@ SUPPORTED = tuple(config.model_type for config in (ScratchGPTConfig, ScratchTran
 
 @dataclass
 class CLMArguments:
-    text_column: Optional[str] = field(
+    text_column: str | None = field(
         default=None,
         metadata={
             "help": "Column holding the text (default: 'text', else the first column, as transformers' run_clm)."
@@ -60,8 +59,10 @@ def main(args=None, callbacks=None) -> dict:
         "run_clm", (CLMArguments,), args, aliases={"block_size": "max_seq_length"}, doc=__doc__, supported=SUPPORTED
     )
     if check_model_type(model_args, SUPPORTED) == ScratchTransfoXLConfig.model_type and data_args.streaming:
-        raise ValueError("--streaming: Transformer-XL's trainer lays the whole corpus out in parallel streams to carry its memory; "
-                         "drop --streaming (GPT streams).")
+        raise ValueError(
+            "--streaming: Transformer-XL's trainer lays the whole corpus out in parallel streams to carry its memory; "
+            "drop --streaming (GPT streams)."
+        )
     raw = load_raw_datasets(model_args, data_args, "shakespeare", limit=False, can_stream=True)
     text_column = choose_column(raw, clm_args.text_column, ["text"], "text_column", "text", position=0)
     require_columns(raw, [text_column], "causal language modelling", {text_column: "text_column"})
@@ -90,7 +91,7 @@ def main(args=None, callbacks=None) -> dict:
         dataset=describe_data(data_args, "shakespeare"),
         metric_names=["perplexity"],
         usage='```python\nfrom transformers import pipeline\ngenerate = pipeline("text-generation", model=model, tokenizer=tokenizer)\n'
-              'print(generate("To be, or not to be", max_new_tokens=40)[0]["generated_text"])\n```',
+        'print(generate("To be, or not to be", max_new_tokens=40)[0]["generated_text"])\n```',
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, card)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -40,7 +39,7 @@ SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig, ScratchLon
 
 @dataclass
 class MLMArguments:
-    text_column: Optional[str] = field(
+    text_column: str | None = field(
         default=None,
         metadata={
             "help": "Column holding the text (default: 'text', else the first column, as transformers' run_mlm)."
@@ -80,7 +79,7 @@ def main(args=None, callbacks=None) -> dict:
         dataset=describe_data(data_args, "shakespeare"),
         metric_names=["perplexity"],
         usage=f'```python\nfrom transformers import pipeline\nfill = pipeline("fill-mask", model=model, tokenizer=tokenizer)\n'
-              f'print(fill("to be or not to {tokenizer.mask_token}"))\n```',
+        f'print(fill("to be or not to {tokenizer.mask_token}"))\n```',
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, card)
 

@@ -20,7 +20,6 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -48,20 +47,22 @@ SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig, ScratchGPT
 
 @dataclass
 class MultipleChoiceArguments:
-    context_column: Optional[str] = field(
+    context_column: str | None = field(
         default=None,
         metadata={
             "help": "Column holding the context (default: 'context', or SWAG's 'sent1' as in transformers' run_swag)."
         },
     )
-    endings_column: Optional[str] = field(
+    endings_column: str | None = field(
         default=None,
         metadata={
             "help": "Column holding the list of candidate endings (default: 'endings', or SWAG's 'sent2' + 'ending0'…)."
         },
     )
     label_column: str = field(default="label", metadata={"help": "Column holding the index of the right ending."})
-    lm_labels: bool = field(default=False, metadata={"help": "GPT: add the auxiliary language-modelling loss (GPT-1 §3.2)."})
+    lm_labels: bool = field(
+        default=False, metadata={"help": "GPT: add the auxiliary language-modelling loss (GPT-1 §3.2)."}
+    )
 
 
 class GPTMultipleChoiceCollator:
@@ -77,7 +78,9 @@ class GPTMultipleChoiceCollator:
 
         from hf_scratch.tools.gpt_input_transforms import language_modeling_labels
 
-        batch = self.task_inputs.multiple_choice([f[self.args.context_column] for f in features], [f[self.args.endings_column] for f in features])
+        batch = self.task_inputs.multiple_choice(
+            [f[self.args.context_column] for f in features], [f[self.args.endings_column] for f in features]
+        )
         choices = torch.tensor([f["labels"] for f in features], dtype=torch.long)
         if not self.args.lm_labels:  # the standard contract: the extract token is found from the attention mask
             del batch["mc_token_ids"]
@@ -144,9 +147,8 @@ def load_choice_data(model_args, data_args, mc_args: MultipleChoiceArguments):
 
 def gpt_model_data_collator(model_args, data_args, mc_args, training_args, raw, tokenizer):
     """GPT: the model (with double heads under --lm_labels), the untokenized data and a GPT-1 framing collator."""
-    from hf_scratch.tools.gpt_input_transforms import GPTTaskInputs
-
     from hf_scratch import ScratchGPTDoubleHeadsModel
+    from hf_scratch.tools.gpt_input_transforms import GPTTaskInputs
 
     task_inputs = GPTTaskInputs(tokenizer, max_length=data_args.max_seq_length)  # adds ⟨s⟩ $ ⟨e⟩ to the vocabulary
     model = create_model(
@@ -170,8 +172,12 @@ def encoder_model_data_collator(model_args, data_args, mc_args, training_args, r
         return {k: [v[i : i + num_choices] for i in range(0, len(v), num_choices)] for k, v in encoded.items()}
 
     with training_args.main_process_first(desc="tokenizing"):
-        data = raw.map(tokenize, batched=True, remove_columns=[c for c in raw["train"].column_names if c != "labels"],
-                       **map_options(data_args, "tokenizing"))
+        data = raw.map(
+            tokenize,
+            batched=True,
+            remove_columns=[c for c in raw["train"].column_names if c != "labels"],
+            **map_options(data_args, "tokenizing"),
+        )
     return model, data, DataCollatorForMultipleChoice(tokenizer)
 
 
@@ -179,7 +185,9 @@ def accuracy_metric():
     metric = load_metric("accuracy_f1")
 
     def compute_metrics(eval_prediction):
-        scores = metric.compute(predictions=np.argmax(eval_prediction.predictions, -1), references=eval_prediction.label_ids)
+        scores = metric.compute(
+            predictions=np.argmax(eval_prediction.predictions, -1), references=eval_prediction.label_ids
+        )
         return {"accuracy": scores["accuracy"]}
 
     return compute_metrics
@@ -187,10 +195,16 @@ def accuracy_metric():
 
 def multiple_choice_card(data_args, is_gpt: bool) -> CardInfo:
     return CardInfo(
-        task="multiple choice", pipeline_tag="multiple-choice",
-        dataset=describe_data(data_args, "next_line"), metric_names=["accuracy"],
+        task="multiple choice",
+        pipeline_tag="multiple-choice",
+        dataset=describe_data(data_args, "next_line"),
+        metric_names=["accuracy"],
         usage="Score every (context, ending) pair with the model and take the argmax over the choices"
-              + (" (GPT: frame them with `hf_scratch.tools.gpt_input_transforms.GPTTaskInputs.multiple_choice`)." if is_gpt else "."),
+        + (
+            " (GPT: frame them with `hf_scratch.tools.gpt_input_transforms.GPTTaskInputs.multiple_choice`)."
+            if is_gpt
+            else "."
+        ),
     )
 
 
@@ -209,9 +223,15 @@ def main(args=None, callbacks=None) -> dict:
             model_args, data_args, mc_args, training_args, raw, tokenizer, num_choices
         )
     trainer = Trainer(
-        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
-        processing_class=tokenizer, data_collator=collator, compute_metrics=accuracy_metric(),
-        preprocess_logits_for_metrics=choice_logits, callbacks=callbacks,
+        model=model,
+        args=training_args,
+        train_dataset=data["train"],
+        eval_dataset=data["validation"],
+        processing_class=tokenizer,
+        data_collator=collator,
+        compute_metrics=accuracy_metric(),
+        preprocess_logits_for_metrics=choice_logits,
+        callbacks=callbacks,
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, multiple_choice_card(data_args, is_gpt))
 

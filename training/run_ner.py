@@ -15,7 +15,6 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -26,6 +25,7 @@ from transformers import AutoModelForTokenClassification, DataCollatorForTokenCl
 from hf_scratch import ScratchBertConfig, ScratchLongformerConfig
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
+    choose_column,
     create_model,
     describe_data,
     get_tokenizer,
@@ -33,7 +33,6 @@ from training.common import (
     load_metric,
     load_raw_datasets,
     map_options,
-    choose_column,
     require_columns,
     train_evaluate_save,
 )
@@ -45,14 +44,14 @@ SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig, ScratchLon
 
 @dataclass
 class NERArguments:
-    tokens_column: Optional[str] = field(
+    tokens_column: str | None = field(
         default=None,
         metadata={
             "help": "Column holding the list of words (default: 'tokens', else the first column, as "
             "transformers' run_ner; its name there: --text_column_name)."
         },
     )
-    tags_column: Optional[str] = field(
+    tags_column: str | None = field(
         default=None,
         metadata={
             "help": "Column holding one tag per word (default: 'ner_tags', else the second column, as "
@@ -87,8 +86,12 @@ def tokenize_and_align_tags(raw, tokenizer, tags, data_args, ner_args, training_
     tag_to_id = {tag: i for i, tag in enumerate(tags)}
 
     def tokenize_and_align(batch):
-        encoded = tokenizer(batch[ner_args.tokens_column], is_split_into_words=True, truncation=True,
-                            max_length=data_args.max_seq_length)
+        encoded = tokenizer(
+            batch[ner_args.tokens_column],
+            is_split_into_words=True,
+            truncation=True,
+            max_length=data_args.max_seq_length,
+        )
         encoded["labels"] = []
         for row, word_tags in enumerate(batch[ner_args.tags_column]):
             previous, labels = None, []
@@ -99,8 +102,12 @@ def tokenize_and_align_tags(raw, tokenizer, tags, data_args, ner_args, training_
         return encoded
 
     with training_args.main_process_first(desc="tokenizing"):
-        return raw.map(tokenize_and_align, batched=True, remove_columns=raw["train"].column_names,
-                       **map_options(data_args, "tokenizing"))
+        return raw.map(
+            tokenize_and_align,
+            batched=True,
+            remove_columns=raw["train"].column_names,
+            **map_options(data_args, "tokenizing"),
+        )
 
 
 def seqeval_metrics(names: list[str]):
@@ -119,10 +126,12 @@ def seqeval_metrics(names: list[str]):
 
 def ner_card(data_args) -> CardInfo:
     return CardInfo(
-        task="token classification", pipeline_tag="token-classification",
-        dataset=describe_data(data_args, "names"), metric_names=["precision", "recall", "f1", "accuracy"],
+        task="token classification",
+        pipeline_tag="token-classification",
+        dataset=describe_data(data_args, "names"),
+        metric_names=["precision", "recall", "f1", "accuracy"],
         usage='```python\nfrom transformers import pipeline\ntag = pipeline("token-classification", model=model, tokenizer=tokenizer)\n'
-              'print(tag("Horatio, thou art e\'en as just a man as e\'er my conversation cop\'d withal."))\n```',
+        "print(tag(\"Horatio, thou art e'en as just a man as e'er my conversation cop'd withal.\"))\n```",
     )
 
 
@@ -141,13 +150,24 @@ def main(args=None, callbacks=None) -> dict:
     if not tokenizer.is_fast:
         raise ValueError("run_ner needs a fast tokenizer (word_ids() aligns tags to sub-tokens).")
     names = [str(tag) for tag in tags]
-    model = create_model(model_args, AutoModelForTokenClassification, tokenizer, num_labels=len(tags),
-                         id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+    model = create_model(
+        model_args,
+        AutoModelForTokenClassification,
+        tokenizer,
+        num_labels=len(tags),
+        id2label=dict(enumerate(names)),
+        label2id={n: i for i, n in enumerate(names)},
+    )
     data = tokenize_and_align_tags(raw, tokenizer, tags, data_args, ner_args, training_args)
     trainer = Trainer(
-        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
-        processing_class=tokenizer, data_collator=DataCollatorForTokenClassification(tokenizer),
-        compute_metrics=seqeval_metrics(names), callbacks=callbacks,
+        model=model,
+        args=training_args,
+        train_dataset=data["train"],
+        eval_dataset=data["validation"],
+        processing_class=tokenizer,
+        data_collator=DataCollatorForTokenClassification(tokenizer),
+        compute_metrics=seqeval_metrics(names),
+        callbacks=callbacks,
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, ner_card(data_args))
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -50,21 +49,27 @@ SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig,))
 
 @dataclass
 class PretrainingArguments:
-    text_column: Optional[str] = field(
+    text_column: str | None = field(
         default=None, metadata={"help": "Column holding the documents (default: 'text', else the first column)."}
     )
     mlm_probability: float = field(default=0.15, metadata={"help": "Fraction of tokens to mask."})
-    short_seq_prob: float = field(default=0.1, metadata={"help": "Probability of a shorter target length (as in BERT)."})
+    short_seq_prob: float = field(
+        default=0.1, metadata={"help": "Probability of a shorter target length (as in BERT)."}
+    )
     next_sentence_prediction: bool = field(
         default=True,
-        metadata={"help": "Train the next-sentence task beside masked LM; false: masked LM only on the same sentence "
-                          "pairs (Devlin et al. 2019 Table 5, 'No NSP')."},
+        metadata={
+            "help": "Train the next-sentence task beside masked LM; false: masked LM only on the same sentence "
+            "pairs (Devlin et al. 2019 Table 5, 'No NSP')."
+        },
     )
 
 
 def documents_of(dataset, text_column: str, from_txt: bool) -> list[str]:
     texts = dataset[text_column]
-    return [doc for text in texts for doc in split_documents(text)] if from_txt else [t for t in texts if t and t.strip()]
+    return (
+        [doc for text in texts for doc in split_documents(text)] if from_txt else [t for t in texts if t and t.strip()]
+    )
 
 
 def predicted_ids(logits, labels):
@@ -97,12 +102,20 @@ def main(args=None, callbacks=None) -> dict:
     tokenizer = get_tokenizer(model_args, lambda: documents["train"])
     nsp = pt_args.next_sentence_prediction
     model = create_model(model_args, AutoModelForPreTraining if nsp else AutoModelForMaskedLM, tokenizer)
-    data = datasets.DatasetDict({
-        split: datasets.Dataset.from_list(
-            make_nsp_examples(docs, tokenizer, data_args.max_seq_length, seed=training_args.seed, short_seq_prob=pt_args.short_seq_prob)
-        )
-        for split, docs in documents.items()
-    })
+    data = datasets.DatasetDict(
+        {
+            split: datasets.Dataset.from_list(
+                make_nsp_examples(
+                    docs,
+                    tokenizer,
+                    data_args.max_seq_length,
+                    seed=training_args.seed,
+                    short_seq_prob=pt_args.short_seq_prob,
+                )
+            )
+            for split, docs in documents.items()
+        }
+    )
     data = limit_samples(data, data_args)
     if not nsp:
         data = data.remove_columns("next_sentence_label")
@@ -120,12 +133,14 @@ def main(args=None, callbacks=None) -> dict:
         callbacks=callbacks,
     )
     card = CardInfo(
-        task="pre-training (masked LM + next-sentence prediction)" if nsp else "pre-training (masked LM on sentence pairs, no NSP)",
+        task="pre-training (masked LM + next-sentence prediction)"
+        if nsp
+        else "pre-training (masked LM on sentence pairs, no NSP)",
         pipeline_tag="fill-mask",
         dataset=describe_data(data_args, "documents"),
         metric_names=["mlm_accuracy", "nsp_accuracy"] if nsp else ["mlm_accuracy"],
         usage=f'```python\nfrom transformers import AutoModelForMaskedLM, pipeline\nmlm = AutoModelForMaskedLM.from_pretrained("...", trust_remote_code=True)\n'
-              f'print(pipeline("fill-mask", model=mlm, tokenizer=tokenizer)("to be or not to {tokenizer.mask_token}"))\n```',
+        f'print(pipeline("fill-mask", model=mlm, tokenizer=tokenizer)("to be or not to {tokenizer.mask_token}"))\n```',
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, card)
 

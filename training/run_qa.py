@@ -26,7 +26,13 @@ from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding,
 from hf_scratch import ScratchBertConfig, ScratchLongformerConfig
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
-    create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets, map_options, require_columns,
+    create_model,
+    describe_data,
+    get_tokenizer,
+    load_metric,
+    load_raw_datasets,
+    map_options,
+    require_columns,
     train_evaluate_save,
 )
 from training.model_card import CardInfo
@@ -44,8 +50,14 @@ class QAArguments:
 
 def windows(tokenizer, batch, max_length: int, stride: int):
     return tokenizer(
-        [q.lstrip() for q in batch["question"]], batch["context"], truncation="only_second", max_length=max_length,
-        stride=stride, return_overflowing_tokens=True, return_offsets_mapping=True, padding=False,
+        [q.lstrip() for q in batch["question"]],
+        batch["context"],
+        truncation="only_second",
+        max_length=max_length,
+        stride=stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding=False,
     )
 
 
@@ -137,7 +149,9 @@ def main(args=None, callbacks=None) -> dict:
     raw = load_raw_datasets(model_args, data_args, "speakers")
     require_columns(raw, COLUMNS, "extractive question answering")
     if qa_args.doc_stride > data_args.max_seq_length // 2:
-        raise ValueError(f"--doc_stride {qa_args.doc_stride} must be well below --max_seq_length {data_args.max_seq_length} (windows would not advance).")
+        raise ValueError(
+            f"--doc_stride {qa_args.doc_stride} must be well below --max_seq_length {data_args.max_seq_length} (windows would not advance)."
+        )
     tokenizer = get_tokenizer(model_args, lambda: (t for c in ("question", "context") for t in raw["train"][c]))
     if not tokenizer.is_fast:
         raise ValueError("run_qa needs a fast tokenizer (offset mappings locate the answer).")
@@ -145,10 +159,18 @@ def main(args=None, callbacks=None) -> dict:
     length, stride = data_args.max_seq_length, qa_args.doc_stride
     check_questions_fit(tokenizer, raw, length, stride)
     with training_args.main_process_first(desc="tokenizing"):
-        train = raw["train"].map(train_features(tokenizer, length, stride), batched=True, remove_columns=raw["train"].column_names,
-                                 **map_options(data_args, "training windows"))
-        validation = raw["validation"].map(eval_features(tokenizer, length, stride), batched=True,
-                                           remove_columns=raw["validation"].column_names, **map_options(data_args, "evaluation windows"))
+        train = raw["train"].map(
+            train_features(tokenizer, length, stride),
+            batched=True,
+            remove_columns=raw["train"].column_names,
+            **map_options(data_args, "training windows"),
+        )
+        validation = raw["validation"].map(
+            eval_features(tokenizer, length, stride),
+            batched=True,
+            remove_columns=raw["validation"].column_names,
+            **map_options(data_args, "evaluation windows"),
+        )
     metric = load_metric("squad")
 
     def span_metrics(_) -> dict:
@@ -162,17 +184,22 @@ def main(args=None, callbacks=None) -> dict:
         return {f"eval_{name}": value for name, value in scores.items()}
 
     trainer = Trainer(
-        model=model, args=training_args, train_dataset=train,
+        model=model,
+        args=training_args,
+        train_dataset=train,
         eval_dataset=validation.remove_columns(["example_id", "offset_mapping"]),
-        processing_class=tokenizer, data_collator=DataCollatorWithPadding(tokenizer),
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
         callbacks=callbacks,
     )
     card = CardInfo(
-        task="extractive question answering", pipeline_tag="question-answering",
-        dataset=describe_data(data_args, "speakers"), metric_names=["exact_match", "f1"],
+        task="extractive question answering",
+        pipeline_tag="question-answering",
+        dataset=describe_data(data_args, "speakers"),
+        metric_names=["exact_match", "f1"],
         usage='```python\nimport hf_scratch  # registers the "scratch-question-answering" pipeline\nfrom transformers import pipeline\n'
-              'qa = pipeline("scratch-question-answering", model=model, tokenizer=tokenizer)\n'
-              'print(qa(question="Who says \\"Not a mouse stirring\\"?", context="Ber. Have you had quiet guard? Fran. Not a mouse stirring."))\n```',
+        'qa = pipeline("scratch-question-answering", model=model, tokenizer=tokenizer)\n'
+        'print(qa(question="Who says \\"Not a mouse stirring\\"?", context="Ber. Have you had quiet guard? Fran. Not a mouse stirring."))\n```',
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, card, extra_metrics=span_metrics)
 

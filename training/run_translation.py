@@ -28,7 +28,13 @@ from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqT
 from hf_scratch import ScratchRNNConfig, ScratchTransformerConfig
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
-    create_model, describe_data, get_tokenizer, load_metric, load_raw_datasets, map_options, require_columns,
+    create_model,
+    describe_data,
+    get_tokenizer,
+    load_metric,
+    load_raw_datasets,
+    map_options,
+    require_columns,
     train_evaluate_save,
 )
 from training.model_card import CardInfo
@@ -52,7 +58,9 @@ def load_translation_pairs(model_args, data_args, tr_args: TranslationArguments)
     source, target = tr_args.source_lang, tr_args.target_lang
     languages = set(raw["train"][0][tr_args.translation_column])
     if not {source, target} <= languages:
-        raise ValueError(f"--source_lang {source!r} / --target_lang {target!r}: the data has languages {sorted(languages)}.")
+        raise ValueError(
+            f"--source_lang {source!r} / --target_lang {target!r}: the data has languages {sorted(languages)}."
+        )
     return raw
 
 
@@ -64,12 +72,15 @@ def tokenize_pairs(raw, tokenizer, data_args, tr_args, training_args):
         sources = [p[source] for p in batch[tr_args.translation_column]]
         targets = [p[target] for p in batch[tr_args.translation_column]]
         encoded = tokenizer(sources, truncation=True, max_length=data_args.max_seq_length)
-        encoded["labels"] = tokenizer(text_target=targets, truncation=True, max_length=tr_args.max_target_length)["input_ids"]
+        encoded["labels"] = tokenizer(text_target=targets, truncation=True, max_length=tr_args.max_target_length)[
+            "input_ids"
+        ]
         return encoded
 
     with training_args.main_process_first(desc="tokenizing"):
-        return raw.map(tokenize, batched=True, remove_columns=raw["train"].column_names,
-                       **map_options(data_args, "tokenizing"))
+        return raw.map(
+            tokenize, batched=True, remove_columns=raw["train"].column_names, **map_options(data_args, "tokenizing")
+        )
 
 
 def bleu_metrics(tokenizer):
@@ -90,10 +101,12 @@ def bleu_metrics(tokenizer):
 
 def translation_card(data_args, tr_args) -> CardInfo:
     return CardInfo(
-        task=f"translation {tr_args.source_lang}→{tr_args.target_lang}", pipeline_tag="translation",
-        dataset=describe_data(data_args, "de_en"), metric_names=["bleu"],
+        task=f"translation {tr_args.source_lang}→{tr_args.target_lang}",
+        pipeline_tag="translation",
+        dataset=describe_data(data_args, "de_en"),
+        metric_names=["bleu"],
         usage='```python\nimport hf_scratch  # registers the "scratch-seq2seq" pipeline\nfrom transformers import pipeline\n'
-              'translate = pipeline("scratch-seq2seq", model=model, tokenizer=tokenizer)\nprint(translate("Datei nicht gefunden"))\n```',
+        'translate = pipeline("scratch-seq2seq", model=model, tokenizer=tokenizer)\nprint(translate("Datei nicht gefunden"))\n```',
     )
 
 
@@ -122,9 +135,14 @@ def main(args=None, callbacks=None) -> dict:
     model.generation_config.max_length = training_args.generation_max_length
     data = tokenize_pairs(raw, tokenizer, data_args, tr_args, training_args)
     trainer = Seq2SeqTrainer(
-        model=model, args=training_args, train_dataset=data["train"], eval_dataset=data["validation"],
-        processing_class=tokenizer, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
-        compute_metrics=bleu_metrics(tokenizer), callbacks=callbacks,
+        model=model,
+        args=training_args,
+        train_dataset=data["train"],
+        eval_dataset=data["validation"],
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        compute_metrics=bleu_metrics(tokenizer),
+        callbacks=callbacks,
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, translation_card(data_args, tr_args))
 

@@ -22,9 +22,21 @@ from .engine import (
 # Fields whose names and meanings are the same in transformers' BertConfig and ours (ScratchBertConfig has no
 # attribute_map: it uses BertConfig's names).
 BERT_SHARED_FIELDS = (
-    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
-    "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-    "initializer_range", "layer_norm_eps", "classifier_dropout", "pad_token_id", "tie_word_embeddings",
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "initializer_range",
+    "layer_norm_eps",
+    "classifier_dropout",
+    "pad_token_id",
+    "tie_word_embeddings",
 )
 
 _FIELD_NAMES = FieldNames.of(ScratchBertConfig, same=BERT_SHARED_FIELDS + TASK_FIELDS)
@@ -82,8 +94,10 @@ def mlm_head_rules(
 
 def _weight_map(config) -> WeightMap:
     mlm_head, mlm_ignore, mlm_aliases = mlm_head_rules(
-        config, ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm"),
-        bias="cls.predictions.bias", decoder="cls.predictions.decoder",
+        config,
+        ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm"),
+        bias="cls.predictions.bias",
+        decoder="cls.predictions.decoder",
     )
     rules = [
         *encoder_rules("bert"),
@@ -102,8 +116,13 @@ register_conversion(
         reference_model_type="bert",
         reference_prefix="bert",
         heads=scratch_heads(
-            "BertModel", "BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction",
-            "BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering",
+            "BertModel",
+            "BertForPreTraining",
+            "BertForMaskedLM",
+            "BertForNextSentencePrediction",
+            "BertForSequenceClassification",
+            "BertForTokenClassification",
+            "BertForQuestionAnswering",
             "BertForMultipleChoice",
         ),
         config_to_ours=_config_to_ours,

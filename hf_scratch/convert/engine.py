@@ -15,9 +15,9 @@ import argparse
 import json
 import re
 import shutil
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
 
 import torch
 
@@ -42,15 +42,17 @@ class WeightRule:
     transpose: bool = False
     dim: int = 0
     # optional value transforms, applied after transposition/concatenation (ref→ours) and before (ours→ref)
-    to_ours_fn: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
-    to_reference_fn: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+    to_ours_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
+    to_reference_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def __post_init__(self):
         if isinstance(self.reference, str):
             object.__setattr__(self, "reference", (self.reference,))
 
 
-def rule(ours: str, *reference: str, transpose: bool = False, dim: int = 0, to_ours_fn=None, to_reference_fn=None) -> WeightRule:
+def rule(
+    ours: str, *reference: str, transpose: bool = False, dim: int = 0, to_ours_fn=None, to_reference_fn=None
+) -> WeightRule:
     return WeightRule(ours, tuple(reference), transpose, dim, to_ours_fn, to_reference_fn)
 
 
@@ -140,7 +142,9 @@ class Conversion:
 
     reference_model_type: str  # e.g. "bert"
     reference_prefix: str  # the reference base_model_prefix, e.g. "bert"
-    heads: dict[str, str]  # reference class name → hf_scratch class name, e.g. {"BertForMaskedLM": "ScratchBertForMaskedLM"}
+    heads: dict[
+        str, str
+    ]  # reference class name → hf_scratch class name, e.g. {"BertForMaskedLM": "ScratchBertForMaskedLM"}
     config_to_ours: Callable[[dict], object]  # reference config dict → hf_scratch config
     config_to_reference: Callable[[object], dict]  # hf_scratch config → kwargs of the reference config
     weight_map: Callable[[object], WeightMap]  # hf_scratch config → its WeightMap (layouts may depend on it)
@@ -193,9 +197,7 @@ def needs_conversion(model_type: str) -> bool:
 
 def _conversion_for_reference(model_type: str) -> Conversion:
     if model_type not in _BY_REFERENCE:
-        raise ValueError(
-            f"Cannot convert model_type {model_type!r}: hf_scratch converts {sorted(_BY_REFERENCE)}."
-        )
+        raise ValueError(f"Cannot convert model_type {model_type!r}: hf_scratch converts {sorted(_BY_REFERENCE)}.")
     return _BY_REFERENCE[model_type]
 
 
@@ -229,7 +231,10 @@ class FieldNames:
 
     @classmethod
     def of(
-        cls, config_class, same: Sequence[str] = (), other: Mapping[str, str] | None = None,
+        cls,
+        config_class,
+        same: Sequence[str] = (),
+        other: Mapping[str, str] | None = None,
         without: Sequence[str] = (),
     ) -> FieldNames:
         """``config_class.attribute_map`` less ``without`` (aliases the reference does not have, or a family
@@ -363,7 +368,10 @@ def to_transformers(model):
         reference_state = _without_prefix(reference_state, conversion.reference_prefix)
     dtype = next(model.parameters()).dtype
     _load_exactly(reference, {k: v.to(dtype) if v.is_floating_point() else v for k, v in reference_state.items()})
-    if getattr(model, "generation_config", None) is not None and getattr(reference, "generation_config", None) is not None:
+    if (
+        getattr(model, "generation_config", None) is not None
+        and getattr(reference, "generation_config", None) is not None
+    ):
         reference.generation_config = model.generation_config
     return reference.to(device=next(model.parameters()).device, dtype=dtype).train(model.training)
 
@@ -490,7 +498,7 @@ def _sentence_transformers_module_folders(source: Path) -> list[str]:
     return [folder for folder in folders if folder and (source / folder).is_dir()]
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """``python -m hf_scratch.convert SRC_DIR OUT_DIR``: ``convert_directory`` on the command line."""
     parser = argparse.ArgumentParser(
         prog="python -m hf_scratch.convert",

@@ -52,16 +52,24 @@ def _config_to_ours(reference: dict, layer_norm_placement: str) -> ScratchGPTCon
     else:  # OpenAI GPT: the MLP is always 4 × hidden
         afn = reference.get("afn", "gelu")
         if afn not in _OPENAI_ACTIVATIONS:
-            raise ValueError(f"Unknown OpenAI GPT activation afn={afn!r}: expected one of {sorted(_OPENAI_ACTIVATIONS)}.")
+            raise ValueError(
+                f"Unknown OpenAI GPT activation afn={afn!r}: expected one of {sorted(_OPENAI_ACTIVATIONS)}."
+            )
         fields["hidden_act"] = _OPENAI_ACTIVATIONS[afn]
-    defaults = {"vocab_size": 50257, "hidden_size": 768, "max_position_embeddings": 1024} if layer_norm_placement == "pre" else {}
+    defaults = (
+        {"vocab_size": 50257, "hidden_size": 768, "max_position_embeddings": 1024}
+        if layer_norm_placement == "pre"
+        else {}
+    )
     return ScratchGPTConfig(**{**defaults, **fields}, layer_norm_placement=layer_norm_placement)
 
 
 def _config_to_reference(config, layer_norm_placement: str) -> dict:
     reference = _FIELD_NAMES.to_reference(config.to_dict())
     if layer_norm_placement == "pre":
-        reference.update(activation_function=config.hidden_act, n_inner=config.intermediate_size, use_cache=config.use_cache)
+        reference.update(
+            activation_function=config.hidden_act, n_inner=config.intermediate_size, use_cache=config.use_cache
+        )
         return reference
     if config.intermediate_size != 4 * config.hidden_size:
         raise ValueError(
@@ -128,7 +136,10 @@ def _weight_map(embeddings: tuple[str, str], final_norm: bool):
             rules.extend(weight_and_bias("model.final_norm", "transformer.ln_f"))
         ignore = ["transformer.h.{i}.attn.bias", "transformer.h.{i}.attn.masked_bias", "transformer.position_ids"]
         return _GPTWeightMap(
-            rules, ignore_reference=ignore, word_embeddings=f"transformer.{word}.weight", tied=config.tie_word_embeddings
+            rules,
+            ignore_reference=ignore,
+            word_embeddings=f"transformer.{word}.weight",
+            tied=config.tie_word_embeddings,
         )
 
     return build

@@ -23,7 +23,9 @@ from .engine import (
 _FIELD_NAMES = FieldNames.of(
     ScratchLongformerConfig,
     same=(
-        *(name for name in BERT_SHARED_FIELDS if name != "classifier_dropout"), "attention_window", "sep_token_id",
+        *(name for name in BERT_SHARED_FIELDS if name != "classifier_dropout"),
+        "attention_window",
+        "sep_token_id",
         *TASK_FIELDS,
     ),
 )
@@ -70,8 +72,12 @@ register_conversion(
         reference_model_type="longformer",
         reference_prefix="longformer",
         heads=scratch_heads(
-            "LongformerModel", "LongformerForMaskedLM", "LongformerForSequenceClassification",
-            "LongformerForTokenClassification", "LongformerForQuestionAnswering", "LongformerForMultipleChoice",
+            "LongformerModel",
+            "LongformerForMaskedLM",
+            "LongformerForSequenceClassification",
+            "LongformerForTokenClassification",
+            "LongformerForQuestionAnswering",
+            "LongformerForMultipleChoice",
         ),
         config_to_ours=_config_to_ours,
         config_to_reference=_config_to_reference,

@@ -27,8 +27,18 @@ _FIELD_NAMES = FieldNames.of(
     ScratchTransfoXLConfig,
     other={"tie_weight": "tie_word_embeddings"},
     same=(
-        "vocab_size", "div_val", "mem_len", "clamp_len", "same_length", "untie_r", "cutoffs", "tie_projs",
-        "proj_init_std", "eos_token_id", "pad_token_id", "tie_word_embeddings",
+        "vocab_size",
+        "div_val",
+        "mem_len",
+        "clamp_len",
+        "same_length",
+        "untie_r",
+        "cutoffs",
+        "tie_projs",
+        "proj_init_std",
+        "eos_token_id",
+        "pad_token_id",
+        "tie_word_embeddings",
     ),
 )
 
@@ -83,7 +93,10 @@ def _weight_map(config) -> WeightMap:
             rule(f"{layer}.attention.position_bias", f"{ref}.dec_attn.r_r_bias"),
         ]
     else:  # shared u, v; pickled checkpoints also hold each layer's alias of them
-        rules += [rule("model.content_bias", "transformer.r_w_bias"), rule("model.position_bias", "transformer.r_r_bias")]
+        rules += [
+            rule("model.content_bias", "transformer.r_w_bias"),
+            rule("model.position_bias", "transformer.r_r_bias"),
+        ]
         ignore += [f"{ref}.dec_attn.r_w_bias", f"{ref}.dec_attn.r_r_bias"]
     # Tied softmax tensors are the input embedding's (the model ties them); checkpoints may still hold their copies.
     if config.tie_word_embeddings:

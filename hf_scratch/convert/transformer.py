@@ -21,10 +21,23 @@ _FIELD_NAMES = FieldNames.of(
     ScratchTransformerConfig,
     without=("num_hidden_layers", "num_attention_heads", "intermediate_size"),
     same=(
-        "vocab_size", "decoder_vocab_size", "encoder_layers", "decoder_layers", "encoder_attention_heads",
-        "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "activation_dropout",
-        "max_position_embeddings", "scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings",
-        "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
+        "vocab_size",
+        "decoder_vocab_size",
+        "encoder_layers",
+        "decoder_layers",
+        "encoder_attention_heads",
+        "decoder_attention_heads",
+        "encoder_ffn_dim",
+        "decoder_ffn_dim",
+        "activation_dropout",
+        "max_position_embeddings",
+        "scale_embedding",
+        "share_encoder_decoder_embeddings",
+        "tie_word_embeddings",
+        "pad_token_id",
+        "bos_token_id",
+        "eos_token_id",
+        "decoder_start_token_id",
     ),
 )
 _MARIAN_LAYER_NORM_EPS = 1e-5  # Marian's nn.LayerNorm default
@@ -37,8 +50,10 @@ def _config_to_ours(reference: dict) -> ScratchTransformerConfig:
     # Legacy BART-family switches some opus-mt config.json files still carry; all False in Marian's architecture.
     for name in ("normalize_before", "add_final_layer_norm", "normalize_embedding", "add_bias_logits"):
         if reference.get(name):
-            raise ValueError(f"Marian config has {name}=True, which transformers' Marian (and scratch-transformer) "
-                             "does not implement: this checkpoint needs a different architecture.")
+            raise ValueError(
+                f"Marian config has {name}=True, which transformers' Marian (and scratch-transformer) "
+                "does not implement: this checkpoint needs a different architecture."
+            )
     fields = _FIELD_NAMES.to_ours(reference)
     # Marian: one vocabulary unless stated otherwise; no separate flag means shared (its default).
     fields.setdefault("share_encoder_decoder_embeddings", True)
@@ -48,7 +63,10 @@ def _config_to_ours(reference: dict) -> ScratchTransformerConfig:
         # tie_word_embeddings: untied, each side reads an embedding matrix of its own (``shared`` goes unused).
         fields.update(share_encoder_decoder_embeddings=False, decoder_vocab_size=fields["vocab_size"])
     return ScratchTransformerConfig(
-        **fields, sinusoidal_layout="split", pre_norm=False, layer_norm_eps=_MARIAN_LAYER_NORM_EPS,
+        **fields,
+        sinusoidal_layout="split",
+        pre_norm=False,
+        layer_norm_eps=_MARIAN_LAYER_NORM_EPS,
         **copy_fields(reference, ("id2label", "label2id")),
     )
 
@@ -118,8 +136,12 @@ def _layer_rules(layer: str, cross_attention: bool) -> list:
     cross-attention over the encoder's states (k, v → our fused ``kv_proj``), and the feed-forward, each with its
     post-LN residual (Vaswani et al. 2017, §3.1)."""
     rules = [
-        *weight_and_bias(f"{layer}.self_attention.qkv_proj", f"{layer}.self_attn.q_proj", f"{layer}.self_attn.k_proj",
-                         f"{layer}.self_attn.v_proj"),
+        *weight_and_bias(
+            f"{layer}.self_attention.qkv_proj",
+            f"{layer}.self_attn.q_proj",
+            f"{layer}.self_attn.k_proj",
+            f"{layer}.self_attn.v_proj",
+        ),
         *weight_and_bias(f"{layer}.self_attention.out_proj", f"{layer}.self_attn.out_proj"),
         *weight_and_bias(f"{layer}.self_attention_residual.norm", f"{layer}.self_attn_layer_norm"),
         *weight_and_bias(f"{layer}.feed_forward.fc_in", f"{layer}.fc1"),
@@ -129,8 +151,9 @@ def _layer_rules(layer: str, cross_attention: bool) -> list:
     if cross_attention:
         rules += [
             *weight_and_bias(f"{layer}.cross_attention.q_proj", f"{layer}.encoder_attn.q_proj"),
-            *weight_and_bias(f"{layer}.cross_attention.kv_proj", f"{layer}.encoder_attn.k_proj",
-                             f"{layer}.encoder_attn.v_proj"),
+            *weight_and_bias(
+                f"{layer}.cross_attention.kv_proj", f"{layer}.encoder_attn.k_proj", f"{layer}.encoder_attn.v_proj"
+            ),
             *weight_and_bias(f"{layer}.cross_attention.out_proj", f"{layer}.encoder_attn.out_proj"),
             *weight_and_bias(f"{layer}.cross_attention_residual.norm", f"{layer}.encoder_attn_layer_norm"),
         ]
@@ -142,8 +165,12 @@ def _weight_map(config) -> WeightMap:
         *_layer_rules("model.encoder.layers.{i}", cross_attention=False),
         *_layer_rules("model.decoder.layers.{i}", cross_attention=True),
         # Marian's output bias is a (1, vocab) buffer; ours is the bias of the output projection.
-        rule("lm_head.bias", "final_logits_bias", to_ours_fn=lambda t: t.reshape(-1),
-             to_reference_fn=lambda t: t.reshape(1, -1)),
+        rule(
+            "lm_head.bias",
+            "final_logits_bias",
+            to_ours_fn=lambda t: t.reshape(-1),
+            to_reference_fn=lambda t: t.reshape(1, -1),
+        ),
     ]
     # Embeddings: one shared matrix (model.shared; Marian's per-side copies are tied to it) or one per side.
     ignore = []

@@ -19,7 +19,7 @@ the extract token is each row's last real token. Only a tokenizer is needed (no 
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -44,7 +44,7 @@ class GPTTaskInputs:
         start: str = START_TOKEN,
         delimiter: str = DELIMITER_TOKEN,
         extract: str = EXTRACT_TOKEN,
-        max_length: Optional[int] = None,
+        max_length: int | None = None,
     ):
         if len({start, delimiter, extract}) != 3:
             raise ValueError("The start, delimiter and extract tokens must be three different strings.")
@@ -53,7 +53,9 @@ class GPTTaskInputs:
         self.start_id, self.delimiter_id, self.extract_id = tokenizer.convert_tokens_to_ids([start, delimiter, extract])
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         if max_length is not None and max_length < 4:
-            raise ValueError(f"max_length={max_length} leaves no room for text next to the start, delimiter and extract tokens.")
+            raise ValueError(
+                f"max_length={max_length} leaves no room for text next to the start, delimiter and extract tokens."
+            )
         self.max_length = max_length
 
     # ---- one sequence: [⟨s⟩; piece₁; $; piece₂; …; ⟨e⟩] ------------------------------------------------------
@@ -115,12 +117,14 @@ class GPTTaskInputs:
         return {name: value.view(batch, 2, -1) for name, value in self._pad(rows).items()}
 
     def multiple_choice(
-        self, contexts: Sequence[str], choices: Sequence[Sequence[str]], questions: Optional[Sequence[str]] = None
+        self, contexts: Sequence[str], choices: Sequence[Sequence[str]], questions: Sequence[str] | None = None
     ) -> dict[str, torch.Tensor]:
         """[⟨s⟩; context; question; $; answer_k; ⟨e⟩] for every answer → input_ids, attention_mask
         (batch, choices, length) and mc_token_ids (batch, choices), the position of each extract token, for
         ``ScratchGPTDoubleHeadsModel``. Every example needs the same number of choices."""
-        batch = self._same_length(contexts=contexts, choices=choices, **({"questions": questions} if questions is not None else {}))
+        batch = self._same_length(
+            contexts=contexts, choices=choices, **({"questions": questions} if questions is not None else {})
+        )
         num_choices = {len(answers) for answers in choices}
         if len(num_choices) != 1 or 0 in num_choices:
             raise ValueError(f"Every example needs the same, non-zero number of choices; got {sorted(num_choices)}.")

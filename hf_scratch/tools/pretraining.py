@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from transformers import DataCollatorForLanguageModeling
@@ -55,7 +55,8 @@ def make_nsp_examples(
     rng = random.Random(seed)
     tokenized = [
         [ids for ids in tokenizer([s for s in split_sentences(doc)], add_special_tokens=False)["input_ids"] if ids]
-        if split_sentences(doc) else []
+        if split_sentences(doc)
+        else []
         for doc in documents
     ]
     max_tokens = max_length - 3  # [CLS] A [SEP] B [SEP]

@@ -13,7 +13,7 @@ Four kinds (``TOKENIZER_KINDS``), matching the families:
 from __future__ import annotations
 
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 TOKENIZER_KINDS = ("wordpiece", "bpe", "char", "seq2seq")
 
@@ -38,82 +38,122 @@ def model_max_length(config) -> int:
 
 
 def train_tokenizer(texts: Iterable[str], kind: str = "wordpiece", vocab_size: int = 1000, lowercase: bool = True):
-    """Train a tokenizer of ``kind`` on ``texts`` and return it as a ``PreTrainedTokenizerFast``."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
+    """Train a tokenizer of ``kind`` (``TOKENIZER_KINDS``) on ``texts`` and return it as a
+    ``PreTrainedTokenizerFast``."""
     if kind not in TOKENIZER_KINDS:
         raise ValueError(f"Unknown tokenizer kind {kind!r}: choose one of {TOKENIZER_KINDS}.")
     texts = list(texts)
-    show_progress = sys.stderr.isatty()  # the progress bars of 🤗 tokenizers are blank lines in a log file
     if not any(t.strip() for t in texts):
         raise ValueError("Cannot train a tokenizer on empty text: pass at least one non-empty string.")
+    build = {"wordpiece": _wordpiece, "bpe": _byte_level_bpe, "char": _characters, "seq2seq": _seq2seq_wordpiece}
+    return build[kind](texts, vocab_size, lowercase)
 
-    if kind == "wordpiece":
-        special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
-        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tokenizer.decoder = decoders.WordPiece()
-        tokenizer.train_from_iterator(
-            texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=show_progress)
-        )
-        cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-        tokenizer.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]",
-            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-            special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-        )
-        return PreTrainedTokenizerFast(
-            tokenizer_object=tokenizer, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-            sep_token="[SEP]", mask_token="[MASK]", model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-        )
 
-    if kind == "bpe":
-        special = ["<|endoftext|>"]
-        tokenizer = Tokenizer(models.BPE())
-        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tokenizer.decoder = decoders.ByteLevel()
-        tokenizer.train_from_iterator(
-            texts,
-            trainers.BpeTrainer(
-                vocab_size=vocab_size,
-                special_tokens=special,
-                initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                show_progress=show_progress,
-            ),
-        )
-        return PreTrainedTokenizerFast(
-            tokenizer_object=tokenizer, bos_token="<|endoftext|>", eos_token="<|endoftext|>", unk_token="<|endoftext|>",
-            model_input_names=["input_ids", "attention_mask"],
-        )
+def _show_progress() -> bool:
+    """The progress bars of 🤗 tokenizers only on a terminal: in a log file they are blank lines."""
+    return sys.stderr.isatty()
 
-    if kind == "char":
-        special = ["<pad>", "<unk>", "<eos>"]
-        alphabet = sorted(set("".join(texts)) | {"\n"})  # lines passed without their newline still need it
-        vocab = {token: index for index, token in enumerate(special + alphabet)}
-        tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-        tokenizer.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
-        tokenizer.decoder = decoders.Fuse()
-        return PreTrainedTokenizerFast(
-            tokenizer_object=tokenizer, pad_token="<pad>", unk_token="<unk>", eos_token="<eos>",
-            model_input_names=["input_ids", "attention_mask"],
-        )
 
-    # seq2seq
-    special = ["<pad>", "<s>", "</s>", "<unk>"]
-    tokenizer = Tokenizer(models.WordPiece(unk_token="<unk>"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=False)
+def _trained_wordpiece(texts, vocab_size: int, special: list[str], unknown: str, normalizer):
+    """A WordPiece model (BERT's pre-tokenizer and decoder) trained on ``texts`` with ``special`` tokens first."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token=unknown))
+    tokenizer.normalizer = normalizer
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
-    tokenizer.train_from_iterator(
-        texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=show_progress)
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=_show_progress())
+    tokenizer.train_from_iterator(texts, trainer)
+    return tokenizer
+
+
+def _wordpiece(texts, vocab_size: int, lowercase: bool):
+    """BERT / Longformer: [CLS] A [SEP] (B [SEP]) with segment ids, [MASK] for masked-LM."""
+    from tokenizers import normalizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokenizer = _trained_wordpiece(texts, vocab_size, special, "[UNK]", normalizers.BertNormalizer(lowercase=lowercase))
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+    )
+
+
+def _byte_level_bpe(texts, vocab_size: int, lowercase: bool):
+    """GPT / Transformer-XL: byte-level BPE, ``<|endoftext|>`` as bos/eos/unk (``lowercase`` does not apply)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=_show_progress(),
+    )
+    tokenizer.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+        model_input_names=["input_ids", "attention_mask"],
+    )
+
+
+def _characters(texts, vocab_size: int, lowercase: bool):
+    """nanoGPT-style character level: one token per character of ``texts`` (``vocab_size`` and ``lowercase`` do
+    not apply), plus ``<pad>``/``<unk>``/``<eos>``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    special = ["<pad>", "<unk>", "<eos>"]
+    alphabet = sorted(set("".join(texts)) | {"\n"})  # lines passed without their newline still need it
+    vocab = {token: index for index, token in enumerate(special + alphabet)}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    tokenizer.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        eos_token="<eos>",
+        model_input_names=["input_ids", "attention_mask"],
+    )
+
+
+def _seq2seq_wordpiece(texts, vocab_size: int, lowercase: bool):
+    """The encoder-decoders: a WordPiece vocabulary shared by source and target, ``<pad>``/``<s>``/``</s>``/``<unk>``
+    (ids 0-3), ``</s>`` appended to every sequence as Marian does."""
+    from tokenizers import normalizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    special = ["<pad>", "<s>", "</s>", "<unk>"]
+    normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=False)
+    tokenizer = _trained_wordpiece(texts, vocab_size, special, "<unk>", normalizer)
     eos_id = tokenizer.token_to_id("</s>")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", eos_id)]
     )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+        tokenizer_object=tokenizer,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
         model_input_names=["input_ids", "attention_mask"],
     )

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch.utils.data import Dataset, Sampler
@@ -112,7 +112,7 @@ class StreamSampler(Sampler[int]):
 
 
 class _ResetMemoryAtEpochStart(TrainerCallback):
-    def __init__(self, trainer: "TransfoXLTrainer"):
+    def __init__(self, trainer: TransfoXLTrainer):
         self.trainer = trainer
 
     def on_epoch_begin(self, args, state, control, **kwargs):
@@ -124,8 +124,8 @@ class TransfoXLTrainer(Trainer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._train_mems: Optional[list[torch.Tensor]] = None
-        self._eval_mems: Optional[list[torch.Tensor]] = None
+        self._train_mems: list[torch.Tensor] | None = None
+        self._eval_mems: list[torch.Tensor] | None = None
         self._restored_mems = None  # read from a checkpoint, fed at the first step after resuming
         self._restore_pending = False
         self.add_callback(_ResetMemoryAtEpochStart(self))
@@ -142,7 +142,9 @@ class TransfoXLTrainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         training = model.training
         if training and self._restore_pending:
-            self._train_mems = None if self._restored_mems is None else [m.to(self.args.device) for m in self._restored_mems]
+            self._train_mems = (
+                None if self._restored_mems is None else [m.to(self.args.device) for m in self._restored_mems]
+            )
             self._restore_pending = False
         mems = self._train_mems if training else self._eval_mems
         if mems is not None and mems[0].shape[0] != inputs["input_ids"].shape[0]:
@@ -156,7 +158,9 @@ class TransfoXLTrainer(Trainer):
             self._eval_mems = outputs.get("mems")
         return (loss, outputs) if return_outputs else loss
 
-    def evaluation_loop(self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"):
+    def evaluation_loop(
+        self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
+    ):
         """Evaluate from an empty memory, carrying it across batches; report perplexity = exp(loss)."""
         self._eval_mems = None
         if prediction_loss_only is None and self.compute_metrics is None:
@@ -171,13 +175,17 @@ class TransfoXLTrainer(Trainer):
     # -- checkpoints -----------------------------------------------------------------------------------------
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
-        output_dir = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        output_dir = os.path.join(
+            self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        )
         # At the end of an epoch the next step starts a new epoch, from an empty memory.
         epoch_ended = self.state.epoch is not None and float(self.state.epoch).is_integer()
         mems = None if epoch_ended or self._train_mems is None else [m.detach().cpu() for m in self._train_mems]
         os.makedirs(output_dir, exist_ok=True)
-        torch.save({"mems": mems, "global_step": self.state.global_step},
-                   os.path.join(output_dir, MEMORY_FILE.format(rank=self.args.process_index)))
+        torch.save(
+            {"mems": mems, "global_step": self.state.global_step},
+            os.path.join(output_dir, MEMORY_FILE.format(rank=self.args.process_index)),
+        )
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         super()._load_from_checkpoint(resume_from_checkpoint, model)

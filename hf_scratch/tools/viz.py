@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import torch
 
@@ -103,14 +103,22 @@ def _demo_bert(sentence: str):
     words = ["[CLS]"] + sentence.split() + ["[SEP]"]
     vocabulary = {word: index for index, word in enumerate(dict.fromkeys(["[PAD]"] + words))}
     torch.manual_seed(0)
-    config = ScratchBertConfig(vocab_size=len(vocabulary), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                               intermediate_size=64, max_position_embeddings=max(64, len(words)))
+    config = ScratchBertConfig(
+        vocab_size=len(vocabulary),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=max(64, len(words)),
+    )
     model = ScratchBertModel(config)  # output_attentions=True runs the eager kernel
     inputs = {"input_ids": torch.tensor([[vocabulary[w] for w in words]])}
     return model, inputs, words
 
 
-def plot_attention_for_sentence(path, sentence: str, model_dir: Optional[str] = None, layer: int = -1, head: int = 0) -> Path:
+def plot_attention_for_sentence(
+    path, sentence: str, model_dir: str | None = None, layer: int = -1, head: int = 0
+) -> Path:
     """Attention of one head for ``sentence``: a saved model with its tokenizer, or a tiny random BERT."""
     if model_dir is None:
         model, inputs, tokens = _demo_bert(sentence)
@@ -129,7 +137,11 @@ def plot_attention_for_sentence(path, sentence: str, model_dir: Optional[str] = 
             ) from None
         model_type = json.loads((Path(model_dir) / "config.json").read_text()).get("model_type", "")
         # an hf_scratch checkpoint loads as is; a reference one (bert, gpt2, …) is converted to ours first
-        model = load_reference_checkpoint(model_dir) if needs_conversion(model_type) else AutoModel.from_pretrained(model_dir)
+        model = (
+            load_reference_checkpoint(model_dir)
+            if needs_conversion(model_type)
+            else AutoModel.from_pretrained(model_dir)
+        )
         inputs = dict(tokenizer(sentence, return_tensors="pt"))
         if "token_type_ids" not in inspect.signature(model.forward).parameters:
             inputs.pop("token_type_ids", None)
@@ -221,8 +233,10 @@ def plot_masks(path, length: int = 16, memory: int = 8) -> Path:
         ax.tick_params(labelsize=7)
     from matplotlib.patches import Patch
 
-    legend = [Patch(facecolor="black", edgecolor="grey", label="may attend"),
-              Patch(facecolor="white", edgecolor="grey", label="masked (score → dtype minimum)")]
+    legend = [
+        Patch(facecolor="black", edgecolor="grey", label="may attend"),
+        Patch(facecolor="white", edgecolor="grey", label="masked (score → dtype minimum)"),
+    ]
     spare = axes.flat[len(patterns)] if len(patterns) < axes.size else None  # an empty panel of the grid, if any
     if spare is not None:
         spare.legend(handles=legend, loc="center", fontsize=9, frameon=False, title="query row → key column")
@@ -295,8 +309,14 @@ def plot_training_curves(path, run_dir) -> Path:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def render_all(out_dir, run_dir=None, model_dir=None, sentence: str = "the cat sat on the mat because it was tired",
-               layer: int = -1, head: int = 0) -> list[Path]:
+def render_all(
+    out_dir,
+    run_dir=None,
+    model_dir=None,
+    sentence: str = "the cat sat on the mat because it was tired",
+    layer: int = -1,
+    head: int = 0,
+) -> list[Path]:
     """Render every picture into ``out_dir``; training curves only when a run directory is given."""
     out_dir = Path(out_dir)
     paths = [
@@ -309,12 +329,14 @@ def render_all(out_dir, run_dir=None, model_dir=None, sentence: str = "the cat s
     return paths
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m hf_scratch.tools.viz", description="Render hf_scratch's pictures to PNG."
     )
     parser.add_argument("out_dir")
-    parser.add_argument("--run", help="a Trainer output_dir (trainer_state.json or TensorBoard logs) for training curves")
+    parser.add_argument(
+        "--run", help="a Trainer output_dir (trainer_state.json or TensorBoard logs) for training curves"
+    )
     parser.add_argument("--model", help="a saved model directory with its tokenizer for the attention picture")
     parser.add_argument("--sentence", default="the cat sat on the mat because it was tired")
     parser.add_argument("--layer", type=int, default=-1, help="layer of the attention picture (default: the last)")

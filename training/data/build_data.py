@@ -27,19 +27,93 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PLAYS = ["hamlet", "macbeth", "romeo_and_juliet"]
-TRAGEDIES = ["hamlet", "macbeth", "lear", "othello", "romeo_and_juliet", "julius_caesar", "antony_and_cleopatra", "coriolanus"]
+TRAGEDIES = [
+    "hamlet",
+    "macbeth",
+    "lear",
+    "othello",
+    "romeo_and_juliet",
+    "julius_caesar",
+    "antony_and_cleopatra",
+    "coriolanus",
+]
 # Names of characters (PER) and places (LOC) that occur in the dialogue of the three plays.
 PERSONS = {
-    "Hamlet", "Horatio", "Marcellus", "Bernardo", "Francisco", "Fortinbras", "Polonius", "Laertes", "Ophelia",
-    "Gertrude", "Claudius", "Osric", "Rosencrantz", "Guildenstern", "Yorick", "Reynaldo", "Voltemand", "Cornelius",
-    "Macbeth", "Banquo", "Duncan", "Malcolm", "Donalbain", "Macduff", "Lennox", "Ross", "Menteith", "Angus",
-    "Caithness", "Fleance", "Siward", "Seyton", "Hecate", "Cawdor", "Glamis",
-    "Romeo", "Juliet", "Tybalt", "Mercutio", "Benvolio", "Capulet", "Montague", "Paris", "Lawrence", "Balthasar",
-    "Sampson", "Gregory", "Abraham", "Peter", "Rosaline", "Escalus", "Susan", "Nell",
+    "Hamlet",
+    "Horatio",
+    "Marcellus",
+    "Bernardo",
+    "Francisco",
+    "Fortinbras",
+    "Polonius",
+    "Laertes",
+    "Ophelia",
+    "Gertrude",
+    "Claudius",
+    "Osric",
+    "Rosencrantz",
+    "Guildenstern",
+    "Yorick",
+    "Reynaldo",
+    "Voltemand",
+    "Cornelius",
+    "Macbeth",
+    "Banquo",
+    "Duncan",
+    "Malcolm",
+    "Donalbain",
+    "Macduff",
+    "Lennox",
+    "Ross",
+    "Menteith",
+    "Angus",
+    "Caithness",
+    "Fleance",
+    "Siward",
+    "Seyton",
+    "Hecate",
+    "Cawdor",
+    "Glamis",
+    "Romeo",
+    "Juliet",
+    "Tybalt",
+    "Mercutio",
+    "Benvolio",
+    "Capulet",
+    "Montague",
+    "Paris",
+    "Lawrence",
+    "Balthasar",
+    "Sampson",
+    "Gregory",
+    "Abraham",
+    "Peter",
+    "Rosaline",
+    "Escalus",
+    "Susan",
+    "Nell",
 }
 PLACES = {
-    "Denmark", "Norway", "Elsinore", "England", "Wittenberg", "France", "Poland", "Rome", "Scotland", "Ireland",
-    "Fife", "Inverness", "Forres", "Dunsinane", "Birnam", "Colmekill", "Verona", "Mantua", "Padua", "Cyprus",
+    "Denmark",
+    "Norway",
+    "Elsinore",
+    "England",
+    "Wittenberg",
+    "France",
+    "Poland",
+    "Rome",
+    "Scotland",
+    "Ireland",
+    "Fife",
+    "Inverness",
+    "Forres",
+    "Dunsinane",
+    "Birnam",
+    "Colmekill",
+    "Verona",
+    "Mantua",
+    "Padua",
+    "Cyprus",
 }
 SPEAKER = re.compile(r"^([A-Z][A-Za-z ]{0,20}\.)$")
 ACT_OR_SCENE = re.compile(r"^(act|scene)\b", re.IGNORECASE)  # 'ACT I.', 'SCENE I.' (2 Henry VI), 'Act I.' (Timon)
@@ -55,7 +129,9 @@ def speeches(text: str) -> list[tuple[str, str]]:
     are skipped.
     """
     blocks = [[line.strip() for line in block.splitlines() if line.strip()] for block in re.split(r"\n\s*\n", text)]
-    blocks = [lines for lines in blocks if len(lines) >= 2 and SPEAKER.match(lines[0]) and not ACT_OR_SCENE.match(lines[0])]
+    blocks = [
+        lines for lines in blocks if len(lines) >= 2 and SPEAKER.match(lines[0]) and not ACT_OR_SCENE.match(lines[0])
+    ]
     in_capitals = 2 * sum(lines[0].isupper() for lines in blocks) > len(blocks)
     result = []
     for heading, *speech_lines in blocks:
@@ -122,12 +198,19 @@ def write_tragedies(source: Path) -> None:
 
 def write_documents(source: Path) -> None:
     """Documents for next-sentence prediction: play excerpts separated by a line "====="."""
-    documents = {"train": ["hamlet", "macbeth", "romeo_and_juliet", "tempest", "othello", "lear"],
-                 "validation": ["julius_caesar", "twelfth_night"]}
+    documents = {
+        "train": ["hamlet", "macbeth", "romeo_and_juliet", "tempest", "othello", "lear"],
+        "validation": ["julius_caesar", "twelfth_night"],
+    }
     (HERE / "documents").mkdir(exist_ok=True)
     for name, plays in documents.items():
         parts = [(source / "shakespeare" / f"{play}.txt").read_text(encoding="utf-8") for play in plays]
-        parts = [part[part.index("\n\n", 20_000) : part.index("\n\n", 20_000 + (6_000 if name == "train" else 3_000))].strip() for part in parts]
+        parts = [
+            part[
+                part.index("\n\n", 20_000) : part.index("\n\n", 20_000 + (6_000 if name == "train" else 3_000))
+            ].strip()
+            for part in parts
+        ]
         (HERE / "documents" / f"{name}.txt").write_text("\n=====\n".join(parts) + "\n", encoding="utf-8")
 
 
@@ -168,12 +251,14 @@ def write_speakers(by_play: dict, rng: random.Random) -> None:
             speaker, speech = window[k]
             quoted = " ".join(speech.split()[:6])
             assert context[offsets[k] : offsets[k] + len(speaker)] == speaker
-            rows.append({
-                "id": f"{play}-{start}",
-                "question": f'Who says "{quoted}"?',
-                "context": context.strip(),
-                "answers": {"text": [speaker], "answer_start": [offsets[k]]},
-            })
+            rows.append(
+                {
+                    "id": f"{play}-{start}",
+                    "question": f'Who says "{quoted}"?',
+                    "context": context.strip(),
+                    "answers": {"text": [speaker], "answer_start": [offsets[k]]},
+                }
+            )
     rng.shuffle(rows)
     for name, part in zip(("train", "validation"), split(rows, 300, 80)):
         write_jsonl(HERE / "speakers" / f"{name}.jsonl", part)
@@ -183,7 +268,9 @@ def write_next_line(texts: dict[str, str], rng: random.Random) -> None:
     """Multiple choice: the next line."""
     rows = []
     for play in PLAYS:
-        lines = [line.strip() for line in texts[play].splitlines() if len(line.strip()) > 25 and not line.strip().isupper()]
+        lines = [
+            line.strip() for line in texts[play].splitlines() if len(line.strip()) > 25 and not line.strip().isupper()
+        ]
         for i in range(0, len(lines) - 1, 7):
             distractors = rng.sample([line for line in lines if line not in (lines[i], lines[i + 1])], 3)
             label = rng.randrange(4)
@@ -197,9 +284,13 @@ def write_next_line(texts: dict[str, str], rng: random.Random) -> None:
 def write_de_en(source: Path) -> None:
     """Translation: short gettext pairs."""
     for name, n in (("train", 1000), ("validation", 100)):
-        pairs = [json.loads(line) for line in (source / "gettext-de-en" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
+        pairs = [
+            json.loads(line)
+            for line in (source / "gettext-de-en" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+        ]
         pairs = [p for p in pairs if 3 <= len(p["translation"]["en"]) <= 60]
         write_jsonl(HERE / "de_en" / f"{name}.jsonl", pairs[:n])
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -6,7 +6,9 @@ import datasets
 import evaluate
 import numpy as np
 
-_DESCRIPTION = "Accuracy (fraction of exact matches) and F1 (harmonic mean of precision and recall), computed with numpy."
+_DESCRIPTION = (
+    "Accuracy (fraction of exact matches) and F1 (harmonic mean of precision and recall), computed with numpy."
+)
 _KWARGS_DESCRIPTION = """
 Args:
     predictions (list of int): predicted labels.
@@ -44,4 +46,7 @@ class AccuracyF1(evaluate.Metric):
             precision = true_positive / predicted if predicted else 0.0
             recall = true_positive / actual if actual else 0.0
             scores.append(2 * precision * recall / (precision + recall) if precision + recall else 0.0)
-        return {"accuracy": float(np.mean(predictions == references)) if len(references) else 0.0, "f1": float(np.mean(scores))}
+        return {
+            "accuracy": float(np.mean(predictions == references)) if len(references) else 0.0,
+            "f1": float(np.mean(scores)),
+        }

@@ -26,10 +26,12 @@ class Sacrebleu(evaluate.Metric):
             description=_DESCRIPTION,
             citation="",
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({
-                "predictions": datasets.Value("string"),
-                "references": datasets.Sequence(datasets.Value("string")),
-            }),
+            features=datasets.Features(
+                {
+                    "predictions": datasets.Value("string"),
+                    "references": datasets.Sequence(datasets.Value("string")),
+                }
+            ),
         )
 
     def _compute(self, predictions, references, tokenize="13a", lowercase=False):
@@ -41,6 +43,11 @@ class Sacrebleu(evaluate.Metric):
         streams = [list(stream) for stream in zip(*references)]
         result = sacrebleu.corpus_bleu(predictions, streams, tokenize=tokenize, lowercase=lowercase)
         return {
-            "score": result.score, "counts": result.counts, "totals": result.totals, "precisions": result.precisions,
-            "bp": result.bp, "sys_len": result.sys_len, "ref_len": result.ref_len,
+            "score": result.score,
+            "counts": result.counts,
+            "totals": result.totals,
+            "precisions": result.precisions,
+            "bp": result.bp,
+            "sys_len": result.sys_len,
+            "ref_len": result.ref_len,
         }

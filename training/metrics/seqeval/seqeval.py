@@ -26,10 +26,12 @@ class Seqeval(evaluate.Metric):
             description=_DESCRIPTION,
             citation="",
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({
-                "predictions": datasets.Sequence(datasets.Value("string")),
-                "references": datasets.Sequence(datasets.Value("string")),
-            }),
+            features=datasets.Features(
+                {
+                    "predictions": datasets.Sequence(datasets.Value("string")),
+                    "references": datasets.Sequence(datasets.Value("string")),
+                }
+            ),
         )
 
     def _compute(self, predictions, references):
@@ -40,7 +42,12 @@ class Seqeval(evaluate.Metric):
         report.pop("weighted avg", None)
         overall = report.pop("micro avg")
         scores = {
-            entity: {"precision": float(s["precision"]), "recall": float(s["recall"]), "f1": float(s["f1-score"]), "number": int(s["support"])}
+            entity: {
+                "precision": float(s["precision"]),
+                "recall": float(s["recall"]),
+                "f1": float(s["f1-score"]),
+                "number": int(s["support"]),
+            }
             for entity, s in report.items()
         }
         scores.update(
