@@ -346,3 +346,12 @@ class DecoderInputsFromLabelsMixin:
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def decoder_inputs_for(self, labels, decoder_input_ids, decoder_inputs_embeds):
+        """The decoder inputs a head runs on: as given, or — with ``labels`` and no decoder inputs — the labels
+        shifted right. ``labels`` must be (batch, target_length)."""
+        if labels is not None and labels.dim() != 2:
+            raise ValueError(f"labels must have shape (batch, target_length), got {tuple(labels.shape)}.")
+        if labels is None or decoder_input_ids is not None or decoder_inputs_embeds is not None:
+            return decoder_input_ids
+        return self.prepare_decoder_input_ids_from_labels(labels)

@@ -159,6 +159,18 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
         self.post_init()
 
+    def _checked_input(self, input_ids, inputs_embeds) -> torch.Tensor:
+        """The one of ``input_ids`` / ``inputs_embeds`` given, checked: ids within the live vocabulary, embeddings
+        shaped (batch, length, hidden)."""
+        reference = check_one_input(input_ids, inputs_embeds)
+        if input_ids is not None:
+            check_input_ids(input_ids, embedding_rows(self.embeddings.word))
+        elif inputs_embeds.dim() != 3:
+            raise ValueError(
+                f"inputs_embeds must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}."
+            )
+        return reference
+
     @normalise_inputs
     def forward(
         self,
@@ -172,13 +184,7 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> BaseModelOutputWithPast:
-        reference = check_one_input(input_ids, inputs_embeds)
-        if input_ids is not None:
-            check_input_ids(input_ids, embedding_rows(self.embeddings.word))
-        elif inputs_embeds.dim() != 3:
-            raise ValueError(
-                f"inputs_embeds must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}."
-            )
+        reference = self._checked_input(input_ids, inputs_embeds)
         batch, length = reference.shape[:2]
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=self.config)
@@ -402,6 +408,21 @@ class ScratchGPTMultipleChoiceHead(nn.Module):
         return self.activation(self.summary(self.dropout(extract_states))).squeeze(-1)
 
 
+def extract_positions(mc_token_ids, batch: int, num_choices: int, length: int, device) -> torch.Tensor:
+    """The position of each choice's extract token (batch, choices), checked: the last position when not given."""
+    if mc_token_ids is None:
+        return torch.full((batch, num_choices), length - 1, dtype=torch.long, device=device)
+    if tuple(mc_token_ids.shape) != (batch, num_choices):
+        raise ValueError(
+            f"mc_token_ids has shape {tuple(mc_token_ids.shape)} but the inputs need ({batch}, {num_choices}): "
+            "give the position of the extract token of every choice."
+        )
+    message = f"mc_token_ids must be positions in [0, {length - 1}], the extract token of each choice."
+    if not values_pass((mc_token_ids >= 0) & (mc_token_ids < length), message):
+        raise ValueError(message)
+    return mc_token_ids
+
+
 @dataclass
 class ScratchGPTDoubleHeadsModelOutput(ModelOutput):
     """loss = mc_loss + λ·lm_loss (GPT-1 eq. 5) with whichever parts have labels; both parts are also returned."""
@@ -446,18 +467,7 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
     ) -> ScratchGPTDoubleHeadsModelOutput:
         batch, num_choices, length = choice_dimensions(input_ids, inputs_embeds)
         device = check_one_input(input_ids, inputs_embeds).device
-        if mc_token_ids is None:
-            mc_token_ids = torch.full((batch, num_choices), length - 1, dtype=torch.long, device=device)
-        elif tuple(mc_token_ids.shape) != (batch, num_choices):
-            raise ValueError(
-                f"mc_token_ids has shape {tuple(mc_token_ids.shape)} but the inputs need ({batch}, {num_choices}): "
-                "give the position of the extract token of every choice."
-            )
-        else:
-            message = f"mc_token_ids must be positions in [0, {length - 1}], the extract token of each choice."
-            if not values_pass((mc_token_ids >= 0) & (mc_token_ids < length), message):
-                raise ValueError(message)
-
+        mc_token_ids = extract_positions(mc_token_ids, batch, num_choices, length, device)
         outputs = self.model(
             input_ids=flatten_choices(input_ids),
             attention_mask=flatten_choices(attention_mask),

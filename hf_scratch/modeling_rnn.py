@@ -317,6 +317,18 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
             hidden, cell = expand(hidden), (expand(cell) if cell is not None else None)
         return unstack_states(hidden, cell)
 
+    def decoder_start(self, past_key_values, encoder_outputs) -> tuple[list[LayerState], int]:
+        """The decoder's states and the number of target tokens already read: the cache's (a
+        ``ScratchRNNDecoderState`` a previous call returned), or s_0 from the encoder and none."""
+        if past_key_values is None:
+            return self.initial_decoder_states(encoder_outputs), 0
+        if not isinstance(past_key_values, ScratchRNNDecoderState):
+            raise ValueError(
+                f"past_key_values must be the ScratchRNNDecoderState a previous call returned, got "
+                f"{type(past_key_values).__name__}."
+            )
+        return past_key_values.layer_states(), past_key_values.get_seq_length()
+
     @normalise_inputs
     def forward(
         self,
@@ -334,12 +346,6 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
     ) -> Seq2SeqModelOutput:
         if self.decoder is None:
             raise ValueError("This ScratchRNNModel was built with add_decoder=False: call model.encoder(...) instead.")
-        if past_key_values is not None and not isinstance(past_key_values, ScratchRNNDecoderState):
-            raise ValueError(
-                f"past_key_values must be the ScratchRNNDecoderState a previous call returned, got "
-                f"{type(past_key_values).__name__}."
-            )
-
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
@@ -356,10 +362,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         target = self.encoder.embed(decoder_input_ids, decoder_inputs_embeds, name="decoder_input_ids")
         # Right-padded targets cannot influence earlier positions of a left-to-right RNN: the mask is only checked.
         check_attention_mask(decoder_attention_mask, target.shape[0], target.shape[1], name="decoder_attention_mask")
-        if past_key_values is not None:
-            states, seen = past_key_values.layer_states(), past_key_values.get_seq_length()
-        else:
-            states, seen = self.initial_decoder_states(encoder_outputs), 0
+        states, seen = self.decoder_start(past_key_values, encoder_outputs)
         outputs, states, weights, all_hidden = self.decoder(
             target, encoder_states, key_is_real, states, output_hidden_states
         )
@@ -414,20 +417,16 @@ class ScratchRNNForConditionalGeneration(
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | None = None,
     ) -> Seq2SeqLMOutput:
-        if labels is not None:
-            use_cache = False
-            if decoder_input_ids is None and decoder_inputs_embeds is None:
-                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids,
+            decoder_input_ids=self.decoder_inputs_for(labels, decoder_input_ids, decoder_inputs_embeds),
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
             past_key_values=past_key_values,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
-            use_cache=use_cache,
+            use_cache=use_cache and labels is None,  # (training: the whole target at once)
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             return_dict=True,

@@ -496,22 +496,16 @@ class ScratchTransformerForConditionalGeneration(
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | None = None,
     ) -> Seq2SeqLMOutput:
-        if labels is not None:
-            if labels.dim() != 2:
-                raise ValueError(f"labels must have shape (batch, target_length), got {tuple(labels.shape)}.")
-            use_cache = False
-            if decoder_input_ids is None and decoder_inputs_embeds is None:
-                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids,
+            decoder_input_ids=self.decoder_inputs_for(labels, decoder_input_ids, decoder_inputs_embeds),
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
             past_key_values=past_key_values,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
-            use_cache=use_cache,
+            use_cache=use_cache and labels is None,  # (training: the whole target at once)
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             return_dict=True,
