@@ -204,7 +204,9 @@ def compile_row(label: str, batch: int, times: dict, compile_s: dict, cpu_float3
         "transformers compiled (ms)": round(ms["transformers compiled"], 2),
         "ours: eager ÷ compiled": round(ms["ours eager"] / ms["ours compiled"], 2),
         "vs transformers eager (goal ≥ 1.25)": f"{vs_ref_eager:.2f} ({'met' if vs_ref_eager >= 1.25 else 'NOT met'})",
-        "vs transformers compiled (goal ≥ 1.0)": f"{vs_ref_compiled:.2f} ({'met' if vs_ref_compiled >= 1.0 else 'NOT met'})",
+        "vs transformers compiled (goal ≥ 1.0)": (
+            f"{vs_ref_compiled:.2f} ({'met' if vs_ref_compiled >= 1.0 else 'NOT met'})"
+        ),
     }
     if cpu_float32:
         row["ceiling vs transformers eager"] = round(ms["transformers eager"] / (ms["products"] + ms["update"]), 2)

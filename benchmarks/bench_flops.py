@@ -2,8 +2,9 @@
 
 FLOPs of one step (forward + backward; matrix products and attention, as ``torch.utils.flop_counter`` counts them)
 ÷ the step's median time = the achieved rate; the peak is the best rate of plain ``torch.mm`` on the step's own
-GEMM shapes and a square 2048³ product, timed round-robin with the training steps in this process. Goal ≥ 70 % (transformers' BERT-base:
-about 59 % on this machine). The optimizer step is timed with the rest but does no matrix products.
+GEMM shapes and a square 2048³ product, timed round-robin with the training steps in this process. Goal ≥ 70 %
+(transformers' BERT-base: about 59 % on this machine). The optimizer step is timed with the rest but does no matrix
+products.
 
     python benchmarks/bench_flops.py [--batch 8 --length 128 --repeats 3]
 """
@@ -91,7 +92,8 @@ def main(argv=None):
         )
     notes = [
         f"BERT-base MLM (dropout 0), batch {args.batch} × {args.length}, {threads} threads, SDPA; GEMM peak "
-        f"{peak / 1e9:.1f} GFLOP/s (torch.mm {peak_shape}, the fastest of the step's GEMM shapes and 2048³, timed round-robin with the steps).",
+        f"{peak / 1e9:.1f} GFLOP/s (torch.mm {peak_shape}, the fastest of the step's GEMM shapes and 2048³, timed "
+        "round-robin with the steps).",
         "FLOPs from torch.utils.flop_counter (forward + backward matrix products and attention); the step time "
         "includes AdamW. Goal ≥ 70 % of the GEMM peak.",
     ]

@@ -129,7 +129,8 @@ def compiled_rows(ours, reference, size: dict, args) -> list[dict]:
                 "transformers eager dynamic (tok/s)": round(tps["transformers eager dynamic"], 1),
                 "compiled ÷ our eager (goal ≥ 3)": f"{vs_eager:.2f} ({'met' if vs_eager >= 3 else 'NOT met'})",
                 "ours ÷ transformers compiled (goal ≥ 1.0)": f"{vs_ref:.2f} ({'met' if vs_ref >= 1.0 else 'NOT met'})",
-                "first call s (ours / transformers compiled)": f"{compile_s['ours compiled static']:.0f} / {compile_s['transformers compiled static']:.0f}",
+                "first call s (ours / transformers compiled)": f"{compile_s['ours compiled static']:.0f} / "
+                f"{compile_s['transformers compiled static']:.0f}",
                 "same tokens (ours static≡dynamic / ≡ transformers)": f"{'yes' if same_ours else 'NO'} / "
                 f"{'yes' if same_ref else 'NO'}",
                 "noise": f"{max(t.spread for t in times.values()):.0%}",

@@ -4,8 +4,9 @@ once — and what that buys in translation quality for the same training time.
 
 1. Training throughput (tokens/s, source + target tokens per second of forward + backward + AdamW) of an LSTM
    seq2seq (bidirectional LSTM encoder, LSTM decoder with additive attention: the model of Bahdanau et al. 2015,
-   §3, with LSTM cells; and Luong et al. 2015's "general" attention, whose decoder recurrence runs as one fused call) against the encoder-decoder Transformer
-   (``ScratchTransformerForConditionalGeneration``) at equal parameter count, for source = target lengths 32 … 512.
+   §3, with LSTM cells; and Luong et al. 2015's "general" attention, whose decoder recurrence runs as one fused call)
+   against the encoder-decoder Transformer (``ScratchTransformerForConditionalGeneration``) at equal parameter count,
+   for source = target lengths 32 … 512.
    The models are timed round-robin in one process (``common.compare``), so a slow phase of the shared machine hits
    all of them alike; the table reports the Transformer's throughput over each RNN's.
 2. BLEU on ``../shared/data/gettext-de-en`` (German→English) after the same wall-clock training time for each model
@@ -66,7 +67,7 @@ def build_models(vocab_size: int, ids: dict, args) -> dict[str, torch.nn.Module]
     models = {"Transformer": transformer}
     for attention in args.rnn_attention:
 
-        def lstm(hidden_size: int):
+        def lstm(hidden_size: int, attention=attention):
             torch.manual_seed(args.seed)
             return ScratchRNNForConditionalGeneration(
                 ScratchRNNConfig(
@@ -123,7 +124,7 @@ def throughput(models: dict, vocab_size: int, args) -> None:
             model.to(device).train()
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-            def step(model=model, optimizer=optimizer):
+            def step(model=model, optimizer=optimizer, inputs=inputs):
                 optimizer.zero_grad(set_to_none=True)
                 model(**inputs).loss.backward()
                 optimizer.step()

@@ -370,19 +370,20 @@ def write_results(results: dict, failures: dict, steps: int, threads: int, vocab
             rows.append(ratio(results[ours], results[theirs], f"{ours} / {theirs}"))
     notes = [
         f"`python benchmarks/bench_shakespeare_char.py --nanogpt_dir nanoGPT --max_steps {steps}`; arms run "
-        f"back to back in the order listed, {threads} thread(s) each (OMP_NUM_THREADS); 2 cores shared with other jobs, "
-        "so the ratios of this one run are what counts, not the seconds.",
+        f"back to back in the order listed, {threads} thread(s) each (OMP_NUM_THREADS); 2 cores shared with other "
+        "jobs, so the ratios of this one run are what counts, not the seconds.",
         f"the same split for both: train = the 41 other works of ../shared/data/shakespeare, validation = hamlet.txt; "
         f"the same {vocab_size}-token char vocabulary (our tokenizer's ids, written into nanoGPT's meta.pkl); "
         f"{steps} optimisation steps each (nanoGPT's loop runs one more after its last evaluation).",
-        "validation loss: one evaluator for both — mean cross-entropy over the non-overlapping 64-char blocks of Hamlet "
-        "(our Trainer's eval set), nanoGPT scored from its final ckpt.pt. own validation figure: what each run reports — "
-        "our Trainer's eval_loss (the same blocks), nanoGPT's estimate on 20 random batches of 12 × 64 from val.bin.",
+        "validation loss: one evaluator for both — mean cross-entropy over the non-overlapping 64-char blocks of "
+        "Hamlet (our Trainer's eval set), nanoGPT scored from its final ckpt.pt. own validation figure: what each run "
+        "reports — our Trainer's eval_loss (the same blocks), nanoGPT's estimate on 20 random batches of 12 × 64 "
+        "from val.bin.",
         "wall time: the whole subprocess (start-up, data, compilation, training, nanoGPT's evaluation every 250 steps "
-        "and checkpoints, our tokenization, final evaluation and save). training loop: first to last step; median step: "
-        "one optimisation step including its batch (nanoGPT's logged dt; ours timed by a Trainer callback).",
-        "nanoGPT runs its README CPU command line plus --dataset/--out_dir and --always_save_checkpoint=True (so ckpt.pt "
-        "is the final model); compiled arms: nanoGPT --compile=True, ours --torch_compile (Inductor).",
+        "and checkpoints, our tokenization, final evaluation and save). training loop: first to last step; median "
+        "step: one optimisation step including its batch (nanoGPT's logged dt; ours timed by a Trainer callback).",
+        "nanoGPT runs its README CPU command line plus --dataset/--out_dir and --always_save_checkpoint=True (so "
+        "ckpt.pt is the final model); compiled arms: nanoGPT --compile=True, ours --torch_compile (Inductor).",
     ]
     understated = [
         arm
@@ -391,8 +392,9 @@ def write_results(results: dict, failures: dict, steps: int, threads: int, vocab
     ]
     if understated:
         notes.append(
-            f"{', '.join(understated)}: the Trainer's eval_loss is {BLOCK - 1}/{BLOCK} of the evaluator's — the Trainer "
-            f"divides by all {BLOCK} labels of a block (num_items_in_batch) while the model predicts {BLOCK - 1}: "
+            f"{', '.join(understated)}: the Trainer's eval_loss is {BLOCK - 1}/{BLOCK} of the evaluator's — the "
+            f"Trainer divides by all {BLOCK} labels of a block (num_items_in_batch) while the model predicts "
+            f"{BLOCK - 1}: "
             "transformers counts labels[..., 1:] only for a model whose loss_type maps to ForCausalLMLoss."
         )
     if "ours-compiled" in results and "nanogpt" in results:

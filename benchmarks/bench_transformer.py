@@ -105,8 +105,8 @@ def main() -> None:
 
     rows = [generation_row(ours, reference, inputs, args, num_beams) for num_beams in args.beams]
     notes = [
-        f"size {args.size}: vocab {size['vocab']}, d_model {size['d_model']}, {size['layers']}+{size['layers']} layers, "
-        f"{size['heads']} heads, FFN {size['ffn']}; sources of {SOURCE_LENGTH} tokens (rows after the first "
+        f"size {args.size}: vocab {size['vocab']}, d_model {size['d_model']}, {size['layers']}+{size['layers']} "
+        f"layers, {size['heads']} heads, FFN {size['ffn']}; sources of {SOURCE_LENGTH} tokens (rows after the first "
         f"right-padded); {threads} threads",
         "reference: transformers MarianMTModel with the same weights; ratio = our tokens/s ÷ transformers' (> 1: ours "
         "is faster)",

@@ -168,9 +168,9 @@ def notes(args, train: bool) -> list[str]:
         f"`python benchmarks/gpu_longformer_flex.py {' '.join(args.argv)}` on {device}; torch {torch.__version__}, "
         f"transformers {transformers.__version__}; checks: {passed} PASS of {len(CHECKS)}",
         "issue 6's model (hidden 256, 2 layers, 4 heads, FFN 1024, window 256, first token global, dropout 0, "
-        f"vocabulary 1000), bf16 autocast, {'forward + backward of the MLM loss' if train else 'forward pass'}; median of "
-        f"{args.repeats} interleaved steps after {args.warmup}; peak = torch.cuda.max_memory_allocated during one step "
-        "minus what was allocated before; speed-up and memory ratio against transformers",
+        f"vocabulary 1000), bf16 autocast, {'forward + backward of the MLM loss' if train else 'forward pass'}; "
+        f"median of {args.repeats} interleaved steps after {args.warmup}; peak = torch.cuda.max_memory_allocated "
+        "during one step minus what was allocated before; speed-up and memory ratio against transformers",
         "ours flex: the model eager, flex_attention compiled once (torch.compile defaults); ours flex compiled: the "
         f"whole model under torch.compile (backend {args.backend})",
     ]

@@ -5,7 +5,9 @@ configuration: hidden 256, 2 layers, 4 heads, FFN 1024, window 256, one global t
 
 Not part of CI (it needs a GPU). From the repository root, on a machine with CUDA:
 
-    python benchmarks/longformer_gpu_check.py [--device cuda] [--batch 1 8] [--small]   (--small: tiny sizes, CPU dry run)
+    python benchmarks/longformer_gpu_check.py [--device cuda] [--batch 1 8] [--small]
+
+(--small: tiny sizes, CPU dry run.)
 
 It prints PASS/FAIL lines (and exits non-zero if any fails), then markdown tables; the results are collected in
 ``benchmarks/results/longformer_gpu.md``.
@@ -155,26 +157,31 @@ def check_dilation(device, length):
                         attention,
                         hidden,
                         upstream,
-                        lambda: attention(hidden, key_is_real, GlobalTokens.from_mask(is_global & key_is_real))[0],
+                        lambda attention=attention, hidden=hidden, key_is_real=key_is_real, is_global=is_global: (
+                            attention(hidden, key_is_real, GlobalTokens.from_mask(is_global & key_is_real))[0]
+                        ),
                     )
                     dense = run_attention(
                         attention,
                         hidden,
                         upstream,
-                        lambda: dense_longformer_attention(attention, hidden, key_is_real, is_global),
+                        lambda attention=attention, hidden=hidden, key_is_real=key_is_real, is_global=is_global: (
+                            dense_longformer_attention(attention, hidden, key_is_real, is_global)
+                        ),
                     )
                     # the same banded computation on CPU
                     attention_cpu = ScratchLongformerSelfAttention(config, layer)
                     attention_cpu.load_state_dict({k: v.cpu() for k, v in attention.state_dict().items()})
                     hidden_cpu = hidden.detach().cpu().requires_grad_(True)
-                    cpu = run_attention(
-                        attention_cpu,
-                        hidden_cpu,
-                        upstream.cpu(),
-                        lambda: attention_cpu(
+
+                    def banded_on_cpu(
+                        attention_cpu=attention_cpu, hidden_cpu=hidden_cpu, key_is_real=key_is_real, is_global=is_global
+                    ):
+                        return attention_cpu(
                             hidden_cpu, key_is_real.cpu(), GlobalTokens.from_mask((is_global & key_is_real).cpu())
-                        )[0],
-                    )
+                        )[0]
+
+                    cpu = run_attention(attention_cpu, hidden_cpu, upstream.cpu(), banded_on_cpu)
                     finite = all(torch.isfinite(t).all() for t in [banded[0], banded[1], *banded[2]])
                     fwd = max_diff(banded[0], dense[0])
                     gin = max_diff(banded[1], dense[1])
@@ -270,7 +277,8 @@ def check_bf16(device, length):
             report(
                 f"bf16 autocast fwd+bwd {impl} dilation={dilation} n={length}",
                 finite and grads_finite and all_logits_finite,
-                f"loss {out.loss.item():.4f} dtype {out.logits.dtype}, logits finite (real/all) {finite}/{all_logits_finite}, grads finite {grads_finite}",
+                f"loss {out.loss.item():.4f} dtype {out.logits.dtype}, logits finite (real/all) "
+                f"{finite}/{all_logits_finite}, grads finite {grads_finite}",
             )
 
 
@@ -278,7 +286,8 @@ def check_bf16(device, length):
 
 
 def build(which, length, device, dilation=1, batch=1):
-    """bench_longformer's models and inputs (issue 6's configuration, ours converted from transformers'), on ``device``."""
+    """bench_longformer's models and inputs (issue 6's configuration, ours converted from transformers'), on
+    ``device``."""
     model, inputs = bench_longformer.build(which, length, dilation, batch=batch)
     return model.to(device), {name: tensor.to(device) for name, tensor in inputs.items()}
 
@@ -334,18 +343,20 @@ def timing(device, lengths, warmup, repeats, batch=1):
             rows.append(row)
             print(row, flush=True)
     print(
-        "\n| precision | batch | tokens | ours ms | transformers ms | speed-up | ours peak MiB | transformers peak MiB | mem ratio (ours/theirs) | loss ours/theirs |"
+        "\n| precision | batch | tokens | ours ms | transformers ms | speed-up | ours peak MiB | transformers peak MiB "
+        "| mem ratio (ours/theirs) | loss ours/theirs |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['precision']} | {r['batch']} | {r['tokens']} | {r['ours ms']:.2f} | {r['transformers ms']:.2f} | {r['speed-up']:.2f} | "
+            f"| {r['precision']} | {r['batch']} | {r['tokens']} | {r['ours ms']:.2f} | {r['transformers ms']:.2f} | "
+            f"{r['speed-up']:.2f} | "
             f"{r['ours MiB']:.0f} | {r['transformers MiB']:.0f} | {r['mem ratio']:.2f} | {r['loss ours/theirs']} |"
         )
 
 
 def dilation_timing(device, length, warmup, repeats, batch=1):
-    print("\n| precision | ours, batch %d × %d tokens | ms | peak MiB | time / dilation 1 |" % (batch, length))
+    print(f"\n| precision | ours, batch {batch:d} × {length:d} tokens | ms | peak MiB | time / dilation 1 |")
     print("|---|---|---|---|---|")
     for bf16 in (False, True):
         base = None
@@ -379,7 +390,8 @@ def main():
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, python {sys.version.split()[0]}")
     if device.type == "cuda":
         print(
-            f"device: {torch.cuda.get_device_name()}, CUDA {torch.version.cuda}, capability {torch.cuda.get_device_capability()}"
+            f"device: {torch.cuda.get_device_name()}, CUDA {torch.version.cuda}, "
+            f"capability {torch.cuda.get_device_capability()}"
         )
     print(f"hf_scratch from {hf_scratch.__file__}", flush=True)
 

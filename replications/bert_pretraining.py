@@ -210,8 +210,9 @@ def task_data(work: Path, quick: bool, setting: dict) -> dict:
         f"Quick setting: the embedded data (train / validation rows: {counts}), a few steps — the numbers mean nothing."
         if quick
         else "Pre-training text: ../shared/data/shakespeare in alphabetical order up to "
-        f"{setting['corpus_chars'] / 1e6:.1f} M characters, without Hamlet, Macbeth, Romeo and Juliet (the task plays); "
-        f"Julius Caesar and Twelfth Night for validation. Tasks from the task plays, train / validation rows: {counts}."
+        f"{setting['corpus_chars'] / 1e6:.1f} M characters, without Hamlet, Macbeth, Romeo and Juliet (the task "
+        f"plays); Julius Caesar and Twelfth Night for validation. Tasks from the task plays, train / validation rows: "
+        f"{counts}."
     )
     return {
         "corpus": ["--train_file", str(train), "--validation_file", str(validation)],
@@ -277,7 +278,7 @@ def report(args, setting: dict, data: dict, accuracy: dict, pretraining: dict, s
     report = bert_page(setting, data)
     for variant in VARIANTS:
         runs = pretraining.get(variant)
-        metric = lambda name: fmt([run["eval"][name] for run in runs], 3)  # noqa: E731
+        metric = lambda name, runs=runs: fmt([run["eval"][name] for run in runs], 3)  # noqa: E731
         report.add_row(
             variant,
             metric("eval_loss") + (" (MLM + NSP)" if variant == "MLM + NSP" else " (MLM)") if runs else "—",
@@ -319,15 +320,16 @@ def bert_page(setting: dict, data: dict) -> ClaimReport:
     return ClaimReport(
         name="bert_pretraining",
         title="Devlin et al. 2019, §5.1 / Table 5: pre-training pays, and NSP helps sentence pairs (BERT)",
-        claim="Fine-tuning a BERT pre-trained with masked LM + next-sentence prediction beats the same model from random "
-        "initialisation by a wide margin; pre-training without NSP (MLM only) is worse on sentence-pair tasks.",
-        setting=f"BERT hidden 64, 2 layers, 2 heads, FFN 128, WordPiece {VOCABULARY} trained once on the pre-training text. "
-        f"For every seed, two pre-trainings with `training/run_pretraining.py`, {setting['pretrain_steps']} steps × 32 "
-        f"sentence pairs of 64 tokens (half IsNext), lr 3e-3 (linear decay, 10 % warm-up): MLM + NSP, and MLM only "
+        claim="Fine-tuning a BERT pre-trained with masked LM + next-sentence prediction beats the same model from "
+        "random initialisation by a wide margin; pre-training without NSP (MLM only) is worse on sentence-pair tasks.",
+        setting=f"BERT hidden 64, 2 layers, 2 heads, FFN 128, WordPiece {VOCABULARY} trained once on the pre-training "
+        f"text. For every seed, two pre-trainings with `training/run_pretraining.py`, {setting['pretrain_steps']} "
+        f"steps × 32 sentence pairs of 64 tokens (half IsNext), lr 3e-3 (linear decay, 10 % warm-up): MLM + NSP, and "
+        f"MLM only "
         f"(`--next_sentence_prediction false`: same data, tokenizer, model, steps and lr). Fine-tuning with "
-        f"`training/run_classification.py`, {setting['finetune_steps']} steps × 32, lr 1e-3 (10 % warm-up), the same for "
-        f"every start: *plays* (which of Hamlet, Macbeth, Romeo and Juliet a speech comes from) and *next line* (is B "
-        f"the line after A, or another line of the same play: a sentence-pair task), 64 tokens. {data['text']}",
+        f"`training/run_classification.py`, {setting['finetune_steps']} steps × 32, lr 1e-3 (10 % warm-up), the same "
+        f"for every start: *plays* (which of Hamlet, Macbeth, Romeo and Juliet a speech comes from) and *next line* "
+        f"(is B the line after A, or another line of the same play: a sentence-pair task), 64 tokens. {data['text']}",
         header=[
             "start of fine-tuning",
             "pre-training val. loss",
@@ -349,8 +351,9 @@ def add_notes(report: ClaimReport, data: dict, accuracy: dict, pretraining: dict
         + ", ".join(f"{task} {level:.3f}" for task, level in data["chance"].items())
         + ".",
         f"A masked LM that learned only token frequencies scores the unigram entropy of the validation text, "
-        f"{unigram['entropy']:.3f} nats, as MLM loss and the most frequent token's share, {unigram['accuracy']:.3f}, as MLM "
-        "accuracy; the MLM + NSP loss above is the sum of both losses (its NSP part is at most ln 2 = 0.693 at chance).",
+        f"{unigram['entropy']:.3f} nats, as MLM loss and the most frequent token's share, {unigram['accuracy']:.3f}, "
+        "as MLM accuracy; the MLM + NSP loss above is the sum of both losses (its NSP part is at most ln 2 = 0.693 at "
+        "chance).",
         "Precondition of the comparison, that the masked LM learned more than token frequencies (MLM accuracy clearly "
         f"above the most frequent token's share, both pre-trainings): {'held' if learned_more else '**not held**'} — "
         + "; ".join(f"{variant} {fmt(values, 3)}" for variant, values in learned.items())

@@ -57,7 +57,8 @@ def main() -> Path:
         parts = verdicts(text)
         held = f"{sum(h == 'yes' for _, h in parts)} of {len(parts)} parts"
         rows.append(
-            f"| {number} | {paper} | {claim} | [`{page.stem}.py`]({page.stem}.py) | {held} ([table](results/{page.name})) |"
+            f"| {number} | {paper} | {claim} | [`{page.stem}.py`]({page.stem}.py) | "
+            f"{held} ([table](results/{page.name})) |"
         )
         body = text.split("\n", 1)[1]
         body = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", r"![\1](results/\2)", body)

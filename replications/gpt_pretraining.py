@@ -230,9 +230,9 @@ def task_data(work: Path, quick: bool, setting: dict) -> dict:
     text = (
         f"Quick setting: the embedded data ({rows}), a few steps — the numbers mean nothing."
         if quick
-        else f"Pre-training text: ../shared/data/shakespeare in alphabetical order up to {setting['corpus_chars'] / 1e6:.1f} M "
-        "characters, without Hamlet, Macbeth, Romeo and Juliet (the task plays); Julius Caesar and Twelfth Night for "
-        f"validation. Task: {rows}."
+        else "Pre-training text: ../shared/data/shakespeare in alphabetical order up to "
+        f"{setting['corpus_chars'] / 1e6:.1f} M characters, without Hamlet, Macbeth, Romeo and Juliet (the task "
+        f"plays); Julius Caesar and Twelfth Night for validation. Task: {rows}."
     )
     return {
         "corpus": ["--train_file", str(train), "--validation_file", str(validation)],
@@ -313,10 +313,11 @@ def gpt_page(setting: dict, data: dict, pretraining: list[dict], lm_losses: list
         claim="Fine-tuning a generatively pre-trained Transformer beats the same model without pre-training by a wide "
         "margin; the auxiliary LM objective (λ = 0.5) helps on the larger datasets, while the smaller ones do not "
         "gain from it.",
-        setting=f"GPT-1 (post-LN) hidden 64, 2 layers, 2 heads, FFN 128, no dropout, 64 tokens, byte-level BPE {VOCABULARY} "
-        f"trained once on the pre-training text. Pre-training with `training/run_clm.py`, one language model per "
-        f"seed: {setting['pretrain_steps']} steps × 32 blocks of 64 tokens, lr 3e-3 (linear decay, 10 % warm-up); "
-        f"validation loss {fmt(lm_losses, 3)} nats (perplexity {fmt([run['eval']['eval_perplexity'] for run in pretraining], 1)}) "
+        setting=f"GPT-1 (post-LN) hidden 64, 2 layers, 2 heads, FFN 128, no dropout, 64 tokens, byte-level BPE "
+        f"{VOCABULARY} trained once on the pre-training text. Pre-training with `training/run_clm.py`, one language "
+        f"model per seed: {setting['pretrain_steps']} steps × 32 blocks of 64 tokens, lr 3e-3 (linear decay, 10 % "
+        f"warm-up); validation loss {fmt(lm_losses, 3)} nats "
+        f"(perplexity {fmt([run['eval']['eval_perplexity'] for run in pretraining], 1)}) "
         f"against {unigram:.3f} for token frequencies alone. Fine-tuning with `training/run_multiple_choice.py` on "
         f"*plays* (which play a speech comes from, a choice between the three titles; §3.3 transformation "
         f"[⟨s⟩; speech; $; title; ⟨e⟩], 64 tokens, scored at ⟨e⟩): {setting['finetune_steps']} steps × 16 "
@@ -356,15 +357,16 @@ def add_notes(report: ClaimReport, data: dict, accuracy: dict, lm_losses: list[f
         f"checkpoint selection); chance (majority class) is {chance:.3f}.",
         f"Token frequencies alone (a unigram model of the pre-training text, add-one smoothed) give {unigram:.3f} nats "
         "on the validation text: the language model's loss must be well below that before pre-training has anything "
-        "to transfer. The bag-of-words row (tf-idf, logistic regression with C = 10, on the full 300 characters of each "
-        "speech; deterministic, no seeds) shows how much the words of a speech tell about its play.",
+        "to transfer. The bag-of-words row (tf-idf, logistic regression with C = 10, on the full 300 characters of "
+        "each speech; deterministic, no seeds) shows how much the words of a speech tell about its play.",
         "Precondition of the comparison, that pre-training learned more than token frequencies (LM validation loss "
-        f"clearly below the unigram level): {'held' if clearly_above([unigram] * len(lm_losses), lm_losses) else '**not held**'} "
+        "clearly below the unigram level): "
+        f"{'held' if clearly_above([unigram] * len(lm_losses), lm_losses) else '**not held**'} "
         f"— {fmt(lm_losses, 3)} vs {unigram:.3f} nats.",
-        "λ = 0 runs use `ScratchGPTForMultipleChoice` and λ = 0.5 runs `ScratchGPTDoubleHeadsModel` (`--lm_labels`): the "
-        "same decoder and multiple-choice head, the loss differing only by λ·L1. *plays* is posed as a multiple choice "
-        "for `run_multiple_choice.py` because `run_classification.py` had no `--lm_labels` for GPT when this script "
-        "was written (it has now; a plain classification would cost a third per example).",
+        "λ = 0 runs use `ScratchGPTForMultipleChoice` and λ = 0.5 runs `ScratchGPTDoubleHeadsModel` (`--lm_labels`): "
+        "the same decoder and multiple-choice head, the loss differing only by λ·L1. *plays* is posed as a multiple "
+        "choice for `run_multiple_choice.py` because `run_classification.py` had no `--lm_labels` for GPT when this "
+        "script was written (it has now; a plain classification would cost a third per example).",
         "Each seed has its own pre-training (seed s pre-trains and fine-tunes with seed s), so the spread includes "
         "pre-training's; the tokenizer and the task data are the same for every seed. Runs go to two single-thread "
         "worker processes side by side. " + machine + ".",
@@ -381,12 +383,12 @@ HISTORY = [
     "(Macbeth's speeches were missing from the task data); before it, a four-way *next line* choice, also at chance.",
     "Changed for this table, after single-seed trials under load (load average 10–14): pre-training lr 3e-3 without "
     "dropout and 1000 steps (trials: 400 steps reached 4.40 nats, 1500 steps 3.69, against 5.71 for token "
-    "frequencies; hidden 128 at lr 1e-3 was no better at 400 steps and cost twice as much); one tokenizer for all runs; "
-    "the task has Macbeth (three choices) since the data fix; smaller set 150 rows (was 100); fine-tuning 400 steps at "
-    "lr 1e-3 (trials with λ = 0 on the larger set, from a 1500-step language model: lr 1e-3 × 300 steps pre-trained "
-    "0.454 vs random init 0.400, the training loss still near ln 3 for the first 150 steps; lr 3e-3 × 600 steps "
-    "pre-trained 0.407 (training loss 0.56: overfitted) vs random init 0.525, and λ = 0.5 0.421). The bag-of-words "
-    "reference was added (word counts instead of tf-idf: 0.61 instead of 0.68 on the larger set).",
+    "frequencies; hidden 128 at lr 1e-3 was no better at 400 steps and cost twice as much); one tokenizer for all "
+    "runs; the task has Macbeth (three choices) since the data fix; smaller set 150 rows (was 100); fine-tuning 400 "
+    "steps at lr 1e-3 (trials with λ = 0 on the larger set, from a 1500-step language model: lr 1e-3 × 300 steps "
+    "pre-trained 0.454 vs random init 0.400, the training loss still near ln 3 for the first 150 steps; lr 3e-3 × "
+    "600 steps pre-trained 0.407 (training loss 0.56: overfitted) vs random init 0.525, and λ = 0.5 0.421). The "
+    "bag-of-words reference was added (word counts instead of tf-idf: 0.61 instead of 0.68 on the larger set).",
 ]
 
 

@@ -132,8 +132,9 @@ def take(rng: random.Random, pool: list[str], chars: int) -> str:
 
 
 def write_task(args, plan, folder: Path) -> tuple[Path, Path]:
-    """{train,validation}.jsonl of {"text", "label", "evidence_char"}: filler from FILLER_WORKS, then the labelled play. Each work's
-    speeches are split 80/20 in order, so validation documents are built from passages never seen in training."""
+    """{train,validation}.jsonl of {"text", "label", "evidence_char"}: filler from FILLER_WORKS, then the labelled
+    play. Each work's speeches are split 80/20 in order, so validation documents are built from passages never seen
+    in training."""
     texts = {work: speeches(text) for work, text in sources(args).items()}
     paths = []
     for split, count in (("train", plan["train_docs"]), ("validation", plan["validation_docs"])):
@@ -332,7 +333,8 @@ def replicate(args) -> Path:
         for name, shape, global_cls, lengths in memory_settings(plan)
     }
     fields = [
-        (w, d, l, computed_field(w, d, l), *receptive_field(w, d, l, plan["rf_length"])) for w, d, l in RECEPTIVE_FIELDS
+        (w, d, layers, computed_field(w, d, layers), *receptive_field(w, d, layers, plan["rf_length"]))
+        for w, d, layers in RECEPTIVE_FIELDS
     ]
     return report(
         args, plan, accuracy, first_runs, start, memory, fields, time.perf_counter() - began, machine_note(load)
@@ -435,7 +437,8 @@ def memory_and_receptive_field_verdicts(page: ClaimReport, plan, memory: dict, f
         "receptive field of <s> = Σ_l d_l·w_l/2 (measured by gradients)",
         matches,
         "; ".join(
-            f"w={w}, d={d}, L={l}: {c} computed / {m} measured ({100 * s:.0f} % covered)" for w, d, l, c, m, s in fields
+            f"w={w}, d={d}, L={layers}: {c} computed / {m} measured ({100 * s:.0f} % covered)"
+            for w, d, layers, c, m, s in fields
         ),
     )
 

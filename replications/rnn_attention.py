@@ -9,7 +9,8 @@ set (greedy), the sentences are grouped by source length in tokens, and each gro
 ``evaluate`` (the repository's local metric). ``transformer_ablations.py`` (Vaswani et al. 2017) reuses the
 translation helpers defined here and compares the Transformer with the best setting of this claim's table.
 
-    python replications/rnn_attention.py            # full: gettext-de-en, 3 seeds (about 27 CPU-min: 14 min on 2 idle cores)
+    python replications/rnn_attention.py            # full: gettext-de-en, 3 seeds (about 27 CPU-min:
+                                                    # 14 min on 2 idle cores)
     python replications/rnn_attention.py --quick    # CI smoke test: training/data/de_en, 1 seed, tiny models
 """
 
@@ -166,7 +167,8 @@ class StepTimer(TrainerCallback):
 def train_and_translate(flags: list[str], output_dir: str, seed: int, pairs: Sequence[tuple[str, str]] | None) -> dict:
     """One run of run_translation.py (``run_training``) with ``flags`` into ``output_dir``, then the saved model's
     greedy translations of ``pairs`` (``translate_saved_run``; None: no translating). Adds ``step_seconds`` (CPU
-    seconds of its optimizer steps, ``StepTimer``) and ``translations``. Module-level: ``in_processes`` workers run it."""
+    seconds of its optimizer steps, ``StepTimer``) and ``translations``. Module-level: ``in_processes`` workers run
+    it."""
     timer = StepTimer()
     run = run_training(run_translation, flags, output_dir, seed, callbacks=[timer])
     run["step_seconds"] = timer.seconds
@@ -365,15 +367,21 @@ def bleu_by_length(results: dict, metric) -> tuple[dict, dict, dict, dict, dict]
 
 
 def rnn_attention_page(args, hidden: int, steps: int, scored: int, counts: dict) -> ClaimReport:
+    data = (
+        "training/data/de_en (embedded sample)"
+        if args.quick
+        else "gettext-de-en (25,537 training pairs, 2,000 validation pairs: Debian UI strings)"
+    )
     return ClaimReport(
         name="rnn_attention",
         title="Bahdanau et al. 2015, Fig. 2: attention keeps BLEU up on long sentences",
         claim="An RNN encoder-decoder without attention (one fixed-size summary of the source) degrades as source "
         "sentences get longer; with Bahdanau (additive) or Luong (general) attention BLEU holds up.",
-        setting=f"German→English, {'training/data/de_en (embedded sample)' if args.quick else 'gettext-de-en (25,537 training pairs, 2,000 validation pairs: Debian UI strings)'}; "
+        setting=f"German→English, {data}; "
         f"`run_translation.py --model_type scratch-rnn`, one layer each side, hidden size {hidden}, shared "
         f"WordPiece vocabulary ({VOCABULARY:,}, lower-cased), embeddings initialised with std 0.1, no dropout, {steps} "
-        f"steps of batch {16 if args.quick else BATCH} (Adam, lr {RNN_LEARNING_RATE:g}, linear decay, length-grouped batches; "
+        f"steps of batch {16 if args.quick else BATCH} (Adam, lr {RNN_LEARNING_RATE:g}, linear decay, length-grouped "
+        "batches; "
         "'train CPU s': CPU seconds of the optimizer steps of one run, one thread); "
         f"BLEU = sacreBLEU on greedy translations of all {scored} validation pairs, grouped by "
         "source length in tokens (the column header gives the sentence count).",
@@ -399,7 +407,8 @@ def attention_verdicts(report: ClaimReport, ratio: dict, ends: dict, counts: dic
                 f"{cell.upper()} with {ATTENTIONS[attention]} attention holds up better than without",
                 mean_a - mean_p > max(std_a, std_p),
                 f"long/short BLEU ratio {fmt(attended)} vs {fmt(plain)} without; BLEU on {long} tok "
-                f"{fmt([l for _, l in ends[(cell, attention)]], 1)} vs {fmt([l for _, l in ends[(cell, 'none')]], 1)}",
+                f"{fmt([long_bleu for _, long_bleu in ends[(cell, attention)]], 1)} vs "
+                f"{fmt([long_bleu for _, long_bleu in ends[(cell, 'none')]], 1)}",
             )
 
 

@@ -333,8 +333,8 @@ def add_context_notes(page: ClaimReport) -> None:
     page.notes.append(
         f"Context = tokens before each segment: Transformer-XL's memory `mems` (trained and "
         f"evaluated without `same_length`, so query i of a segment sees the memory and the segment up to "
-        f"i; evaluated with `clamp_len` = {GPT_BLOCK - 1}, the longest distance seen in training), the GPT's recomputed "
-        f"prefix. Trained with: XL memory {TRAIN_MEMORY} / 0; GPT prefixes up to {GPT_BLOCK - SEGMENT}. "
+        f"i; evaluated with `clamp_len` = {GPT_BLOCK - 1}, the longest distance seen in training), the GPT's "
+        f"recomputed prefix. Trained with: XL memory {TRAIN_MEMORY} / 0; GPT prefixes up to {GPT_BLOCK - SEGMENT}. "
         "Contexts beyond that are longer than training."
     )
     page.notes.append(

@@ -18,7 +18,8 @@ Equal training time: every run times its optimizer steps (``StepTimer``: the CPU
 short timing run; its step count is then chosen so its steps take as long as the base Transformer's did on average,
 and the table gives the seconds each actually took.
 
-    python replications/transformer_ablations.py            # full: gettext-de-en, 3 seeds (about 30 CPU-min: 18 min on 2 idle cores)
+    python replications/transformer_ablations.py            # full: gettext-de-en, 3 seeds (about 30 CPU-min:
+                                                            # 18 min on 2 idle cores)
     python replications/transformer_ablations.py --quick    # CI smoke test: training/data/de_en, 1 seed
 """
 
@@ -327,10 +328,10 @@ def add_notes(report: ClaimReport, rnn_setting_name: str, rnn_bleu: float) -> No
         "trained before the runs; runs two at a time in single-thread processes. Trials (600 steps of batch 64, "
         "ε_ls 0.1, smoothed validation loss after 200 / 400 / 600 steps): post-LN lr 1e-3 stayed at 6.14 after 200 "
         "steps (6.15 with std 0.088); post-LN lr 2e-3: 5.93 / 5.17 / 4.08, BLEU 7.4; pre-LN lr 3e-3: 5.37 / 4.14 / "
-        "3.42, BLEU 12.8. One Transformer step took about twice the CPU time of an RNN step in the trials (0.23 vs 0.12 "
-        "s at batch 64, one thread): the parallelism over positions that makes the Transformer fast on accelerators "
-        "buys nothing on one CPU thread, so equal time gives the RNN more steps. The Transformers are still early in "
-        "training (the paper trained 100k steps of 25k-token batches)."
+        "3.42, BLEU 12.8. One Transformer step took about twice the CPU time of an RNN step in the trials (0.23 vs "
+        "0.12 s at batch 64, one thread): the parallelism over positions that makes the Transformer fast on "
+        "accelerators buys nothing on one CPU thread, so equal time gives the RNN more steps. The Transformers are "
+        "still early in training (the paper trained 100k steps of 25k-token batches)."
     )
     report.notes.append(
         "The ε_ls 0.1 runs' validation loss in the training curves is the smoothed loss the Trainer "
