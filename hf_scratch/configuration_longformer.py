@@ -81,7 +81,8 @@ class ScratchLongformerConfig(BertShapedConfig):
         if not isinstance(window, int) or isinstance(window, bool) or window <= 0 or window % 2:
             raise ValueError(
                 f"ScratchLongformerConfig.attention_window must be a positive even int (w/2 tokens on each side), "
-                f"got {window!r} for layer {layer}: use e.g. {max(2, (int(window) // 2) * 2) if isinstance(window, (int, float)) else 512}."
+                f"got {window!r} for layer {layer}: use e.g. "
+                f"{max(2, (int(window) // 2) * 2) if isinstance(window, (int, float)) else 512}."
             )
         return window
 

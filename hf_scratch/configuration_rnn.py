@@ -82,6 +82,7 @@ class ScratchRNNConfig(Seq2SeqConfig):
         if self.bidirectional_encoder and self.hidden_size % 2 != 0:
             raise ValueError(
                 f"ScratchRNNConfig: bidirectional_encoder=True splits hidden_size={self.hidden_size} between the two "
-                f"directions, so it must be even: use hidden_size={self.hidden_size + 1} or bidirectional_encoder=False."
+                f"directions, so it must be even: use hidden_size={self.hidden_size + 1} "
+                "or bidirectional_encoder=False."
             )
         self.require_target_token_ids("vocab_size")

@@ -138,8 +138,8 @@ class ScratchTransfoXLConfig(ScratchConfig):
             )
         if self.div_val > 1 and self.embedding_size // self.div_val ** len(self.cutoffs) == 0:
             raise ValueError(
-                f"ScratchTransfoXLConfig: embedding_size={self.embedding_size} // div_val**{len(self.cutoffs)} is 0, so "
-                "the last cluster would have no dimensions: lower div_val or use fewer cutoffs."
+                f"ScratchTransfoXLConfig: embedding_size={self.embedding_size} // div_val**{len(self.cutoffs)} is 0, "
+                "so the last cluster would have no dimensions: lower div_val or use fewer cutoffs."
             )
 
     @property

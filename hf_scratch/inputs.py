@@ -70,7 +70,8 @@ def choice_dimensions(input_ids: torch.Tensor | None, inputs_embeds: torch.Tenso
     if reference.dim() != (3 if input_ids is not None else 4):
         raise ValueError(
             f"Multiple-choice inputs must be shaped (batch, num_choices, length), got {tuple(reference.shape)}: "
-            "put each example's choices along dimension 1 (for GPT, tools.gpt_input_transforms.multiple_choice_inputs does)."
+            "put each example's choices along dimension 1 "
+            "(for GPT, tools.gpt_input_transforms.multiple_choice_inputs does)."
         )
     batch, num_choices, length = reference.shape[:3]
     return batch, num_choices, length

@@ -147,7 +147,8 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
             if isinstance(question, list) and isinstance(context, list):
                 if len(question) != len(context):
                     raise ValueError(
-                        f"Got {len(question)} questions but {len(context)} contexts: pass one context per question, or a single context."
+                        f"Got {len(question)} questions but {len(context)} contexts: "
+                        "pass one context per question, or a single context."
                     )
                 items = [{"question": q, "context": c} for q, c in zip(question, context)]
             elif isinstance(question, list):

@@ -40,7 +40,8 @@ def test_nanogpt_files_round_trip_with_our_char_ids(bench, tmp_path):
 def test_block_loss_is_next_token_cross_entropy_over_whole_blocks(bench):
     ids = np.random.default_rng(0).integers(0, 7, size=3 * bench.BLOCK + 5).astype(np.uint16)
     bigram = torch.nn.Embedding(7, 7)
-    expected = torch.nn.functional.cross_entropy(  # the 5 trailing ids are dropped, as the Trainer's grouping drops them
+    # the 5 trailing ids are dropped, as the Trainer's grouping drops them
+    expected = torch.nn.functional.cross_entropy(
         bigram(torch.from_numpy(ids[: 3 * bench.BLOCK].astype(np.int64)).view(3, -1)[:, :-1]).flatten(0, 1),
         torch.from_numpy(ids[: 3 * bench.BLOCK].astype(np.int64)).view(3, -1)[:, 1:].flatten(),
     )

@@ -172,7 +172,7 @@ def test_fsdp2_consolidated_checkpoints_load_with_remote_code_alone(consolidated
     from test_training import PADDED, REMOTE_LOADER
 
     jobs, expected = [], {}
-    for (family, kind), folder in consolidated.items():
+    for (family, _kind), folder in consolidated.items():
         copied = shutil.copytree(folder, tmp_path / folder.name)
         auto_class = "AutoModelForCausalLM" if family == "gpt" else "AutoModelForMaskedLM"
         jobs.append({"folder": str(copied), "auto_class": auto_class, "inputs": PADDED})
@@ -385,7 +385,10 @@ CPU_STATE_PROBE = """
 import json
 from accelerate import Accelerator
 accelerator = Accelerator(cpu=True)
-print(json.dumps({"type": str(accelerator.distributed_type), "fsdp": getattr(accelerator.state, "fsdp_plugin", None) is not None}))
+print(json.dumps({
+    "type": str(accelerator.distributed_type),
+    "fsdp": getattr(accelerator.state, "fsdp_plugin", None) is not None,
+}))
 """
 
 

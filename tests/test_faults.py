@@ -409,9 +409,9 @@ def test_full_disk_is_refused_before_training(tmp_path, monkeypatch):
 
 
 def test_unwritable_output_dir_is_refused_before_reading_data(tmp_path, monkeypatch):
-    parse = lambda output_dir: run_clm.parse_arguments(
-        "run_clm", (run_clm.CLMArguments,), [*GPT, "--output_dir", str(output_dir)]
-    )  # noqa: E731
+    def parse(output_dir):
+        return run_clm.parse_arguments("run_clm", (run_clm.CLMArguments,), [*GPT, "--output_dir", str(output_dir)])
+
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     with pytest.raises(ValueError, match="cannot be created: .*a-file is a file, not a folder"):

@@ -110,7 +110,12 @@ REMOTE_LOADER = textwrap.dedent(
 
     class Blocker(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
-            if name == "hf_scratch" or name.startswith("hf_scratch.") or name == "training" or name.startswith("training."):
+            if (
+                name == "hf_scratch"
+                or name.startswith("hf_scratch.")
+                or name == "training"
+                or name.startswith("training.")
+            ):
                 raise ImportError(f"{name} is blocked in this process")
 
     sys.meta_path.insert(0, Blocker())
@@ -340,7 +345,10 @@ DDP_WRAPPER = textwrap.dedent(
 
     class DumpParameters(TrainerCallback):
         def on_train_end(self, args, state, control, model=None, **kwargs):
-            torch.save({{k: v.detach().clone() for k, v in model.state_dict().items()}}, {out!r} + f"/params-rank{{args.process_index}}.pt")
+            torch.save(
+                {{k: v.detach().clone() for k, v in model.state_dict().items()}},
+                {out!r} + f"/params-rank{{args.process_index}}.pt",
+            )
 
     results = run_clm.main(sys.argv[1:], callbacks=[DumpParameters()])
     if results.get("train") is not None:
@@ -445,11 +453,13 @@ def test_pretraining_without_nsp_trains_the_masked_lm_alone(tmp_path):
 
     from training.arguments import parse_arguments
 
-    parse = lambda *flags: parse_arguments(
-        "run_pretraining",
-        (run_pretraining.PretrainingArguments,),
-        [*flags, "--model_type", "scratch-bert", "--output_dir", str(tmp_path / "parsed")],
-    )[2]
+    def parse(*flags):
+        return parse_arguments(
+            "run_pretraining",
+            (run_pretraining.PretrainingArguments,),
+            [*flags, "--model_type", "scratch-bert", "--output_dir", str(tmp_path / "parsed")],
+        )[2]
+
     assert parse().next_sentence_prediction is True
     assert parse("--next_sentence_prediction", "false").next_sentence_prediction is False
     assert parse("--no_next_sentence_prediction").next_sentence_prediction is False
@@ -676,7 +686,8 @@ def test_unreadable_or_wrong_data_raises_clear_errors(tmp_path):
     wrong.write_text("".join(json.dumps({"review": f"s{i}", "label": i % 2}) + "\n" for i in range(10)))
     with pytest.raises(
         ValueError,
-        match=r"no text column \('sentence' or 'text'\); its columns are \['review', 'label'\]: name yours with --text_column_names",
+        match=r"no text column \('sentence' or 'text'\); its columns are \['review', 'label'\]: "
+        r"name yours with --text_column_names",
     ):
         run_classification.main(
             ["--model_type", "scratch-bert", "--train_file", str(wrong), "--output_dir", output, *TINY[2:]]

@@ -374,7 +374,8 @@ def test_split_sinusoid_table_is_rebuilt_on_loading(tmp_path):
 
 @pytest.fixture(scope="module")
 def toy_translator(fixtures_dir, tmp_path_factory):
-    """Train the toy pairs (tests/fixtures/de_en_toy.jsonl) from scratch with Seq2SeqTrainer + DataCollatorForSeq2Seq."""
+    """Train the toy pairs (tests/fixtures/de_en_toy.jsonl) from scratch with Seq2SeqTrainer +
+    DataCollatorForSeq2Seq."""
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
     pairs = [json.loads(line)["translation"] for line in (fixtures_dir / "de_en_toy.jsonl").read_text().splitlines()]

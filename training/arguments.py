@@ -75,13 +75,15 @@ class ModelArguments:
     cache_dir: str | None = field(
         default=None,
         metadata={
-            "help": "Where models, tokenizers and datasets downloaded from the hub are cached (default: the Hugging Face cache)."
+            "help": "Where models, tokenizers and datasets downloaded from the hub are cached "
+            "(default: the Hugging Face cache)."
         },
     )
     token: str | None = field(
         default=None,
         metadata={
-            "help": "Hub token for private or gated models, tokenizers and datasets (default: the one `hf auth login` saved)."
+            "help": "Hub token for private or gated models, tokenizers and datasets "
+            "(default: the one `hf auth login` saved)."
         },
     )
     trust_remote_code: bool = field(
@@ -302,7 +304,8 @@ def parse_arguments(
     for alias, target in aliases.items():
         if alias in given and target in given:
             raise ValueError(
-                f"--{alias} and --{target} are the same setting (the first is the name transformers' examples use): give one of them."
+                f"--{alias} and --{target} are the same setting (the first is the name transformers' examples use): "
+                "give one of them."
             )
     n_extra = len(extra_dataclasses)
     parsed = (parsed[n_extra], parsed[n_extra + 1], *parsed[:n_extra], parsed[-1])
@@ -379,7 +382,8 @@ def read_json_arguments(path: str) -> dict[str, Any]:
         raise ValueError(f"Cannot read the arguments file {path!r}: {error}") from error
     if not isinstance(values, dict):
         raise ValueError(
-            f'The arguments file {path!r} must hold a JSON object of arguments, e.g. {{"max_steps": 200}}; got {type(values).__name__}.'
+            f'The arguments file {path!r} must hold a JSON object of arguments, e.g. {{"max_steps": 200}}; '
+            f"got {type(values).__name__}."
         )
     return values
 
@@ -387,7 +391,8 @@ def read_json_arguments(path: str) -> dict[str, Any]:
 def check_common_arguments(model_args: ModelArguments, data_args: DataArguments, training_args) -> None:
     if model_args.model_type is None and model_args.model_name_or_path is None:
         raise ValueError(
-            "Give --model_type (train from scratch, e.g. --model_type scratch-bert) or --model_name_or_path (fine-tune a checkpoint)."
+            "Give --model_type (train from scratch, e.g. --model_type scratch-bert) "
+            "or --model_name_or_path (fine-tune a checkpoint)."
         )
     if model_args.model_type is not None and model_args.model_name_or_path is not None:
         raise ValueError("Give either --model_type (from scratch) or --model_name_or_path (a checkpoint), not both.")
@@ -457,7 +462,8 @@ def checkpoint_folder(model_args: ModelArguments) -> str | None:
         return snapshot_download(name, **hub_options(model_args))
     except (OSError, ValueError) as error:  # not found, offline, invalid id
         raise ValueError(
-            f"--model_name_or_path {name!r} is neither a local folder nor a model that can be downloaded from the hub: {error}"
+            f"--model_name_or_path {name!r} is neither a local folder nor a model that can be downloaded "
+            f"from the hub: {error}"
         ) from error
 
 

@@ -87,7 +87,8 @@ def check_output_dir_writable(output_dir: str) -> None:
     existing = next(folder for folder in (path, *path.parents) if folder.exists())
     if not existing.is_dir():
         raise ValueError(
-            f"--output_dir {output_dir} cannot be created: {existing} is a file, not a folder. Choose another --output_dir."
+            f"--output_dir {output_dir} cannot be created: {existing} is a file, not a folder. "
+            "Choose another --output_dir."
         )
     try:
         with tempfile.TemporaryFile(dir=existing):

@@ -284,9 +284,10 @@ def scratch_config(model_args: ModelArguments, tokenizer, **head_kwargs):
 def create_model(model_args: ModelArguments, auto_class, tokenizer, **head_kwargs):
     """The model to train: from scratch (``--model_type``) or from ``--model_name_or_path``. A reference checkpoint
     (model_type bert, gpt2, …) is converted to hf_scratch first, then loaded into the head ``auto_class`` (an Auto
-    class, or a model class) asks for (a new head is initialised; ``head_kwargs`` such as ``num_labels`` update the config). The tokenizer's
-    ``model_max_length`` becomes the model's input limit (``hf_scratch.tools.tokenization.model_max_length``) unless it
-    already says less, so the tokenizer saved beside the model reports it."""
+    class, or a model class) asks for (a new head is initialised; ``head_kwargs`` such as ``num_labels`` update the
+    config). The tokenizer's ``model_max_length`` becomes the model's input limit
+    (``hf_scratch.tools.tokenization.model_max_length``) unless it already says less, so the tokenizer saved beside
+    the model reports it."""
     load_kwargs = {"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}
     if model_args.model_name_or_path is None:
         config = scratch_config(model_args, tokenizer, **head_kwargs)
@@ -514,7 +515,8 @@ def tokenize_text_blocks(
     for split, dataset in grouped.items():
         if not data_args.streaming and len(dataset) == 0:
             raise ValueError(
-                f"The {split} text is shorter than one block of {block_size} tokens: lower --max_seq_length or add text."
+                f"The {split} text is shorter than one block of {block_size} tokens: "
+                "lower --max_seq_length or add text."
             )
     return grouped
 
@@ -524,7 +526,8 @@ def label_list(raw, label_column: str) -> list:
     labels = sorted(set(raw["train"][label_column]))
     if len(labels) < 2:
         raise ValueError(
-            f"Column {label_column!r} has {len(labels)} distinct label(s) in the training data; classification needs at least 2."
+            f"Column {label_column!r} has {len(labels)} distinct label(s) in the training data; "
+            "classification needs at least 2."
         )
     unseen = set(raw["validation"][label_column]) - set(labels)
     if unseen:

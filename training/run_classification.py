@@ -265,7 +265,8 @@ def classification_card(data_args) -> CardInfo:
         pipeline_tag="text-classification",
         dataset=describe_data(data_args, "plays"),
         metric_names=["accuracy", "f1"],
-        usage='```python\nfrom transformers import pipeline\nclassify = pipeline("text-classification", model=model, tokenizer=tokenizer)\n'
+        usage="```python\nfrom transformers import pipeline\n"
+        'classify = pipeline("text-classification", model=model, tokenizer=tokenizer)\n'
         'print(classify("Out, damned spot! out, I say!"))\n```',
     )
 

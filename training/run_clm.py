@@ -6,7 +6,8 @@ transformers' run_clm.py.
     python training/run_clm.py --model_type scratch-transfo-xl --max_seq_length 64                  # with memory
 
 Text is tokenized (byte-level BPE by default, one token per character with ``--tokenizer_type char``),
-concatenated and cut into blocks of ``--max_seq_length`` (alias ``--block_size``) tokens; labels are the inputs (the model shifts them).
+concatenated and cut into blocks of ``--max_seq_length`` (alias ``--block_size``) tokens; labels are the inputs
+(the model shifts them).
 Transformer-XL trains through ``hf_scratch.tools.training_transfo_xl.TransfoXLTrainer``: batches stream the corpus in
 order so that row i of batch k+1 continues row i of batch k, the memory is carried between steps and saved in every
 checkpoint (resume continues exactly), and evaluation runs with memory.
@@ -90,7 +91,8 @@ def main(args=None, callbacks=None) -> dict:
         pipeline_tag="text-generation",
         dataset=describe_data(data_args, "shakespeare"),
         metric_names=["perplexity"],
-        usage='```python\nfrom transformers import pipeline\ngenerate = pipeline("text-generation", model=model, tokenizer=tokenizer)\n'
+        usage="```python\nfrom transformers import pipeline\n"
+        'generate = pipeline("text-generation", model=model, tokenizer=tokenizer)\n'
         'print(generate("To be, or not to be", max_new_tokens=40)[0]["generated_text"])\n```',
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, card)

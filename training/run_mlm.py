@@ -3,9 +3,10 @@
     python training/run_mlm.py --model_type scratch-bert --model_size tiny --max_steps 200 --output_dir out/mlm
     python training/run_mlm.py --model_name_or_path path/to/bert-checkpoint --train_file my.txt
 
-Text is tokenized and concatenated into blocks of ``--max_seq_length`` (alias ``--block_size``) tokens (or one example per line with
-``--line_by_line``); 15 % of tokens are masked by ``DataCollatorForLanguageModeling``. Without data arguments it
-trains on the embedded Shakespeare excerpt in ``training/data/shakespeare``. Reports perplexity.
+Text is tokenized and concatenated into blocks of ``--max_seq_length`` (alias ``--block_size``) tokens (or one
+example per line with ``--line_by_line``); 15 % of tokens are masked by ``DataCollatorForLanguageModeling``.
+Without data arguments it trains on the embedded Shakespeare excerpt in ``training/data/shakespeare``. Reports
+perplexity.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def main(args=None, callbacks=None) -> dict:
         pipeline_tag="fill-mask",
         dataset=describe_data(data_args, "shakespeare"),
         metric_names=["perplexity"],
-        usage=f'```python\nfrom transformers import pipeline\nfill = pipeline("fill-mask", model=model, tokenizer=tokenizer)\n'
+        usage="```python\nfrom transformers import pipeline\n"
+        'fill = pipeline("fill-mask", model=model, tokenizer=tokenizer)\n'
         f'print(fill("to be or not to {tokenizer.mask_token}"))\n```',
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, card)

@@ -1,5 +1,5 @@
-"""Multiple choice (BERT; GPT, with its double heads for the auxiliary LM loss; Longformer) with the 🤗 Trainer, in the style of
-transformers' run_swag.py.
+"""Multiple choice (BERT; GPT, with its double heads for the auxiliary LM loss; Longformer) with the 🤗 Trainer, in the
+style of transformers' run_swag.py.
 
     python training/run_multiple_choice.py --model_type scratch-bert --max_steps 200 --output_dir out/mc
     python training/run_multiple_choice.py --model_type scratch-gpt --lm_labels   # GPT-1: + auxiliary LM loss
@@ -138,7 +138,9 @@ def load_choice_data(model_args, data_args, mc_args: MultipleChoiceArguments):
     if len(counts) != 1 or 0 in counts:
         raise ValueError(f"Every row needs the same, non-zero number of endings; found {sorted(counts)}.")
     num_choices = counts.pop()
-    bad = [l for split in raw.values() for l in split[mc_args.label_column] if not 0 <= int(l) < num_choices]
+    bad = [
+        label for split in raw.values() for label in split[mc_args.label_column] if not 0 <= int(label) < num_choices
+    ]
     if bad:
         raise ValueError(f"Labels must index the {num_choices} endings (0…{num_choices - 1}); found {bad[:5]}.")
     raw = raw.map(lambda row: {"labels": int(row[mc_args.label_column])})

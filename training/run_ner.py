@@ -130,7 +130,8 @@ def ner_card(data_args) -> CardInfo:
         pipeline_tag="token-classification",
         dataset=describe_data(data_args, "names"),
         metric_names=["precision", "recall", "f1", "accuracy"],
-        usage='```python\nfrom transformers import pipeline\ntag = pipeline("token-classification", model=model, tokenizer=tokenizer)\n'
+        usage="```python\nfrom transformers import pipeline\n"
+        'tag = pipeline("token-classification", model=model, tokenizer=tokenizer)\n'
         "print(tag(\"Horatio, thou art e'en as just a man as e'er my conversation cop'd withal.\"))\n```",
     )
 

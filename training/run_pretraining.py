@@ -139,7 +139,8 @@ def main(args=None, callbacks=None) -> dict:
         pipeline_tag="fill-mask",
         dataset=describe_data(data_args, "documents"),
         metric_names=["mlm_accuracy", "nsp_accuracy"] if nsp else ["mlm_accuracy"],
-        usage=f'```python\nfrom transformers import AutoModelForMaskedLM, pipeline\nmlm = AutoModelForMaskedLM.from_pretrained("...", trust_remote_code=True)\n'
+        usage="```python\nfrom transformers import AutoModelForMaskedLM, pipeline\n"
+        'mlm = AutoModelForMaskedLM.from_pretrained("...", trust_remote_code=True)\n'
         f'print(pipeline("fill-mask", model=mlm, tokenizer=tokenizer)("to be or not to {tokenizer.mask_token}"))\n```',
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, card)

@@ -150,7 +150,8 @@ def main(args=None, callbacks=None) -> dict:
     require_columns(raw, COLUMNS, "extractive question answering")
     if qa_args.doc_stride > data_args.max_seq_length // 2:
         raise ValueError(
-            f"--doc_stride {qa_args.doc_stride} must be well below --max_seq_length {data_args.max_seq_length} (windows would not advance)."
+            f"--doc_stride {qa_args.doc_stride} must be well below --max_seq_length {data_args.max_seq_length} "
+            "(windows would not advance)."
         )
     tokenizer = get_tokenizer(model_args, lambda: (t for c in ("question", "context") for t in raw["train"][c]))
     if not tokenizer.is_fast:
@@ -197,9 +198,11 @@ def main(args=None, callbacks=None) -> dict:
         pipeline_tag="question-answering",
         dataset=describe_data(data_args, "speakers"),
         metric_names=["exact_match", "f1"],
-        usage='```python\nimport hf_scratch  # registers the "scratch-question-answering" pipeline\nfrom transformers import pipeline\n'
+        usage='```python\nimport hf_scratch  # registers the "scratch-question-answering" pipeline\n'
+        "from transformers import pipeline\n"
         'qa = pipeline("scratch-question-answering", model=model, tokenizer=tokenizer)\n'
-        'print(qa(question="Who says \\"Not a mouse stirring\\"?", context="Ber. Have you had quiet guard? Fran. Not a mouse stirring."))\n```',
+        'print(qa(question="Who says \\"Not a mouse stirring\\"?", '
+        'context="Ber. Have you had quiet guard? Fran. Not a mouse stirring."))\n```',
     )
     return train_evaluate_save(trainer, model_args, data_args, training_args, card, extra_metrics=span_metrics)
 

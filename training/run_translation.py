@@ -105,8 +105,10 @@ def translation_card(data_args, tr_args) -> CardInfo:
         pipeline_tag="translation",
         dataset=describe_data(data_args, "de_en"),
         metric_names=["bleu"],
-        usage='```python\nimport hf_scratch  # registers the "scratch-seq2seq" pipeline\nfrom transformers import pipeline\n'
-        'translate = pipeline("scratch-seq2seq", model=model, tokenizer=tokenizer)\nprint(translate("Datei nicht gefunden"))\n```',
+        usage='```python\nimport hf_scratch  # registers the "scratch-seq2seq" pipeline\n'
+        "from transformers import pipeline\n"
+        'translate = pipeline("scratch-seq2seq", model=model, tokenizer=tokenizer)\n'
+        'print(translate("Datei nicht gefunden"))\n```',
     )
 
 

@@ -81,7 +81,8 @@ def _config_to_reference(config) -> dict:
         if value != marian:
             raise ValueError(
                 f"Marian has {name}={marian!r} built in but this model has {name}={value!r}: only models configured "
-                f"like Marian (sinusoidal_layout='split', pre_norm=False, layer_norm_eps=1e-5) convert to MarianMTModel."
+                f"like Marian (sinusoidal_layout='split', pre_norm=False, layer_norm_eps=1e-5) "
+                "convert to MarianMTModel."
             )
     return _FIELD_NAMES.to_reference(config.to_dict())
 
