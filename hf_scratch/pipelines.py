@@ -163,6 +163,21 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
         examples = [_question_answering_example(item) for item in items]
         return super().__call__(examples[0] if len(examples) == 1 else examples, **kwargs)
 
+    def _window_length(self) -> int:
+        """The default window: 384 tokens (transformers' default), or less where the tokenizer or the model reads
+        less (ours know their input limit; transformers' configs, their position table)."""
+        config = self.model.config
+        positions = getattr(config, "max_input_tokens", getattr(config, "max_position_embeddings", None))
+        limits = [384, self.tokenizer.model_max_length, positions]
+        return min(limit for limit in limits if limit is not None)
+
+    def _cut_question(self, question: str, max_question_len: int) -> tuple[str, int]:
+        """The question cut after its ``max_question_len``-th token, and its length in tokens."""
+        tokens = self.tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)
+        if len(tokens["input_ids"]) > max_question_len:
+            question = question[: tokens["offset_mapping"][max_question_len - 1][1]]
+        return question, min(len(tokens["input_ids"]), max_question_len)
+
     def preprocess(self, example, padding="do_not_pad", doc_stride=None, max_question_len=64, max_seq_len=None):
         tokenizer = self.tokenizer
         if tokenizer is None or not tokenizer.is_fast:
@@ -170,21 +185,11 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
                 "scratch-question-answering needs a fast tokenizer (character offsets): pass tokenizer=...."
             )
         if max_seq_len is None:
-            config = self.model.config  # ours knows its input limit; transformers' configs, their positions
-            positions = getattr(config, "max_input_tokens", getattr(config, "max_position_embeddings", None))
-            limits = [384, tokenizer.model_max_length, positions]
-            max_seq_len = min(limit for limit in limits if limit is not None)
+            max_seq_len = self._window_length()
         if doc_stride is None:
             doc_stride = min(max_seq_len // 2, 128)
-        question = example["question"]
-        question_tokens = tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)
-        if len(question_tokens["input_ids"]) > max_question_len:  # cut the question after its max_question_len-th token
-            question = question[: question_tokens["offset_mapping"][max_question_len - 1][1]]
-        room = (
-            max_seq_len
-            - min(len(question_tokens["input_ids"]), max_question_len)
-            - tokenizer.num_special_tokens_to_add(pair=True)
-        )
+        question, question_length = self._cut_question(example["question"], max_question_len)
+        room = max_seq_len - question_length - tokenizer.num_special_tokens_to_add(pair=True)
         if room < 1:
             raise ValueError(
                 f"max_seq_len={max_seq_len} leaves no room for the context after the question and special tokens: "
