@@ -10,11 +10,8 @@ hf_scratch is not installed).
 
 from __future__ import annotations
 
-import importlib
-
-import transformers
-
 from .configuration_common import ScratchConfig
+from .remote_code import register_auto_classes, register_pipelines
 
 __version__ = "0.1.0"
 
@@ -25,16 +22,7 @@ FAMILY_CONFIGS: list[type[ScratchConfig]] = []
 def _register_family(config_class: type[ScratchConfig]) -> None:
     """Register a family's config and every head named in its ``default_auto_map``; list it in ``FAMILY_CONFIGS``."""
     FAMILY_CONFIGS.append(config_class)
-    transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
-    config_class.register_for_auto_class()
-    for auto_class_name, reference in config_class.default_auto_map.items():
-        if auto_class_name == "AutoConfig":
-            continue
-        module_name, class_name = reference.split(".")
-        model_class = getattr(importlib.import_module(f".{module_name}", __name__), class_name)
-        getattr(transformers, auto_class_name).register(config_class, model_class, exist_ok=True)
-        if model_class._auto_class is None:
-            model_class.register_for_auto_class(auto_class_name)
+    register_auto_classes(config_class, __name__)
 
 
 # ---- families: public names, then registration (one block per family) ---------------------------------------
@@ -112,16 +100,7 @@ from .modeling_rnn import (
 _register_family(ScratchRNNConfig)
 
 # ---- pipelines transformers v5 no longer ships ---------------------------------------------------------------
-# Registered here for models built in memory; saved checkpoints of the heads they serve carry them
-# (config.json "custom_pipelines" + pipelines.py, see ScratchConfig.save_pretrained).
-from transformers.pipelines import PIPELINE_REGISTRY  # noqa: E402
+# Registered here for models built in memory; saved checkpoints of the heads they serve carry them (remote_code).
+from .pipelines import ScratchQuestionAnsweringPipeline, ScratchSeq2SeqPipeline  # noqa: E402
 
-from .pipelines import SCRATCH_PIPELINES, ScratchQuestionAnsweringPipeline, ScratchSeq2SeqPipeline  # noqa: E402
-
-for _task, _info in SCRATCH_PIPELINES.items():
-    PIPELINE_REGISTRY.register_pipeline(
-        _task,
-        pipeline_class=globals()[_info["impl"].split(".")[1]],
-        pt_model=tuple(getattr(transformers, name) for name in _info["pt"]),
-        type=_info["type"],
-    )
+register_pipelines({cls.__name__: cls for cls in (ScratchQuestionAnsweringPipeline, ScratchSeq2SeqPipeline)})

@@ -12,14 +12,11 @@ CONTRIBUTING.md ("Names across families")."""
 
 from __future__ import annotations
 
-import copy
-import os
-import shutil
-import sys
 from typing import ClassVar
 
 from transformers import PreTrainedConfig
-from transformers.dynamic_module_utils import get_relative_import_files
+
+from .remote_code import copy_code, forget_registered_pipelines, served_pipelines
 
 
 class ScratchConfig(PreTrainedConfig):
@@ -48,22 +45,8 @@ class ScratchConfig(PreTrainedConfig):
         super().__post_init__(**kwargs)
         if getattr(self, "auto_map", None) is None:
             self.auto_map = dict(self.default_auto_map)
-        self._drop_registered_pipelines()
+        forget_registered_pipelines(self)
         self.check()
-
-    def _drop_registered_pipelines(self) -> None:
-        """Forget the ``custom_pipelines`` of a loaded config that this process has registered already
-        (``import hf_scratch`` does): transformers' ``pipeline()`` would otherwise insist on ``trust_remote_code=True``
-        for them. Where hf_scratch is not installed nothing is registered and the entries stay (see save_pretrained)."""
-        custom = getattr(self, "custom_pipelines", None)
-        registry = getattr(sys.modules.get("transformers.pipelines"), "PIPELINE_REGISTRY", None)
-        if not custom or registry is None:
-            return
-        remaining = {task: info for task, info in custom.items() if task not in registry.supported_tasks}
-        if remaining:
-            self.custom_pipelines = remaining
-        else:
-            del self.custom_pipelines
 
     @classmethod
     def family_name(cls) -> str:
@@ -99,40 +82,15 @@ class ScratchConfig(PreTrainedConfig):
 
     # saving: the checkpoint carries the code of every head and pipeline it names -----------------------------
     def save_pretrained(self, save_directory, push_to_hub: bool = False, **kwargs):
-        """As transformers', with two additions for users who load the checkpoint with ``trust_remote_code=True``
-        where hf_scratch is not installed:
-
-        - ``custom_pipelines``: the pipelines of ``pipelines.SCRATCH_PIPELINES`` that serve the saved head — the
-          class in ``architectures`` (``model.save_pretrained`` sets it) is the one ``auto_map`` gives for the
-          pipeline's Auto class — so ``pipeline(task, model=..., trust_remote_code=True)`` knows the task;
-        - every module that ``auto_map`` and ``custom_pipelines`` name is copied beside config.json with its
-          relative imports (transformers copies only the saved head's own module).
-        """
-        from .pipelines import (
-            SCRATCH_PIPELINES,  # a relative import: remote loading fetches pipelines.py with this file
-        )
-
-        heads = set(getattr(self, "architectures", None) or ())
-        served = {
-            task: copy.deepcopy(info)
-            for task, info in SCRATCH_PIPELINES.items()
-            if any(str(self.auto_map.get(auto_class, "")).split(".")[-1] in heads for auto_class in info["pt"])
-        }
+        """As transformers', plus what a checkpoint needs where hf_scratch is not installed (``remote_code``):
+        ``custom_pipelines`` for the pipelines that serve the saved head, and the code of every head and pipeline
+        that ``auto_map`` and ``custom_pipelines`` name."""
+        served = served_pipelines(self)
         if served:
             self.custom_pipelines = served
         elif "custom_pipelines" in self.__dict__:
             del self.custom_pipelines
-        os.makedirs(save_directory, exist_ok=True)
-        references = [*self.auto_map.values(), *(info["impl"] for info in served.values())]
-        modules = {ref.split(".")[0] for ref in references if isinstance(ref, str) and "--" not in ref}
-        here = os.path.dirname(os.path.abspath(__file__))
-        for module in sorted(modules):
-            source = os.path.join(here, f"{module}.py")
-            if os.path.exists(source):  # a config loaded as remote code has only the modules fetched so far
-                for path in [source, *get_relative_import_files(source)]:
-                    target = os.path.join(save_directory, os.path.basename(path))
-                    if not os.path.exists(target) or not os.path.samefile(path, target):
-                        shutil.copyfile(path, target)
+        copy_code(self, served, save_directory)
         return super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
 
     # helpers for check() -----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ outputs), under task names of ours:
   ``TranslationPipeline``), for the ``…ForConditionalGeneration`` heads (encoder-decoder Transformer, RNNs).
 
 Both travel with the checkpoints of the heads they serve: ``save_pretrained`` writes ``custom_pipelines`` into
-``config.json`` (``SCRATCH_PIPELINES`` below, picked by ``ScratchConfig.save_pretrained``) and copies this file
+``config.json`` (``SCRATCH_PIPELINES`` below, picked by ``remote_code.served_pipelines``) and copies this file
 beside the modeling files, so ``pipeline(task, model=directory_or_hub_id, trust_remote_code=True)`` works where
 hf_scratch is not installed. That is why this file imports only torch and transformers. ``import hf_scratch``
 registers both tasks with ``PIPELINE_REGISTRY`` for models built in memory.

@@ -376,6 +376,7 @@ def module_files(name: str) -> list[str]:
     """The code a checkpoint carries for trust_remote_code: the family's pair and the core they import."""
     core = [
         "configuration_common.py",
+        "remote_code.py",
         "modeling_common.py",
         "attention.py",
         "inputs.py",
