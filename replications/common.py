@@ -43,6 +43,12 @@ def parse_args(
     parser.add_argument("--quick", action="store_true", help="tiny settings and one seed (seconds): the CI smoke test")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per setting (default: 3, or 1 with --quick)")
     parser.add_argument(
+        "--first_seed",
+        type=int,
+        default=0,
+        help="the seeds are first_seed, first_seed + 1, …: 3 with --seeds 3 reruns a claim on seeds 3, 4, 5",
+    )
+    parser.add_argument(
         "--output_dir", default=None, help="where the table and pictures go (default: replications/results)"
     )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: 1; see torch_threads)")
@@ -59,6 +65,9 @@ def parse_args(
         args.seeds = 1 if args.quick else 3
     if args.seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {args.seeds}.")
+    if args.first_seed < 0:
+        raise ValueError(f"--first_seed must be 0 or more, got {args.first_seed}.")
+    args.seed_list = list(range(args.first_seed, args.first_seed + args.seeds))
     if args.output_dir is None:
         args.output_dir = str(RESULTS / "quick" if args.quick else RESULTS)
     args.command = "python " + " ".join(
@@ -207,7 +216,7 @@ class ClaimReport:
             args.command,
             "```",
             "",
-            f"Seeds: {', '.join(str(s) for s in range(args.seeds))} ({args.seeds} per setting); cells are "
+            f"Seeds: {', '.join(str(s) for s in args.seed_list)} ({args.seeds} per setting); cells are "
             f"mean ± sample std over seeds. Wall time: {seconds / 60:.1f} min"
             f" ({os.cpu_count()} CPU cores{', quick setting' if args.quick else ''}).",
             "",
@@ -301,6 +310,53 @@ def play_speeches(quick: bool, n_validation: int = 280, seed: int = 0) -> tuple[
         splits = [rows[n_validation:], rows[:n_validation]]
     train, validation = splits
     return train, validation
+
+
+def word_order_rows(quick: bool, seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """Training and validation rows ``{"text", "label"}`` of *word order*, a CoLA-like acceptability task (Warstadt
+    et al. 2019, in GLUE, on which both BERT and GPT-1 report): is this line of verse as Shakespeare wrote it
+    ("as written"), or are its words in a random order ("shuffled")? Lines are lower-cased and stripped of
+    punctuation, so only the order of the words tells: each line appears once, as written or shuffled by a seeded
+    coin, and both classes draw their words from the same lines — a bag-of-words model is at chance by
+    construction. Lines of 6–14 words of the task plays (``TASK_PLAYS``, never in the pre-training text); the first
+    80 % of each play's lines for training, the rest for validation (no line in both). --quick: the embedded play
+    excerpts (``training/data/documents``)."""
+    import random
+    import re
+
+    if quick:
+        documents = ROOT / "training" / "data" / "documents"
+        texts = [(documents / f"{split}.txt").read_text(encoding="utf-8") for split in ("train", "validation")]
+    else:
+        texts = [(shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8") for play in TASK_PLAYS]
+
+    def verse_lines(text: str) -> list[list[str]]:
+        lines = []
+        for line in text.splitlines():
+            words = [word for word in (word.strip("'") for word in re.findall(r"[a-z']+", line.lower())) if word]
+            if 6 <= len(words) <= 14 and not line.strip().isupper():
+                lines.append(words)
+        return lines
+
+    if quick:  # the embedded excerpts come split already
+        parts = [(verse_lines(texts[0]), verse_lines(texts[1]))]
+    else:
+        parts = [(lines[: len(lines) * 4 // 5], lines[len(lines) * 4 // 5 :]) for lines in map(verse_lines, texts)]
+    rng = random.Random(seed)
+    splits: tuple[list[dict], list[dict]] = ([], [])
+    for part in parts:
+        for lines, rows in zip(part, splits):
+            for words in lines:
+                if rng.random() < 0.5:
+                    rows.append({"text": " ".join(words), "label": "as written"})
+                    continue
+                shuffled = list(words)
+                while shuffled == words:
+                    rng.shuffle(shuffled)
+                rows.append({"text": " ".join(shuffled), "label": "shuffled"})
+    for rows in splits:
+        rng.shuffle(rows)
+    return splits
 
 
 def write_jsonl(path: str | Path, rows: Sequence[dict]) -> Path:

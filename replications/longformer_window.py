@@ -320,7 +320,7 @@ def replicate(args) -> Path:
                 Path(scratch) / f"setting{index}-seed{seed}",
                 seed,
             )
-            for seed in range(args.seeds)
+            for seed in args.seed_list
             for index, (_, window, dilation, global_cls) in enumerate(SETTINGS)
         ]
         results = in_processes(run_training_script, jobs, args.processes, args.threads)

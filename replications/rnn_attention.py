@@ -290,7 +290,7 @@ def claim(args) -> Path:
     results: dict[tuple[str, str], list[dict]] = {setting: [] for setting in SETTINGS}
     with tempfile.TemporaryDirectory(prefix="rnn_attention_") as scratch:
         tokenizer = shared_tokenizer(files, Path(scratch) / "tokenizer")
-        for seed in range(args.seeds):
+        for seed in args.seed_list:
             jobs = [
                 (
                     rnn_flags(cell, attention, hidden) + translation_flags(files, steps, args.quick, tokenizer),
@@ -308,7 +308,9 @@ def claim(args) -> Path:
 
 def seeds_done(args, done: int):
     """``args`` as the report should state them after ``done`` of ``args.seeds`` seeds."""
-    return argparse.Namespace(**{**vars(args), "seeds": done, "seeds_planned": args.seeds})
+    return argparse.Namespace(
+        **{**vars(args), "seeds": done, "seed_list": args.seed_list[:done], "seeds_planned": args.seeds}
+    )
 
 
 def write_report(args, results: dict, metric, hidden: int, steps: int, scored: int, clock: tuple) -> Path:

@@ -253,7 +253,7 @@ def replicate(args) -> Path:
 
     began, load = time.perf_counter(), os.getloadavg()[0]
     plan = setting(args)
-    seeds = range(args.seeds)
+    seeds = args.seed_list
     perplexity = {kind: {c: [] for c in plan["contexts"]} for kind in MODELS}  # kind → context → one per seed
     first_runs, speed = {}, {a: [] for a in plan["attention"]}
     with tempfile.TemporaryDirectory() as scratch:

@@ -214,7 +214,7 @@ def train_transformers_and_the_rnn(args, files, pairs, sizes: RunSizes, cell: st
         shared = lambda run_steps: translation_flags(files, run_steps, args.quick, tokenizer)  # noqa: E731
         rnn = rnn_flags(cell, attention, rnn_hidden)
         # the Transformers (every setting × seed) and the RNN's timing run, ``args.processes`` side by side
-        job_names = [name for seed in range(args.seeds) for name in TRANSFORMERS]
+        job_names = [name for seed in args.seed_list for name in TRANSFORMERS]
         jobs = [
             (
                 transformer_flags(*TRANSFORMERS[name], width, layers, ffn, warmup) + shared(steps),
@@ -232,7 +232,7 @@ def train_transformers_and_the_rnn(args, files, pairs, sizes: RunSizes, cell: st
         rnn_steps = max(1, round(budget / (timing["step_seconds"] / timing_steps)))
         rnn_name = f"RNN: {setting_name(cell, attention)} (equal time)"
         jobs = [
-            (rnn + shared(rnn_steps), str(Path(scratch) / f"rnn-seed{seed}"), seed, pairs) for seed in range(args.seeds)
+            (rnn + shared(rnn_steps), str(Path(scratch) / f"rnn-seed{seed}"), seed, pairs) for seed in args.seed_list
         ]
         runs += [
             dict(run, name=rnn_name, steps=rnn_steps) for run in in_processes(train_and_translate, jobs, args.processes)

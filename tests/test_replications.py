@@ -38,3 +38,44 @@ def test_quick_setting_writes_its_table_and_pictures(script, tmp_path):
     assert pictures, text
     for picture in pictures:
         assert (tmp_path / picture).stat().st_size > 1000, picture
+
+
+def test_word_order_task_is_told_by_the_order_of_the_words_only():
+    """*word order* (BERT's and GPT-1's task): every shuffled row is a permutation of a line, not the line itself;
+    the two labels draw on the same kind of lines; no line is in both splits."""
+    from replications.common import word_order_rows
+
+    train, validation = word_order_rows(quick=True)
+    assert {row["label"] for row in train} == {"as written", "shuffled"}
+    for rows in (train, validation):
+        assert all(6 <= len(row["text"].split()) <= 14 for row in rows)
+        assert all(row["text"] == row["text"].lower() and "," not in row["text"] for row in rows)
+    text = (REPLICATIONS.parent / "training" / "data" / "documents" / "train.txt").read_text(encoding="utf-8")
+    written = {" ".join(re.findall(r"[a-z]+", line.lower().replace("'", ""))) for line in text.splitlines()}
+    for row in train:
+        as_read = " ".join(re.findall(r"[a-z]+", row["text"].replace("'", "")))
+        assert (as_read in written) == (row["label"] == "as written"), row
+    assert not {row["text"] for row in train} & {row["text"] for row in validation}
+    assert train == word_order_rows(quick=True)[0]  # seeded
+
+
+def test_first_seed_names_the_seeds_of_a_rerun(tmp_path):
+    from replications.common import parse_args
+
+    args = parse_args("test", ["--first_seed", "3", "--output_dir", str(tmp_path)])
+    assert args.seed_list == [3, 4, 5]
+    with pytest.raises(ValueError, match="--first_seed"):
+        parse_args("test", ["--first_seed", "-1", "--output_dir", str(tmp_path)])
+
+
+def test_collect_compares_the_verdicts_of_the_rerun_with_other_seeds(tmp_path):
+    from replications.collect import rerun_agreement, verdicts
+
+    page = "# t\n\n| claim | held? | evidence |\n|---|---|---|\n| part a | yes | x |\n| part b | **no** | y |\n"
+    parts = verdicts(page)
+    assert parts == [("part a", "yes"), ("part b", "**no**")]
+    assert rerun_agreement("claim", parts, tmp_path) == "not rerun"
+    (tmp_path / "claim.md").write_text(page, encoding="utf-8")
+    assert rerun_agreement("claim", parts, tmp_path).startswith("yes")
+    (tmp_path / "claim.md").write_text(page.replace("| part b | **no** |", "| part b | yes |"), encoding="utf-8")
+    assert rerun_agreement("claim", parts, tmp_path).startswith("**no**: part b")
