@@ -262,9 +262,9 @@ def replicate(args) -> Path:
         # the first run trains the character tokenizer that every later run reuses (so perplexities compare); the
         # others train side by side; evaluation and timing run here afterwards, alone
         runs = [(kind, seed) for seed in seeds for kind in MODELS]
-        first = scratch / "xl_memory-0"
+        first = scratch / f"xl_memory-{seeds[0]}"
         tokenizer_run = run_arguments("xl_memory", train, validation, plan, None)
-        results = {runs[0]: run_training_script("run_clm", tokenizer_run, first, 0)}
+        results = {runs[0]: run_training_script("run_clm", tokenizer_run, first, seeds[0])}
         jobs = [
             ("run_clm", run_arguments(kind, train, validation, plan, str(first)), scratch / f"{kind}-{seed}", seed)
             for kind, seed in runs[1:]
