@@ -290,7 +290,7 @@ def claim(args) -> Path:
     results: dict[tuple[str, str], list[dict]] = {setting: [] for setting in SETTINGS}
     with tempfile.TemporaryDirectory(prefix="rnn_attention_") as scratch:
         tokenizer = shared_tokenizer(files, Path(scratch) / "tokenizer")
-        for seed in args.seed_list:
+        for done, seed in enumerate(args.seed_list, 1):
             jobs = [
                 (
                     rnn_flags(cell, attention, hidden) + translation_flags(files, steps, args.quick, tokenizer),
@@ -302,7 +302,7 @@ def claim(args) -> Path:
             ]
             for setting, run in zip(SETTINGS, in_processes(train_and_translate, jobs, args.processes)):
                 results[setting].append(run)
-            table = write_report(seeds_done(args, seed + 1), results, metric, hidden, steps, len(pairs), clock)
+            table = write_report(seeds_done(args, done), results, metric, hidden, steps, len(pairs), clock)
     return table
 
 
