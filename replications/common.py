@@ -283,35 +283,6 @@ def write_pretraining_corpus(
     return paths[0], paths[1]
 
 
-def play_speeches(quick: bool, n_validation: int = 280, seed: int = 0) -> tuple[list[dict], list[dict]]:
-    """Training and validation rows ``{"text", "label"}`` of the *plays* task (which play a speech comes from):
-    the embedded ``training/data/plays`` for --quick, else every speech of at least 60 characters of the task plays
-    in ``shakespeare_folder()`` (the embedded recipe of ``training/data/build_data.py`` without its 400 / 100 cap):
-    which of Hamlet, Macbeth, Romeo and Juliet."""
-    import json
-    import random
-
-    if quick:
-        folder = ROOT / "training" / "data" / "plays"
-        splits = [
-            [json.loads(line) for line in (folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()]
-            for split in ("train", "validation")
-        ]
-    else:
-        from training.data.build_data import speeches
-
-        rows = [
-            {"text": speech[:300], "label": play}
-            for play in TASK_PLAYS
-            for _, speech in speeches((shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8"))
-            if len(speech) >= 60
-        ]
-        random.Random(seed).shuffle(rows)
-        splits = [rows[n_validation:], rows[:n_validation]]
-    train, validation = splits
-    return train, validation
-
-
 def word_order_rows(quick: bool, seed: int = 0) -> tuple[list[dict], list[dict]]:
     """Training and validation rows ``{"text", "label"}`` of *word order*, a CoLA-like acceptability task (Warstadt
     et al. 2019, in GLUE, on which both BERT and GPT-1 report): is this line of verse as Shakespeare wrote it
