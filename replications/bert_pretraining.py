@@ -39,12 +39,14 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from hf_scratch import ScratchBertConfig  # noqa: E402
 from replications.common import (  # noqa: E402
     ROOT,
     ClaimReport,
     at_chance_note,
     clearly_above,
     fmt,
+    higher_mean,
     in_processes,
     machine_note,
     majority_rate,
@@ -78,7 +80,7 @@ PRETRAIN = [
     "0.01",
 ]
 FINETUNE_LR = 3e-4  # Devlin et al. 2019 §A.3: 5e-5, 3e-5, 2e-5 for BERT-base; a model this small takes more (trials)
-SCRATCH_LR = 1e-3  # what suits training this size from scratch (the config's learning_rates["tiny"])
+SCRATCH_LR = ScratchBertConfig.learning_rates["tiny"]  # what suits training this size from scratch
 FINETUNE = [
     "--weight_decay",
     "0.01",
@@ -91,7 +93,7 @@ FINETUNE = [
 ]
 VARIANTS = ("random init", "random init, lr 1e-3", "MLM + NSP", "MLM only")  # starts of fine-tuning
 RANDOM_INITS = VARIANTS[:2]
-LEARNING_RATE = {"random init, lr 1e-3": SCRATCH_LR}  # the others: FINETUNE_LR
+LEARNING_RATE = {VARIANTS[1]: SCRATCH_LR}  # the others: FINETUNE_LR
 NSP_FLAG = {"MLM + NSP": "true", "MLM only": "false"}
 TASKS = {  # name: extra flags of run_classification
     "word order": ["--max_seq_length", "32"],
@@ -293,7 +295,7 @@ def report(args, setting: dict, data: dict, accuracy: dict, pretraining: dict, s
             *(fmt(accuracy[variant, task], 3) for task in TASKS),
         )
     for task in TASKS:
-        baseline = max(RANDOM_INITS, key=lambda variant: mean_std(accuracy[variant, task])[0])
+        baseline, _ = higher_mean(accuracy, [(variant, task) for variant in RANDOM_INITS])
         report.verdict(
             f"pre-trained (MLM + NSP) ≫ random init (at its better lr) on {task}",
             clearly_above(accuracy["MLM + NSP", task], accuracy[baseline, task]),

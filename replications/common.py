@@ -295,12 +295,6 @@ def word_order_rows(quick: bool, seed: int = 0) -> tuple[list[dict], list[dict]]
     import random
     import re
 
-    if quick:
-        documents = ROOT / "training" / "data" / "documents"
-        texts = [(documents / f"{split}.txt").read_text(encoding="utf-8") for split in ("train", "validation")]
-    else:
-        texts = [(shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8") for play in TASK_PLAYS]
-
     def verse_lines(text: str) -> list[list[str]]:
         lines = []
         for line in text.splitlines():
@@ -310,9 +304,16 @@ def word_order_rows(quick: bool, seed: int = 0) -> tuple[list[dict], list[dict]]
         return lines
 
     if quick:  # the embedded excerpts come split already
-        parts = [(verse_lines(texts[0]), verse_lines(texts[1]))]
+        documents = ROOT / "training" / "data" / "documents"
+        train, validation = (
+            verse_lines((documents / f"{split}.txt").read_text(encoding="utf-8")) for split in ("train", "validation")
+        )
+        parts = [(train, validation)]
     else:
-        parts = [(lines[: len(lines) * 4 // 5], lines[len(lines) * 4 // 5 :]) for lines in map(verse_lines, texts)]
+        parts = []
+        for play in TASK_PLAYS:
+            lines = verse_lines((shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8"))
+            parts.append((lines[: len(lines) * 4 // 5], lines[len(lines) * 4 // 5 :]))
     rng = random.Random(seed)
     splits: tuple[list[dict], list[dict]] = ([], [])
     for part in parts:
@@ -336,6 +337,12 @@ def write_jsonl(path: str | Path, rows: Sequence[dict]) -> Path:
 
     Path(path).write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
     return Path(path)
+
+
+def higher_mean(accuracy: dict, keys: Sequence) -> object:
+    """The key of ``accuracy`` (one value per seed) among ``keys`` with the higher mean: a baseline at its better
+    setting, e.g. random init at its better learning rate."""
+    return max(keys, key=lambda key: mean_std(accuracy[key])[0])
 
 
 def clearly_above(higher: Sequence[float], lower: Sequence[float]) -> bool:

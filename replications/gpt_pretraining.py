@@ -38,12 +38,14 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from hf_scratch import ScratchGPTConfig  # noqa: E402
 from replications.common import (  # noqa: E402
     ROOT,
     ClaimReport,
     at_chance_note,
     clearly_above,
     fmt,
+    higher_mean,
     in_processes,
     machine_note,
     majority_rate,
@@ -58,9 +60,16 @@ from replications.common import (  # noqa: E402
     write_pretraining_corpus,
 )
 
-FULL = dict(pretrain_steps=4000, finetune_steps=300, pretrain_eval_samples=128, corpus_chars=10_000_000, smaller=200)
-QUICK = dict(pretrain_steps=4, finetune_steps=3, pretrain_eval_samples=16, corpus_chars=None, smaller=40)
-LARGER = 2000  # training rows of the larger fine-tuning set (of 6,141)
+# larger / smaller: training rows of the two fine-tuning sets (the first rows of the task's 6,141; all where fewer)
+FULL = dict(
+    pretrain_steps=4000,
+    finetune_steps=300,
+    pretrain_eval_samples=128,
+    corpus_chars=10_000_000,
+    larger=2000,
+    smaller=200,
+)
+QUICK = dict(pretrain_steps=4, finetune_steps=3, pretrain_eval_samples=16, corpus_chars=None, larger=2000, smaller=40)
 VOCABULARY = 1000  # byte-level BPE trained once on the pre-training text
 NO_DROPOUT = "hidden_dropout_prob=0,attention_probs_dropout_prob=0,embedding_dropout_prob=0"  # short training underfits
 MODEL = ["--model_size", "tiny", "--max_seq_length", "64"]  # hidden 64, 2 layers, 2 heads, FFN 128
@@ -75,7 +84,7 @@ PRETRAIN = [
     "0.01",
 ]
 FINETUNE_LR = 1e-4  # GPT-1 §4.1: 6.25e-5, batch 32
-SCRATCH_LR = 1e-3  # what suits training this size from scratch (the config's learning_rates["tiny"])
+SCRATCH_LR = ScratchGPTConfig.learning_rates["tiny"]  # what suits training this size from scratch
 FINETUNE = [
     "--weight_decay",
     "0.01",
@@ -174,7 +183,6 @@ def run_job(start: str, weight: float, learning_rate: float, size: str, seed: in
         ],
         "pre-trained": ["--model_name_or_path", str(work / f"clm_{seed}")],
     }
-    rows = {"larger": setting["larger"], "smaller": setting["smaller"]}[size]
     steps = setting["finetune_steps"]
     result = run_training(
         run_classification.main,
@@ -185,7 +193,7 @@ def run_job(start: str, weight: float, learning_rate: float, size: str, seed: in
             str(learning_rate),
             *data["task"],
             "--max_train_samples",
-            str(rows),
+            str(setting[size]),
             "--max_steps",
             str(steps),
             "--warmup_steps",
@@ -213,7 +221,6 @@ def task_data(work: Path, quick: bool, setting: dict) -> dict:
     tokenizer = train_tokenizer(train.read_text(encoding="utf-8").splitlines(), kind="bpe", vocab_size=VOCABULARY)
     tokenizer.save_pretrained(work / "tokenizer")
     splits = word_order_rows(quick)
-    setting["larger"] = min(LARGER, len(splits[0]))
     task = [
         "--train_file",
         str(write_jsonl(work / "word_order_train.jsonl", splits[0])),
@@ -222,7 +229,8 @@ def task_data(work: Path, quick: bool, setting: dict) -> dict:
     ]
     chance = majority_rate([row["label"] for row in splits[1]])
     rows = (
-        f"the first {setting['larger']} (larger) or {setting['smaller']} (smaller) of {len(splits[0])} training rows, "
+        f"the first {min(setting['larger'], len(splits[0]))} (larger) or {setting['smaller']} (smaller) of "
+        f"{len(splits[0])} training rows, "
         f"{len(splits[1])} validation rows (majority class {chance:.3f})"
     )
     text = (
@@ -337,16 +345,9 @@ def gpt_page(setting: dict, data: dict, pretraining: list[dict], lm_losses: list
     )
 
 
-def best_random_init(accuracy: dict, size: str) -> tuple:
-    """The random-init row (key of ``accuracy``) with the higher mean accuracy on ``size``: the baseline at its
-    better learning rate."""
-    keys = [(start, weight, lr, size) for start, weight, lr in RUNS if start == "random init"]
-    return max(keys, key=lambda key: mean_std(accuracy[key])[0])
-
-
 def pretraining_and_auxiliary_lm_verdicts(report: ClaimReport, accuracy: dict) -> None:
     for size in SETS:
-        baseline = best_random_init(accuracy, size)
+        baseline = higher_mean(accuracy, [(*run, size) for run in RUNS if run[0] == "random init"])
         report.verdict(
             f"pre-trained ≫ random init (λ = 0.5; random init at its better lr), {size} set",
             clearly_above(accuracy["pre-trained", 0.5, FINETUNE_LR, size], accuracy[baseline]),
