@@ -353,6 +353,12 @@ def clearly_above(higher: Sequence[float], lower: Sequence[float]) -> bool:
     return mean_high - mean_low > 2 * standard_error
 
 
+def shown_above(higher: Sequence[float], lower: Sequence[float], chance: float) -> bool:
+    """``clearly_above(higher, lower)``, counted only when ``higher`` is itself clearly above ``chance``: a gap
+    between two runs that both stayed at chance (``at_chance_note``) shows nothing at this scale."""
+    return clearly_above(higher, lower) and clearly_above(higher, [chance] * len(higher))
+
+
 def plot_loss_curves(report: ClaimReport, runs: dict[str, dict], stem: str, output_dir: str | Path) -> Path:
     """One panel per run (``{title: run_training's result}``): training and validation loss against the step."""
     import matplotlib.pyplot as plt

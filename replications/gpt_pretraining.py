@@ -54,6 +54,7 @@ from replications.common import (  # noqa: E402
     plot_grouped_bars,
     plot_loss_curves,
     run_training,
+    shown_above,
     torch_threads,
     word_order_rows,
     write_jsonl,
@@ -302,7 +303,7 @@ def report(
         "—",
         *(f"{data['bag_of_words'][size]:.3f}" if data["bag_of_words"] else "— (full setting only)" for size in SETS),
     )
-    pretraining_and_auxiliary_lm_verdicts(report, accuracy)
+    pretraining_and_auxiliary_lm_verdicts(report, accuracy, data["chance"])
     add_notes(report, data, accuracy, lm_losses, machine)
     plot_loss_curves(report, {"GPT pre-training, run_clm (first seed)": pretraining[0]}, "curves", args.output_dir)
     plot_grouped_bars(
@@ -345,12 +346,12 @@ def gpt_page(setting: dict, data: dict, pretraining: list[dict], lm_losses: list
     )
 
 
-def pretraining_and_auxiliary_lm_verdicts(report: ClaimReport, accuracy: dict) -> None:
+def pretraining_and_auxiliary_lm_verdicts(report: ClaimReport, accuracy: dict, chance: float) -> None:
     for size in SETS:
         baseline = higher_mean(accuracy, [(*run, size) for run in RUNS if run[0] == "random init"])
         report.verdict(
             f"pre-trained ≫ random init (λ = 0.5; random init at its better lr), {size} set",
-            clearly_above(accuracy["pre-trained", 0.5, FINETUNE_LR, size], accuracy[baseline]),
+            shown_above(accuracy["pre-trained", 0.5, FINETUNE_LR, size], accuracy[baseline], chance),
             evidence(accuracy, ("pre-trained", 0.5, FINETUNE_LR, size), baseline),
         )
     with_lm = {size: accuracy["pre-trained", 0.5, FINETUNE_LR, size] for size in SETS}
@@ -358,7 +359,7 @@ def pretraining_and_auxiliary_lm_verdicts(report: ClaimReport, accuracy: dict) -
     gain = {size: [a - b for a, b in zip(with_lm[size], without[size])] for size in SETS}
     report.verdict(
         "the auxiliary LM objective helps the pre-trained model on the larger set (λ 0.5 > 0)",
-        clearly_above(with_lm["larger"], without["larger"]),
+        shown_above(with_lm["larger"], without["larger"], chance),
         evidence(accuracy, ("pre-trained", 0.5, FINETUNE_LR, "larger"), ("pre-trained", 0.0, FINETUNE_LR, "larger")),
     )
     report.verdict(

@@ -61,6 +61,36 @@ def test_word_order_task_is_told_by_the_order_of_the_words_only():
     assert train == word_order_rows(quick=True)[0]  # seeded
 
 
+def test_next_passage_pairs_a_passage_with_the_one_after_it_or_one_of_another_play(tmp_path, monkeypatch):
+    """*next passage* (BERT's sentence-pair task): "next" rows pair a passage with the lines right after it in the
+    same play, "not next" rows with a passage of another task play; no line is in both splits."""
+    bert = load(REPLICATIONS / "bert_pretraining.py")
+    for play in bert.TASK_PLAYS:  # numbered lines stand in for ../shared/data, which tests may not read
+        lines = [f"{play} speaks line {number} of the play" for number in range(100)]
+        (tmp_path / f"{play}.txt").write_text("\n".join(lines), encoding="utf-8")
+    monkeypatch.setattr(bert, "shakespeare_folder", lambda: tmp_path)
+    train, validation = bert.next_passage_pairs(quick=False)
+
+    def lines(text: str) -> list[tuple[str, int]]:
+        return [(play, int(number)) for play, number in re.findall(r"(\w+) speaks line (\d+)", text)]
+
+    for rows in (train, validation):
+        assert {row["label"] for row in rows} == {"next", "not next"}
+        for row in rows:
+            first, second = lines(row["text"]), lines(row["text_pair"])
+            assert len(first) == len(second) == bert.PASSAGE_LINES, row
+            if row["label"] == "next":
+                assert second[0] == (first[-1][0], first[-1][1] + 1), row
+            else:
+                assert second[0][0] != first[0][0], row
+    seen = [
+        {line for row in rows for text in (row["text"], row["text_pair"]) for line in lines(text)}
+        for rows in (train, validation)
+    ]
+    assert not seen[0] & seen[1]
+    assert len(train) > 3 * len(validation) > 0
+
+
 def test_first_seed_names_the_seeds_of_a_rerun(tmp_path):
     from replications.common import parse_args
 
