@@ -109,7 +109,7 @@ VARIANTS = ("random init", "random init, lr 1e-3", "MLM + NSP", "MLM only")  # s
 RANDOM_INITS = VARIANTS[:2]
 LEARNING_RATE = {VARIANTS[1]: SCRATCH_LR}  # the others: FINETUNE_LR
 NSP_FLAG = {"MLM + NSP": "true", "MLM only": "false"}
-PASSAGE_LINES = 2  # lines of verse in each side of a *next passage* pair
+PASSAGE_LINES = 2  # lines of verse in each side of a *next passage* pair (even: passages start every 2nd line)
 TASKS = {  # name: extra flags of run_classification
     "word order": ["--max_seq_length", "32"],
     "next passage": ["--text_pair_column", "text_pair", "--max_seq_length", "64"],
@@ -277,7 +277,7 @@ def next_passage_pairs(quick: bool, seed: int = 0) -> tuple[list[dict], list[dic
                 for split in ("train", "validation")
             )
         )
-    passages = {}  # play → (its training passages, its validation passages); passage i + 1 follows passage i
+    passages = {}  # play → (its training passages, its validation passages); i + PASSAGE_LINES // 2 follows i
     for play in TASK_PLAYS:
         text = (shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8")
         lines = [line.strip() for line in text.splitlines() if len(line.strip()) > 25 and not line.strip().isupper()]
