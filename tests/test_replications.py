@@ -111,3 +111,20 @@ def test_collect_compares_the_verdicts_of_the_rerun_with_other_seeds(tmp_path):
     assert rerun_agreement("claim", parts, tmp_path).startswith("yes")
     (tmp_path / "claim.md").write_text(page.replace("| part b | **no** |", "| part b | yes |"), encoding="utf-8")
     assert rerun_agreement("claim", parts, tmp_path).startswith("**no**: part b")
+
+
+def test_transformer_ablations_trains_and_scores_every_run_with_the_seeds_asked_for(tmp_path, monkeypatch):
+    """A rerun with --first_seed 3 trains every model with seed 3 (an earlier version gave the Transformers seeds
+    0, 1, 2 whatever was asked for), and every model that is scored translates with the claim's beam search."""
+    module = load(REPLICATIONS / "transformer_ablations.py")
+    real, runs = module.train_and_translate, []
+
+    def spy(flags, output_dir, seed, pairs, num_beams=1):
+        runs.append((Path(output_dir).name, seed, pairs is not None, num_beams))
+        return real(flags, output_dir, seed, pairs, num_beams)
+
+    monkeypatch.setattr(module, "train_and_translate", spy)
+    module.main(["--quick", "--first_seed", "3", "--output_dir", str(tmp_path)])
+    scored = [run for run in runs if run[2]]
+    assert len(scored) == len(module.TRANSFORMERS) + 1, runs  # every Transformer setting and the RNN
+    assert {(seed, beams) for _, seed, _, beams in scored} == {(3, module.BEAMS)}, runs
