@@ -10,9 +10,10 @@ and MLM only (``--next_sentence_prediction false``: the same sentence-pair data,
 rate, the NSP loss dropped) — then each pre-trained model and a randomly initialised one are fine-tuned with
 ``training/run_classification.py`` on two tasks of the kinds the paper uses, each with few labelled rows: a
 single-sentence classification (*word order*, CoLA-like: is a line of verse as written, or are its words shuffled —
-``replications.common.word_order_rows``) and a sentence-pair classification (*next line*: is B the line that follows
-A, ``[CLS] A [SEP] B [SEP]``, or another line of the same play). The random-init baseline is fine-tuned at the
-fine-tuning learning rate and at the one that suits training from scratch; the verdicts compare with the better.
+``replications.common.word_order_rows``) and a sentence-pair classification (*next passage*: is B the passage of
+verse that follows A, ``[CLS] A [SEP] B [SEP]``, or a passage of another task play — ``next_passage_pairs``). The
+random-init baseline is fine-tuned at the fine-tuning learning rate and at the one that suits training from scratch;
+the verdicts compare with the better.
 
     python replications/bert_pretraining.py --quick              # seconds: embedded data, a few steps (CI smoke test)
     python replications/bert_pretraining.py                      # the reported table: 3 seeds, ../shared/data
