@@ -77,7 +77,10 @@ TRANSFORMERS = {
 BASE = next(iter(TRANSFORMERS))
 WIDTH, LAYERS, FFN = 128, 2, 256  # d_model, layers each side, FFN width (full setting; --quick: 16, 2, 32)
 TRANSFORMER_STEPS, WARMUP = 1800, 100  # full setting; --quick: 8 steps, 1 warmup step
-TRANSFORMER_LEARNING_RATE = 3e-3  # peak, reached after WARMUP steps, then ∝ 1/√step (§5.3), Adam β2 = 0.98
+TRANSFORMER_LEARNING_RATE = 3e-3  # peak, reached after WARMUP steps, then decaying linearly to 0; Adam β2 = 0.98
+# linear decay, not the paper's ∝ 1/√step (§5.3): the paper averaged its last 5 checkpoints (§6.1), which a run this
+# short replaces by annealing the lr to 0 (in trials: BLEU 33-34 instead of about 28 after the same 1800 steps)
+LR_SCHEDULE = "linear"
 # pre-LN (Xiong et al. 2020), not the paper's post-LN (§3.1): in 600-step trials post-LN at lr 1e-3 / 2e-3 was still
 # on the plateau after 200 steps (smoothed validation loss 6.14 / 5.93) and reached BLEU 7.4 at 600; pre-LN at 3e-3
 # was at 5.37 after 200 steps and reached BLEU 12.8 at 600
@@ -130,7 +133,7 @@ def main(argv=None) -> Path:
 def transformer_flags(heads: int, smoothing: float, width: int, layers: int, ffn: int, warmup: int) -> list[str]:
     """The model and optimizer flags of one Transformer setting: ``heads`` on both sides, label smoothing ε_ls
     ``smoothing`` (the Trainer's), every weight drawn with std d_model^-0.5 (the embedding scale of Vaswani et al.'s
-    shared embeddings, §3.4, as fairseq draws them), the warmup + inverse-square-root learning rate (§5.3)."""
+    shared embeddings, §3.4, as fairseq draws them), the warmup of §5.3 followed by ``LR_SCHEDULE``."""
     overrides = (
         f"hidden_size={width},encoder_layers={layers},decoder_layers={layers},encoder_attention_heads={heads},"
         f"decoder_attention_heads={heads},encoder_ffn_dim={ffn},decoder_ffn_dim={ffn},"
@@ -149,7 +152,7 @@ def transformer_flags(heads: int, smoothing: float, width: int, layers: int, ffn
         "--warmup_steps",
         str(warmup),
         "--lr_scheduler_type",
-        "inverse_sqrt",
+        LR_SCHEDULE,
         "--label_smoothing_factor",
         str(smoothing),
     ]
@@ -272,8 +275,8 @@ def ablation_report(
         f"scratch-transformer`: d_model {width}, {layers} + {layers} layers, FFN {ffn}, "
         f"{'pre-LN' if PRE_NORM else 'post-LN'}, dropout {DROPOUT:g}, weights drawn with std d_model^-0.5, "
         f"{steps} steps of batch {16 if args.quick else BATCH} (Adam, β2 0.98, lr rising linearly to "
-        f"{TRANSFORMER_LEARNING_RATE:g} over {warmup} warmup steps, then ∝ 1/√step: `--lr_scheduler_type "
-        f"inverse_sqrt`). RNN: {setting_name(cell, attention)}, the best overall BLEU of "
+        f"{TRANSFORMER_LEARNING_RATE:g} over {warmup} warmup steps, then decaying linearly to 0: "
+        f"`--lr_scheduler_type {LR_SCHEDULE}`). RNN: {setting_name(cell, attention)}, the best overall BLEU of "
         f"results/rnn_attention.md ({rnn_bleu:.1f}), trained as there (hidden {rnn_hidden}, lr "
         f"{RNN_LEARNING_RATE:g}) for {rnn_steps} steps: chosen from a {timing_steps}-step timing run so that "
         "its optimizer steps take as long as the base Transformer's did ('train CPU s': CPU seconds spent in "
@@ -359,6 +362,17 @@ def add_notes(report: ClaimReport, rnn_setting_name: str, rnn_bleu: float) -> No
         "WordPiece vocabulary's tie-breaking, see the README), not from other seeds."
     )
     report.notes.append(
+        "Changed for this fifth full run, after the fourth (lr ∝ 1/√step after the warmup: BLEU 27.73 ± 0.99 with "
+        "ε_ls 0.1 vs 26.79 ± 1.22 without, 26.02 ± 0.30 with 1 head, 44.34 ± 0.75 for the RNN; 2 of 4 parts held, "
+        "and 'ε_ls 0.1 raises BLEU' held with seeds 3, 4, 5 (28.81 ± 0.44 vs 27.71 ± 0.29), so its verdict depended "
+        "on the seeds): the lr decays linearly to 0 after the warmup, as the RNN's does — the paper's 1/√step "
+        "schedule leaves the lr high at the end and is paired with averaging the last 5 checkpoints (§6.1); a run "
+        "this short anneals instead. Trials (linear decay, seeds 0 and 1, one run each): BLEU 33.78 / 32.79 with "
+        "ε_ls 0.1 vs 33.53 / 33.62 without (perplexity 6.05 / 6.15 vs 5.67 / 5.58), 32.66 / 30.44 with 1 head: "
+        "annealing raised every BLEU by about 5 and took away most of ε_ls's BLEU gain seen with 1/√step. "
+        "Nothing else changed; the rules stayed as they were."
+    )
+    report.notes.append(
         "The ε_ls 0.1 runs' validation loss in the training curves is the smoothed loss the Trainer "
         "optimises; the perplexity column is computed afterwards without smoothing."
     )
@@ -372,7 +386,7 @@ def plot_scores(report: ClaimReport, names: list[str], scores: dict, perplexity:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for axis, (label, values) in zip(axes, (("BLEU (greedy)", scores), ("validation perplexity", perplexity))):
+    for axis, (label, values) in zip(axes, ((f"BLEU (beam {BEAMS})", scores), ("validation perplexity", perplexity))):
         for position, name in enumerate(names):
             mean, std = mean_std(values[name])
             axis.bar(
