@@ -36,6 +36,10 @@ class ScratchRNNConfig(Seq2SeqConfig):
       ``hidden_size`` features (Bahdanau et al. give each direction the full size instead).
     - ``attention_type``: ``"none"`` (Sutskever et al. 2014), ``"bahdanau"`` (additive, scores from s_{t-1}),
       ``"luong-dot"`` / ``"luong-general"`` / ``"luong-concat"`` (Luong et al. 2015, scores from s_t).
+    - ``bahdanau_output``: what V reads under Bahdanau attention: ``"linear"`` (s_t alone, the default) or
+      ``"maxout"``, the paper's deep output (Bahdanau et al. 2015 eq. 4 and appendix A.2.2): t̃_t = U_o s_t +
+      V_o E y_{t-1} + C_o c_t, t_t = max over pairs of t̃_t's units, so the context c_t also reaches the prediction
+      directly.
     - ``rnn_implementation``: ``"fused"`` runs ``torch.nn.RNN/LSTM/GRU`` where the cell is torch's
       (``gru_cho`` has no fused kernel and always runs the cell equations); ``"cells"`` runs the written-out gate
       equations step by step. Both give the same numbers.
@@ -67,6 +71,7 @@ class ScratchRNNConfig(Seq2SeqConfig):
     rnn_nonlinearity: str = "tanh"
     bidirectional_encoder: bool = False
     attention_type: str = "bahdanau"
+    bahdanau_output: str = "linear"
     rnn_implementation: str = "fused"
     hidden_dropout_prob: float = 0.1
     classifier_dropout: float | None = None
@@ -78,6 +83,13 @@ class ScratchRNNConfig(Seq2SeqConfig):
         self.require_choice("cell_type", CELL_TYPES)
         self.require_choice("rnn_nonlinearity", ("tanh", "relu"))
         self.require_choice("attention_type", ATTENTION_TYPES)
+        self.require_choice("bahdanau_output", ("linear", "maxout"))
+        if self.bahdanau_output != "linear" and self.attention_type != "bahdanau":
+            raise ValueError(
+                f"ScratchRNNConfig: bahdanau_output={self.bahdanau_output!r} is the output layer of Bahdanau "
+                f"attention, but attention_type={self.attention_type!r}: use attention_type='bahdanau' or leave "
+                "bahdanau_output='linear'."
+            )
         self.require_choice("rnn_implementation", RNN_IMPLEMENTATIONS)
         if self.bidirectional_encoder and self.hidden_size % 2 != 0:
             raise ValueError(

@@ -9,12 +9,14 @@ encoder-decoder of Sutskever et al. 2014 (§2), the attention of Bahdanau et al.
    real source tokens, c_t = Σ_i α_ti h_i (Bahdanau eq. 5-6; Luong eq. 7);
 4. the decoder, in each paper's order of computation:
        Bahdanau: s_{t-1} → e_ti → c_t → s_t = RNN([y_{t-1}; c_t], s_{t-1}) → y_t = softmax(V s_t)      (§3.1, eq. 4)
+                 or, with ``bahdanau_output="maxout"``, y_t = softmax(V t_t), t_t = maxout(U_o s_t + V_o y_{t-1}
+                 + C_o c_t)                                                                     (appendix A.2.2)
        Luong:    s_{t-1} → s_t = RNN(y_{t-1}, s_{t-1}) → e_ti → c_t → s̃_t = tanh(W_c[s_t; c_t] + b_c)
                  → y_t = softmax(V s̃_t)
                  (§3, eq. 5-6, with a bias b_c; global attention, without §3.3's input feeding)
        none:     s_{t-1} → s_t = RNN(y_{t-1}, s_{t-1}) → y_t = softmax(V s_t)                    (Sutskever et al.)
-   Bahdanau's output layer is simplified to the linear V s_t (the paper's deep output with a maxout layer,
-   appendix A.2.2, reads y_{t-1}, s_t and c_t);
+   Bahdanau's output layer is by default simplified to the linear V s_t; ``bahdanau_output="maxout"`` is the
+   paper's deep output, which reads y_{t-1}, s_t and c_t (``DeepOutput``);
 5. heads: sequence-to-sequence generation (ScratchGenerationMixin; the decoder's recurrent state is the cache) and
    sequence classification from the encoder's final state.
 """
@@ -183,6 +185,22 @@ def attend_to_source(scores, key_is_real, encoder_states) -> tuple[torch.Tensor,
 # --------------------------------------------------------------------------------------------------------------
 
 
+class DeepOutput(nn.Module):
+    """Bahdanau et al. 2015 appendix A.2.2: t̃_t = U_o s_t + V_o E y_{t-1} + C_o c_t (2 × hidden units), t_t =
+    [max(t̃_{t,2j-1}, t̃_{t,2j})]_j (hidden units), the vector V reads — so p(y_t) = g(y_{t-1}, s_t, c_t), eq. 4.
+    (The appendix writes s_{t-1}; eq. 4 and this order of computation use s_t.)"""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.state_proj = nn.Linear(hidden_size, 2 * hidden_size)  # U_o (with the layer's bias)
+        self.previous_token_proj = nn.Linear(hidden_size, 2 * hidden_size, bias=False)  # V_o
+        self.context_proj = nn.Linear(hidden_size, 2 * hidden_size, bias=False)  # C_o
+
+    def forward(self, states: torch.Tensor, previous_tokens: torch.Tensor, contexts: torch.Tensor) -> torch.Tensor:
+        pre_maxout = self.state_proj(states) + self.previous_token_proj(previous_tokens) + self.context_proj(contexts)
+        return pre_maxout.unflatten(-1, (-1, 2)).amax(dim=-1)
+
+
 class ScratchRNNDecoder(nn.Module):
     """A unidirectional stack over the target embeddings y_{t-1}, attending to the encoder states in the order of
     computation of the paper that ``config.attention_type`` names (see the module docstring)."""
@@ -197,6 +215,8 @@ class ScratchRNNDecoder(nn.Module):
             self.score = SCORES[config.attention_type](hidden) if config.attention_type in SCORES else DotScore()
         if config.attention_type.startswith("luong"):
             self.attentional = nn.Linear(2 * hidden, hidden)  # s̃_t = tanh(W_c [s_t; c_t] + b_c)
+        bahdanau_maxout = config.attention_type == "bahdanau" and config.bahdanau_output == "maxout"
+        self.deep_output = DeepOutput(hidden) if bahdanau_maxout else None
 
     def forward(self, inputs_embeds, encoder_states, key_is_real, states: list[LayerState], output_hidden_states=False):
         """inputs_embeds: y_{t-1} embedded (batch, target_length, hidden); states: s_{t-1} of every layer before the
@@ -215,7 +235,7 @@ class ScratchRNNDecoder(nn.Module):
 
     def _bahdanau(self, inputs_embeds, encoder_states, key_is_real, states, output_hidden_states):
         keys = self.score.keys(encoder_states)
-        outputs, all_weights, layer_outputs = [], [], []
+        outputs, contexts, all_weights, layer_outputs = [], [], [], []
         for t in range(inputs_embeds.shape[1]):
             previous = states[-1][0][-1]  # s_{t-1}: the top layer's hidden state
             scores = self.score(previous[:, None], keys)  # e_ti
@@ -223,10 +243,14 @@ class ScratchRNNDecoder(nn.Module):
             step_input = torch.cat([inputs_embeds[:, t : t + 1], context], dim=-1)  # [y_{t-1}; c_t]
             output, states, hidden = self.stack(step_input, None, states, output_hidden_states)  # s_t
             outputs.append(output)
+            contexts.append(context)
             all_weights.append(weights)
             layer_outputs.append(hidden)
         all_hidden = tuple(torch.cat(layer, dim=1) for layer in zip(*layer_outputs)) if output_hidden_states else ()
-        return torch.cat(outputs, dim=1), states, torch.cat(all_weights, dim=2), all_hidden
+        outputs = torch.cat(outputs, dim=1)
+        if self.deep_output is not None:
+            outputs = self.deep_output(outputs, inputs_embeds, torch.cat(contexts, dim=1))  # t_t
+        return outputs, states, torch.cat(all_weights, dim=2), all_hidden
 
 
 class ScratchRNNDecoderState:

@@ -208,6 +208,7 @@ def _rnn(s, **overrides):
                 decoder_layers=s["layers"],
                 cell_type=s["cell_type"],
                 attention_type=s["attention_type"],
+                bahdanau_output=s["bahdanau_output"] if s["attention_type"] == "bahdanau" else "linear",
                 bidirectional_encoder=s["variant"],
                 hidden_dropout_prob=0.0,
             ),
@@ -336,6 +337,7 @@ def sizes(draw, family: str):
         "dilation": draw(st.integers(1, 2)),
         "cell_type": draw(st.sampled_from(["rnn", "lstm", "gru", "gru_cho"])),
         "attention_type": draw(st.sampled_from(["none", "bahdanau", "luong-dot", "luong-general", "luong-concat"])),
+        "bahdanau_output": draw(st.sampled_from(["linear", "maxout"])),
     }
     generator = torch.Generator().manual_seed(s["seed"])
     s["ids"] = torch.randint(3, s["vocab"], (s["batch"], s["length"]), generator=generator)
@@ -359,6 +361,7 @@ def fixed_sizes() -> dict:
         "dilation": 1,
         "cell_type": "lstm",
         "attention_type": "bahdanau",
+        "bahdanau_output": "linear",
         "ids": torch.randint(3, 30, (2, 6)),
         "decoder_ids": torch.randint(3, 30, (2, 3)),
     }

@@ -156,6 +156,73 @@ def test_attention_weights_sum_to_one_over_real_tokens_and_are_zero_on_padding(a
     assert torch.allclose(weights.sum(-1), torch.ones(3, 1, 5), atol=1e-6)
 
 
+def test_bahdanau_maxout_output_is_the_papers_deep_output_of_state_previous_token_and_context():
+    """Bahdanau et al. 2015 appendix A.2.2, unit by unit: t̃_t = U_o s_t + V_o E y_{t-1} + C_o c_t, t_{t,j} =
+    max(t̃_{t,2j-1}, t̃_{t,2j}); logits = V t_t. c_t is recomputed from the returned attention weights."""
+    torch.manual_seed(0)
+    model = ScratchRNNForConditionalGeneration(
+        tiny_config(attention_type="bahdanau", bahdanau_output="maxout", hidden_dropout_prob=0.0)
+    ).eval()
+    input_ids, attention_mask = padded_batch()
+    decoder_input_ids = torch.randint(4, 61, (3, 5))
+    with torch.no_grad():
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            output_attentions=True,
+            output_hidden_states=True,
+        )
+        deep = model.model.decoder.deep_output
+        states = out.decoder_hidden_states[-1]  # s_t of the top decoder layer
+        previous = model.model.encoder.embed_tokens(decoder_input_ids)  # E y_{t-1}
+        contexts = out.cross_attentions[0][:, 0] @ out.encoder_last_hidden_state  # c_t = Σ_i α_ti h_i
+        hidden = model.config.hidden_size
+        expected = torch.empty(3, 5, hidden)
+        for j in range(hidden):
+            units = []
+            for unit in (2 * j, 2 * j + 1):
+                units.append(
+                    states @ deep.state_proj.weight[unit]
+                    + deep.state_proj.bias[unit]
+                    + previous @ deep.previous_token_proj.weight[unit]
+                    + contexts @ deep.context_proj.weight[unit]
+                )
+            expected[..., j] = torch.maximum(*units)
+        assert (out.logits - model.lm_head(expected)).abs().max() <= 1e-5
+        # the linear output (the default) reads s_t alone: the same weights without the deep output differ
+        assert (out.logits - model.lm_head(states)).abs().max() > 1e-3
+
+
+def test_bahdanau_maxout_cached_generation_equals_recomputing_the_prefix():
+    torch.manual_seed(0)
+    model = ScratchRNNForConditionalGeneration(tiny_config(attention_type="bahdanau", bahdanau_output="maxout")).eval()
+    input_ids, attention_mask = padded_batch()
+
+    def generate(**kwargs):
+        return model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=6,
+            min_new_tokens=6,
+            do_sample=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+            **kwargs,
+        )
+
+    cached, recomputed = generate(), generate(use_cache=False)
+    assert torch.equal(cached.sequences, recomputed.sequences)
+    torch.testing.assert_close(torch.stack(cached.scores), torch.stack(recomputed.scores), atol=1e-5, rtol=0)
+
+
+def test_bahdanau_output_other_than_linear_needs_bahdanau_attention():
+    with pytest.raises(ValueError, match="bahdanau_output='maxout' is the output layer of Bahdanau attention"):
+        tiny_config(attention_type="luong-general", bahdanau_output="maxout")
+    with pytest.raises(ValueError, match="bahdanau_output"):
+        tiny_config(attention_type="bahdanau", bahdanau_output="deep")
+
+
 @given(
     lengths=st.lists(st.integers(1, 8), min_size=1, max_size=4),
     cell_type=st.sampled_from(["rnn", "lstm", "gru", "gru_cho"]),
