@@ -166,7 +166,10 @@ def test_adapter_saves_and_loads_onto_a_fresh_base(family, tmp_path):
 def test_lora_on_the_gpt_lm_head_steers_generate():
     """An adapter on lm_head itself is seen by every decoding step: generate() with it differs from the base model
     and equals greedy decoding read off the adapted model's full forward passes."""
-    adapted = get_peft_model(build("gpt"), lora("gpt", ["lm_head"])).eval()
+    # lm_head shares its weight with the token embeddings: ensure_weight_tying keeps the two tied under the adapter
+    config = lora("gpt", ["lm_head"])
+    config.ensure_weight_tying = True
+    adapted = get_peft_model(build("gpt"), config).eval()
     prompt = torch.tensor([[5, 6, 7, 8]])
     with torch.no_grad():
         generated = adapted.generate(input_ids=prompt, max_new_tokens=5, min_new_tokens=5, do_sample=False)
