@@ -135,11 +135,9 @@ def test_cho_gru_runs_the_cell_equations_even_when_fused_is_asked():
 # ---- attention and padding -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("attention_type", ATTENTION_TYPES[1:])
-def test_attention_weights_sum_to_one_over_real_tokens_and_are_zero_on_padding(attention_type):
-    model = ScratchRNNForConditionalGeneration(
-        tiny_config(attention_type=attention_type, bidirectional_encoder=True)
-    ).eval()
+def decode_padded_batch(model, **flags):
+    """The model's outputs (with attention maps) on ``padded_batch`` and 5 random target tokens per row; also
+    returns the attention mask and the target tokens."""
     input_ids, attention_mask = padded_batch()
     decoder_input_ids = torch.randint(4, 61, (3, 5))
     with torch.no_grad():
@@ -148,7 +146,17 @@ def test_attention_weights_sum_to_one_over_real_tokens_and_are_zero_on_padding(a
             attention_mask=attention_mask,
             decoder_input_ids=decoder_input_ids,
             output_attentions=True,
+            **flags,
         )
+    return out, attention_mask, decoder_input_ids
+
+
+@pytest.mark.parametrize("attention_type", ATTENTION_TYPES[1:])
+def test_attention_weights_sum_to_one_over_real_tokens_and_are_zero_on_padding(attention_type):
+    model = ScratchRNNForConditionalGeneration(
+        tiny_config(attention_type=attention_type, bidirectional_encoder=True)
+    ).eval()
+    out, attention_mask, _ = decode_padded_batch(model)
     (weights,) = out.cross_attentions
     assert weights.shape == (3, 1, 5, 9)
     real = attention_mask.bool()[:, None, None, :].expand_as(weights)
@@ -163,16 +171,8 @@ def test_bahdanau_maxout_output_is_the_papers_deep_output_of_state_previous_toke
     model = ScratchRNNForConditionalGeneration(
         tiny_config(attention_type="bahdanau", bahdanau_output="maxout", hidden_dropout_prob=0.0)
     ).eval()
-    input_ids, attention_mask = padded_batch()
-    decoder_input_ids = torch.randint(4, 61, (3, 5))
+    out, _, decoder_input_ids = decode_padded_batch(model, output_hidden_states=True)
     with torch.no_grad():
-        out = model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids,
-            output_attentions=True,
-            output_hidden_states=True,
-        )
         deep = model.model.decoder.deep_output
         states = out.decoder_hidden_states[-1]  # s_t of the top decoder layer
         previous = model.model.encoder.embed_tokens(decoder_input_ids)  # E y_{t-1}
