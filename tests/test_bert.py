@@ -228,6 +228,26 @@ def test_nsp_examples_and_mlm_collator(wordpiece, fixtures_dir):
     assert (masked <= selected).all() and masked.sum() >= 0.5 * selected.sum()
 
 
+def test_nsp_pairs_do_not_give_their_label_away_at_the_boundaries(wordpiece, fixtures_dir):
+    """A NotNext B is whole sentences of another document until the pair is full, then the pair is trimmed as an
+    IsNext pair is (create_pretraining_data.py). Cutting B at the remaining length instead ends nearly every NotNext
+    B mid-sentence and leaves its A untrimmed: a tiny model then learns the boundaries, not the next sentence."""
+    from hf_scratch.tools.pretraining import make_nsp_examples, split_documents
+
+    documents = split_documents((fixtures_dir / "shakespeare.txt").read_text())
+    sentence_ends = {wordpiece.convert_tokens_to_ids(mark) for mark in ".!?"}
+    counts = {label: [0, 0, 0] for label in (0, 1)}  # pairs, A ending a sentence, B ending a sentence
+    for seed in range(10):
+        for example in make_nsp_examples(documents, wordpiece, max_length=64, seed=seed):
+            ids, count = example["input_ids"], counts[example["next_sentence_label"]]
+            count[0] += 1
+            count[1] += ids[ids.index(wordpiece.sep_token_id) - 1] in sentence_ends
+            count[2] += ids[-2] in sentence_ends
+    share = {label: (a / n, b / n) for label, (n, a, b) in counts.items()}
+    assert abs(share[0][0] - share[1][0]) < 0.2, share  # where A ends
+    assert abs(share[0][1] - share[1][1]) < 0.2, share  # where B ends
+
+
 def test_trainer_pretraining_loss_falls(wordpiece, fixtures_dir, tmp_path):
     from transformers import Trainer, TrainingArguments
 

@@ -5,7 +5,7 @@
 
 Data is document-level text: in a txt file documents are separated by a line ``=====`` (or by two blank lines);
 in csv/json data each row of ``--text_column`` is a document. Sentence pairs come from
-``hf_scratch.tools.pretraining.make_nsp_examples`` (half IsNext, half a random sentence from another document) and are
+``hf_scratch.tools.pretraining.make_nsp_examples`` (about half IsNext, the rest sentences of another document) and are
 masked by ``DataCollatorForBertPreTraining``. Without data arguments it trains on the embedded play excerpts in
 ``training/data/documents``. Reports masked-token and next-sentence accuracy (eval_loss is MLM + NSP).
 

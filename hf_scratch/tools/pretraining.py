@@ -2,9 +2,12 @@
 and masked-LM masking.
 
 1. ``make_nsp_examples`` walks each document's sentences and builds ``[CLS] A [SEP] B [SEP]`` pairs with segment
-   ids: half the time B is the text that really follows A (label 0, IsNext), half the time B comes from another
-   document (label 1, NotNext). A pair longer than ``max_length`` is trimmed one token at a time from the longer
-   side, as in the reference implementation's ``create_pretraining_data.py`` (github.com/google-research/bert).
+   ids: half the time B is the text that really follows A (label 0, IsNext), half the time B is whole sentences of
+   another document, from a random one on, until the pair is full (label 1, NotNext; the chunk's sentences A left
+   unused start the next pair). Either pair, if longer than ``max_length``, is trimmed one token at a time from a
+   random end of its longer side. All as in the reference implementation's ``create_pretraining_data.py``
+   (github.com/google-research/bert): a NotNext B cut off at the remaining length instead would nearly always end
+   mid-sentence after an untrimmed A, a cue a small model learns in place of the next sentence.
 2. ``DataCollatorForBertPreTraining`` pads a batch and applies MLM masking with transformers' own
    ``DataCollatorForLanguageModeling``: 15 % of the (non-special) tokens are selected; of those 80 % become
    [MASK], 10 % a random token, 10 % stay unchanged; labels are -100 everywhere else.
@@ -62,33 +65,39 @@ def make_nsp_examples(
     max_tokens = max_length - 3  # [CLS] A [SEP] B [SEP]
     examples = []
     for doc_index, sentences in enumerate(tokenized):
+        others = [i for i in range(len(tokenized)) if i != doc_index and tokenized[i]]
         target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
         chunk: list[list[int]] = []
-        for sentence_index, sentence in enumerate(sentences):
-            chunk.append(sentence)
-            if sentence_index < len(sentences) - 1 and sum(map(len, chunk)) < target:
+        index = 0
+        while index < len(sentences):
+            chunk.append(sentences[index])
+            last = index == len(sentences) - 1
+            if not last and sum(map(len, chunk)) < target:
+                index += 1
                 continue
-            if len(chunk) >= 2 or sentence_index == len(sentences) - 1:
-                split = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-                first = [t for s in chunk[:split] for t in s]
-                if len(chunk) == 1 or rng.random() < 0.5:
-                    label = 1
-                    others = [i for i in range(len(tokenized)) if i != doc_index and tokenized[i]]
-                    other = tokenized[rng.choice(others)]
-                    start = rng.randrange(len(other))
-                    second = [t for s in other[start:] for t in s][: max(1, target - len(first))]
-                else:
-                    label = 0
-                    second = [t for s in chunk[split:] for t in s]
-                _trim_pair(first, second, max_tokens, rng)
-                if first and second:
-                    encoded = [tokenizer.cls_token_id, *first, tokenizer.sep_token_id, *second, tokenizer.sep_token_id]
-                    token_type_ids = [0] * (len(first) + 2) + [1] * (len(second) + 1)
-                    examples.append(
-                        {"input_ids": encoded, "token_type_ids": token_type_ids, "next_sentence_label": label}
-                    )
-                chunk = []
-                target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+            split = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            first = [t for s in chunk[:split] for t in s]
+            if len(chunk) == 1 or rng.random() < 0.5:
+                # NotNext: whole sentences of another document, from a random one on, until B fills the target
+                # length (the pair is trimmed below, as an IsNext pair is, so neither kind ends or starts at a
+                # place the other does not); the sentences of the chunk not used for A start the next chunk
+                label, second = 1, []
+                other = tokenized[rng.choice(others)]
+                for sentence in other[rng.randrange(len(other)) :]:
+                    second += sentence
+                    if len(second) >= target - len(first):
+                        break
+                index -= len(chunk) - split
+            else:
+                label, second = 0, [t for s in chunk[split:] for t in s]
+            _trim_pair(first, second, max_tokens, rng)
+            if first and second:
+                encoded = [tokenizer.cls_token_id, *first, tokenizer.sep_token_id, *second, tokenizer.sep_token_id]
+                token_type_ids = [0] * (len(first) + 2) + [1] * (len(second) + 1)
+                examples.append({"input_ids": encoded, "token_type_ids": token_type_ids, "next_sentence_label": label})
+            chunk = []
+            target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+            index += 1
     return examples
 
 
