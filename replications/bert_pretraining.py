@@ -362,8 +362,9 @@ def bert_page(setting: dict, data: dict) -> ClaimReport:
         "random initialisation by a wide margin; pre-training without NSP (MLM only) is worse on sentence-pair tasks.",
         setting=f"BERT hidden 64, 2 layers, 2 heads, FFN 128, no dropout, WordPiece {VOCABULARY} trained once on the "
         f"pre-training text. For every seed, two pre-trainings with `training/run_pretraining.py`, "
-        f"{setting['pretrain_steps']} steps × 32 sentence pairs of 64 tokens (about half IsNext, {MASKED * 100:.0f} % of "
-        "tokens masked), lr 3e-3 (linear decay, 10 % warm-up): MLM + NSP, and MLM only (`--next_sentence_prediction "
+        f"{setting['pretrain_steps']} steps × 32 sentence pairs of 64 tokens (about half IsNext, "
+        f"{MASKED * 100:.0f} % of tokens masked), lr 3e-3 (linear decay, 10 % warm-up): MLM + NSP, and MLM only "
+        "(`--next_sentence_prediction "
         "false`: same data, tokenizer, model, steps and lr). Fine-tuning with `training/run_classification.py`, "
         f"{setting['finetune_steps']} steps × 32 on {setting['rows']} labelled rows, lr {FINETUNE_LR:g} (10 % warm-up, "
         f"linear decay), the same for every start (random init also at lr {SCRATCH_LR:g}, the rate that suits this "
