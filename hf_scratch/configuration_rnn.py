@@ -9,7 +9,7 @@ from __future__ import annotations
 from .configuration_common import Seq2SeqConfig
 
 CELL_TYPES = ("rnn", "lstm", "gru", "gru_cho")
-ATTENTION_TYPES = ("none", "bahdanau", "luong-dot", "luong-general", "luong-concat")
+ATTENTION_TYPES = ("none", "fixed-context", "bahdanau", "luong-dot", "luong-general", "luong-concat")
 RNN_IMPLEMENTATIONS = ("fused", "cells")
 
 
@@ -34,12 +34,15 @@ class ScratchRNNConfig(Seq2SeqConfig):
     - ``bidirectional_encoder``: a BiRNN encoder (a BiLSTM with LSTM cells; Bahdanau et al. 2015 §3.2); each
       direction gets ``hidden_size // 2`` units and their outputs are concatenated, so encoder states always have
       ``hidden_size`` features (Bahdanau et al. give each direction the full size instead).
-    - ``attention_type``: ``"none"`` (Sutskever et al. 2014), ``"bahdanau"`` (additive, scores from s_{t-1}),
-      ``"luong-dot"`` / ``"luong-general"`` / ``"luong-concat"`` (Luong et al. 2015, scores from s_t).
-    - ``bahdanau_output``: what V reads under Bahdanau attention: ``"linear"`` (s_t alone, the default) or
-      ``"maxout"``, the paper's deep output (Bahdanau et al. 2015 eq. 4 and appendix A.2.2): t̃_t = U_o s_t +
-      V_o E y_{t-1} + C_o c_t, t_t = max over pairs of t̃_t's units, so the context c_t also reaches the prediction
-      directly.
+    - ``attention_type``: ``"none"`` (Sutskever et al. 2014: the encoder's final state only starts the decoder),
+      ``"fixed-context"`` (no attention either: Cho et al. 2014's RNN Encoder–Decoder, Bahdanau et al. 2015's
+      "RNNencdec" baseline — one context c, the top encoder layer's final state, read at every step as
+      Bahdanau's c_t is), ``"bahdanau"`` (additive, scores from s_{t-1}), ``"luong-dot"`` / ``"luong-general"`` /
+      ``"luong-concat"`` (Luong et al. 2015, scores from s_t).
+    - ``bahdanau_output``: what V reads in Bahdanau et al.'s decoders (``attention_type`` ``"bahdanau"`` or
+      ``"fixed-context"``): ``"linear"`` (s_t alone, the default) or ``"maxout"``, the paper's deep output
+      (Bahdanau et al. 2015 eq. 4 and appendix A.2.2): t̃_t = U_o s_t + V_o E y_{t-1} + C_o c_t, t_t = max over
+      pairs of t̃_t's units, so the context c_t also reaches the prediction directly.
     - ``rnn_implementation``: ``"fused"`` runs ``torch.nn.RNN/LSTM/GRU`` where the cell is torch's
       (``gru_cho`` has no fused kernel and always runs the cell equations); ``"cells"`` runs the written-out gate
       equations step by step. Both give the same numbers.
@@ -84,11 +87,11 @@ class ScratchRNNConfig(Seq2SeqConfig):
         self.require_choice("rnn_nonlinearity", ("tanh", "relu"))
         self.require_choice("attention_type", ATTENTION_TYPES)
         self.require_choice("bahdanau_output", ("linear", "maxout"))
-        if self.bahdanau_output != "linear" and self.attention_type != "bahdanau":
+        if self.bahdanau_output != "linear" and self.attention_type not in ("bahdanau", "fixed-context"):
             raise ValueError(
-                f"ScratchRNNConfig: bahdanau_output={self.bahdanau_output!r} is the output layer of Bahdanau "
-                f"attention, but attention_type={self.attention_type!r}: use attention_type='bahdanau' or leave "
-                "bahdanau_output='linear'."
+                f"ScratchRNNConfig: bahdanau_output={self.bahdanau_output!r} is the output layer of Bahdanau et "
+                f"al.'s decoders, but attention_type={self.attention_type!r}: use attention_type='bahdanau' or "
+                "'fixed-context', or leave bahdanau_output='linear'."
             )
         self.require_choice("rnn_implementation", RNN_IMPLEMENTATIONS)
         if self.bidirectional_encoder and self.hidden_size % 2 != 0:

@@ -15,8 +15,10 @@ encoder-decoder of Sutskever et al. 2014 (§2), the attention of Bahdanau et al.
                  → y_t = softmax(V s̃_t)
                  (§3, eq. 5-6, with a bias b_c; global attention, without §3.3's input feeding)
        none:     s_{t-1} → s_t = RNN(y_{t-1}, s_{t-1}) → y_t = softmax(V s_t)                    (Sutskever et al.)
+       fixed-context: c = the encoder's final state → s_t = RNN([y_{t-1}; c], s_{t-1}) → y_t = softmax(V s_t)
+                 (Cho et al. 2014 §2.2, eq. 3-4: Bahdanau et al.'s "RNNencdec", their decoder with c_t = c)
    Bahdanau's output layer is by default simplified to the linear V s_t; ``bahdanau_output="maxout"`` is the
-   paper's deep output, which reads y_{t-1}, s_t and c_t (``DeepOutput``);
+   paper's deep output, which reads y_{t-1}, s_t and c_t (or c) (``DeepOutput``);
 5. heads: sequence-to-sequence generation (ScratchGenerationMixin; the decoder's recurrent state is the cache) and
    sequence classification from the encoder's final state.
 """
@@ -209,21 +211,31 @@ class ScratchRNNDecoder(nn.Module):
         super().__init__()
         self.attention_type = config.attention_type
         hidden = config.hidden_size
-        input_size = 2 * hidden if config.attention_type == "bahdanau" else hidden  # Bahdanau reads [y_{t-1}; c_t]
+        bahdanau_decoder = config.attention_type in ("bahdanau", "fixed-context")
+        input_size = 2 * hidden if bahdanau_decoder else hidden  # Bahdanau et al.'s decoders read [y_{t-1}; c_t]
         self.stack = ScratchRNNStack(config, input_size, config.decoder_layers, bidirectional=False)
-        if config.attention_type != "none":
+        if config.attention_type in SCORES or config.attention_type.startswith("luong"):
             self.score = SCORES[config.attention_type](hidden) if config.attention_type in SCORES else DotScore()
         if config.attention_type.startswith("luong"):
             self.attentional = nn.Linear(2 * hidden, hidden)  # s̃_t = tanh(W_c [s_t; c_t] + b_c)
-        bahdanau_maxout = config.attention_type == "bahdanau" and config.bahdanau_output == "maxout"
-        self.deep_output = DeepOutput(hidden) if bahdanau_maxout else None
+        self.deep_output = DeepOutput(hidden) if bahdanau_decoder and config.bahdanau_output == "maxout" else None
 
-    def forward(self, inputs_embeds, encoder_states, key_is_real, states: list[LayerState], output_hidden_states=False):
+    def forward(
+        self, inputs_embeds, encoder_states, key_is_real, states: list[LayerState], summary, output_hidden_states=False
+    ):
         """inputs_embeds: y_{t-1} embedded (batch, target_length, hidden); states: s_{t-1} of every layer before the
-        first input. Returns (the vectors V reads (batch, target_length, hidden), the states after the last input,
-        attention weights (batch, 1, target_length, source_length) or None, every layer's outputs if asked)."""
+        first input; summary: the top encoder layer's final state (batch, hidden), the c of "fixed-context". Returns
+        (the vectors V reads (batch, target_length, hidden), the states after the last input, attention weights
+        (batch, 1, target_length, source_length) or None, every layer's outputs if asked)."""
         if self.attention_type == "bahdanau":
             return self._bahdanau(inputs_embeds, encoder_states, key_is_real, states, output_hidden_states)
+        if self.attention_type == "fixed-context":
+            context = summary[:, None].expand_as(inputs_embeds)  # c, the same at every step
+            step_inputs = torch.cat([inputs_embeds, context], dim=-1)  # [y_{t-1}; c]
+            outputs, states, all_hidden = self.stack(step_inputs, None, states, output_hidden_states)  # s_t
+            if self.deep_output is not None:
+                outputs = self.deep_output(outputs, inputs_embeds, context)  # t_t
+            return outputs, states, None, all_hidden
         # s_t = RNN(y_{t-1}, s_{t-1}): without input feeding, all target steps in one (fused) call
         outputs, states, all_hidden = self.stack(inputs_embeds, None, states, output_hidden_states)
         if self.attention_type == "none":
@@ -387,8 +399,9 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         # Right-padded targets cannot influence earlier positions of a left-to-right RNN: the mask is only checked.
         check_attention_mask(decoder_attention_mask, target.shape[0], target.shape[1], name="decoder_attention_mask")
         states, seen = self.decoder_start(past_key_values, encoder_outputs)
+        summary = encoder_outputs.final_hidden_state[:, -1]  # the top layer's, both directions
         outputs, states, weights, all_hidden = self.decoder(
-            target, encoder_states, key_is_real, states, output_hidden_states
+            target, encoder_states, key_is_real, states, summary, output_hidden_states
         )
 
         next_cache = ScratchRNNDecoderState(*stack_states(states), seen + target.shape[1]) if use_cache else None

@@ -198,6 +198,9 @@ def _longformer_globals(s, ids):
     return {"global_attention_mask": is_global}
 
 
+DEEP_OUTPUT = ("bahdanau", "fixed-context")  # the attention types whose decoder may predict through the maxout
+
+
 def _rnn(s, **overrides):
     return hf_scratch.ScratchRNNConfig(
         **{
@@ -208,7 +211,7 @@ def _rnn(s, **overrides):
                 decoder_layers=s["layers"],
                 cell_type=s["cell_type"],
                 attention_type=s["attention_type"],
-                bahdanau_output=s["bahdanau_output"] if s["attention_type"] == "bahdanau" else "linear",
+                bahdanau_output=s["bahdanau_output"] if s["attention_type"] in DEEP_OUTPUT else "linear",
                 bidirectional_encoder=s["variant"],
                 hidden_dropout_prob=0.0,
             ),
@@ -336,7 +339,7 @@ def sizes(draw, family: str):
         "one_sided_window": draw(st.integers(1, 3)),
         "dilation": draw(st.integers(1, 2)),
         "cell_type": draw(st.sampled_from(["rnn", "lstm", "gru", "gru_cho"])),
-        "attention_type": draw(st.sampled_from(["none", "bahdanau", "luong-dot", "luong-general", "luong-concat"])),
+        "attention_type": draw(st.sampled_from(hf_scratch.configuration_rnn.ATTENTION_TYPES)),
         "bahdanau_output": draw(st.sampled_from(["linear", "maxout"])),
     }
     generator = torch.Generator().manual_seed(s["seed"])

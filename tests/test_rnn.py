@@ -27,7 +27,7 @@ from hf_scratch.modeling_rnn import ScratchRNNStack
 from hf_scratch.tools.tokenization import train_tokenizer
 
 tiny_config = FAMILIES["rnn"].tiny_config
-ATTENTION_TYPES = ["none", "bahdanau", "luong-dot", "luong-general", "luong-concat"]
+ATTENDING = ["bahdanau", "luong-dot", "luong-general", "luong-concat"]  # the attention types that attend
 
 
 # ---- cells against torch.nn on copied weights ----------------------------------------------------------------
@@ -151,7 +151,7 @@ def decode_padded_batch(model, **flags):
     return out, attention_mask, decoder_input_ids
 
 
-@pytest.mark.parametrize("attention_type", ATTENTION_TYPES[1:])
+@pytest.mark.parametrize("attention_type", ATTENDING)
 def test_attention_weights_sum_to_one_over_real_tokens_and_are_zero_on_padding(attention_type):
     model = ScratchRNNForConditionalGeneration(
         tiny_config(attention_type=attention_type, bidirectional_encoder=True)
@@ -194,9 +194,39 @@ def test_bahdanau_maxout_output_is_the_papers_deep_output_of_state_previous_toke
         assert (out.logits - model.lm_head(states)).abs().max() > 1e-3
 
 
-def test_bahdanau_maxout_cached_generation_equals_recomputing_the_prefix():
+def test_fixed_context_reads_the_encoders_final_state_at_every_step():
+    """Cho et al. 2014 §2.2 (Bahdanau et al.'s RNNencdec): s_t = RNN([y_{t-1}; c], s_{t-1}) with one c, the
+    encoder's final state — its output at each row's last real token — and, with the deep output, t_t = maxout(U_o
+    s_t + V_o E y_{t-1} + C_o c). No attention map is returned."""
     torch.manual_seed(0)
-    model = ScratchRNNForConditionalGeneration(tiny_config(attention_type="bahdanau", bahdanau_output="maxout")).eval()
+    model = ScratchRNNForConditionalGeneration(
+        tiny_config(attention_type="fixed-context", bahdanau_output="maxout", hidden_dropout_prob=0.0)
+    ).eval()
+    out, attention_mask, decoder_input_ids = decode_padded_batch(model, output_hidden_states=True)
+    assert out.cross_attentions is None
+    with torch.no_grad():
+        last_real = attention_mask.sum(-1) - 1
+        context = out.encoder_last_hidden_state[torch.arange(3), last_real]  # c
+        previous = model.model.encoder.embed_tokens(decoder_input_ids)  # E y_{t-1}
+        decoder = model.model.decoder
+        first_state = model.model.initial_decoder_states(
+            model.model.encoder(input_ids=padded_batch()[0], attention_mask=attention_mask)
+        )
+        steps = torch.cat([previous, context[:, None].expand_as(previous)], dim=-1)
+        states, _, _ = decoder.stack(steps, None, first_state)
+        torch.testing.assert_close(out.decoder_hidden_states[-1], states, atol=1e-6, rtol=0)
+        expected = decoder.deep_output(states, previous, context[:, None].expand_as(previous))
+        torch.testing.assert_close(out.logits, model.lm_head(expected), atol=1e-5, rtol=0)
+        # c really is read at every step: the same weights fed a zero context give other states
+        zero_context = torch.cat([previous, torch.zeros_like(previous)], dim=-1)
+        assert (decoder.stack(zero_context, None, first_state)[0] - states).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("attention_type", ["bahdanau", "fixed-context"])
+def test_maxout_cached_generation_equals_recomputing_the_prefix(attention_type):
+    torch.manual_seed(0)
+    model = ScratchRNNForConditionalGeneration(tiny_config(attention_type=attention_type, bahdanau_output="maxout"))
+    model.eval()
     input_ids, attention_mask = padded_batch()
 
     def generate(**kwargs):
@@ -217,7 +247,7 @@ def test_bahdanau_maxout_cached_generation_equals_recomputing_the_prefix():
 
 
 def test_bahdanau_output_other_than_linear_needs_bahdanau_attention():
-    with pytest.raises(ValueError, match="bahdanau_output='maxout' is the output layer of Bahdanau attention"):
+    with pytest.raises(ValueError, match="bahdanau_output='maxout' is the output layer of Bahdanau et al.'s decoders"):
         tiny_config(attention_type="luong-general", bahdanau_output="maxout")
     with pytest.raises(ValueError, match="bahdanau_output"):
         tiny_config(attention_type="bahdanau", bahdanau_output="deep")
