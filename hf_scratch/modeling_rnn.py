@@ -224,7 +224,7 @@ class ScratchRNNDecoder(nn.Module):
         self, inputs_embeds, encoder_states, key_is_real, states: list[LayerState], summary, output_hidden_states=False
     ):
         """inputs_embeds: y_{t-1} embedded (batch, target_length, hidden); states: s_{t-1} of every layer before the
-        first input; summary: the top encoder layer's final state (batch, hidden), the c of "fixed-context". Returns
+        first input; summary: c of "fixed-context", the top encoder layer's final state (batch, hidden). Returns
         (the vectors V reads (batch, target_length, hidden), the states after the last input, attention weights
         (batch, 1, target_length, source_length) or None, every layer's outputs if asked)."""
         if self.attention_type == "bahdanau":
@@ -399,7 +399,8 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         # Right-padded targets cannot influence earlier positions of a left-to-right RNN: the mask is only checked.
         check_attention_mask(decoder_attention_mask, target.shape[0], target.shape[1], name="decoder_attention_mask")
         states, seen = self.decoder_start(past_key_values, encoder_outputs)
-        summary = encoder_outputs.final_hidden_state[:, -1]  # the top layer's, both directions
+        # c of "fixed-context": the top encoder layer's final state (both directions)
+        summary = encoder_outputs.final_hidden_state[:, -1] if self.config.attention_type == "fixed-context" else None
         outputs, states, weights, all_hidden = self.decoder(
             target, encoder_states, key_is_real, states, summary, output_hidden_states
         )

@@ -248,6 +248,13 @@ def test_nsp_pairs_do_not_give_their_label_away_at_the_boundaries(wordpiece, fix
     assert abs(share[0][1] - share[1][1]) < 0.2, share  # where B ends
 
 
+def test_nsp_examples_need_two_documents_with_text(wordpiece):
+    from hf_scratch.tools.pretraining import make_nsp_examples
+
+    with pytest.raises(ValueError, match="at least two documents with text"):
+        make_nsp_examples(["The king is dead. Long live the king.", "   "], wordpiece)
+
+
 def test_trainer_pretraining_loss_falls(wordpiece, fixtures_dir, tmp_path):
     from transformers import Trainer, TrainingArguments
 

@@ -51,8 +51,11 @@ def make_nsp_examples(
     documents: Sequence[str], tokenizer, max_length: int = 128, seed: int = 0, short_seq_prob: float = 0.1
 ) -> list[dict]:
     """Sentence-pair examples with ``input_ids``, ``token_type_ids`` and ``next_sentence_label``."""
-    if len(documents) < 2:
-        raise ValueError("Next-sentence prediction needs at least two documents (random B comes from another one).")
+    if sum(bool(split_sentences(document)) for document in documents) < 2:
+        raise ValueError(
+            "Next-sentence prediction needs at least two documents with text (random B comes from another one); "
+            f"got {len(documents)} document(s)."
+        )
     if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
         raise ValueError("The tokenizer needs [CLS] and [SEP] tokens for BERT pre-training pairs.")
     rng = random.Random(seed)
@@ -78,9 +81,9 @@ def make_nsp_examples(
             split = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
             first = [t for s in chunk[:split] for t in s]
             if len(chunk) == 1 or rng.random() < 0.5:
-                # NotNext: whole sentences of another document, from a random one on, until B fills the target
-                # length (the pair is trimmed below, as an IsNext pair is, so neither kind ends or starts at a
-                # place the other does not); the sentences of the chunk not used for A start the next chunk
+                # NotNext: whole sentences of another document, from a random one on, until B reaches the target
+                # length; trimmed below as an IsNext pair is (a B cut at the length left would nearly always end
+                # mid-sentence). The chunk's sentences that A did not take start the next chunk.
                 label, second = 1, []
                 other = tokenized[rng.choice(others)]
                 for sentence in other[rng.randrange(len(other)) :]:
