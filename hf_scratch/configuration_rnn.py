@@ -36,9 +36,10 @@ class ScratchRNNConfig(Seq2SeqConfig):
       ``hidden_size`` features (Bahdanau et al. give each direction the full size instead).
     - ``attention_type``: ``"none"`` (Sutskever et al. 2014: the encoder's final state only starts the decoder),
       ``"fixed-context"`` (no attention either: Cho et al. 2014's RNN Encoder–Decoder, Bahdanau et al. 2015's
-      "RNNencdec" baseline — one context c, the top encoder layer's final state, read at every step as
-      Bahdanau's c_t is), ``"bahdanau"`` (additive, scores from s_{t-1}), ``"luong-dot"`` / ``"luong-general"`` /
-      ``"luong-concat"`` (Luong et al. 2015, scores from s_t).
+      "RNNencdec" baseline — one context c, the top encoder layer's final state (Cho et al. first map it
+      through a learned tanh layer, appendix A), read at every step as Bahdanau's c_t is), ``"bahdanau"``
+      (additive, scores from s_{t-1}), ``"luong-dot"`` / ``"luong-general"`` / ``"luong-concat"`` (Luong et al.
+      2015, scores from s_t).
     - ``bahdanau_output``: what V reads in Bahdanau et al.'s decoders (``attention_type`` ``"bahdanau"`` or
       ``"fixed-context"``): ``"linear"`` (s_t alone, the default) or ``"maxout"``, the paper's deep output
       (Bahdanau et al. 2015 eq. 4 and appendix A.2.2): t̃_t = U_o s_t + V_o E y_{t-1} + C_o c_t, t_t = max over

@@ -16,7 +16,7 @@ encoder-decoder of Sutskever et al. 2014 (§2), the attention of Bahdanau et al.
                  (§3, eq. 5-6, with a bias b_c; global attention, without §3.3's input feeding)
        none:     s_{t-1} → s_t = RNN(y_{t-1}, s_{t-1}) → y_t = softmax(V s_t)                    (Sutskever et al.)
        fixed-context: c = the encoder's final state → s_t = RNN([y_{t-1}; c], s_{t-1}) → y_t = softmax(V s_t)
-                 (Cho et al. 2014 §2.2, eq. 3-4: Bahdanau et al.'s "RNNencdec", their decoder with c_t = c)
+                 (Cho et al. 2014 §2.2: Bahdanau et al.'s "RNNencdec", their decoder with c_t = c)
    Bahdanau's output layer is by default simplified to the linear V s_t; ``bahdanau_output="maxout"`` is the
    paper's deep output, which reads y_{t-1}, s_t and c_t (or c) (``DeepOutput``);
 5. heads: sequence-to-sequence generation (ScratchGenerationMixin; the decoder's recurrent state is the cache) and
