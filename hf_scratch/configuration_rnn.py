@@ -10,6 +10,9 @@ from .configuration_common import Seq2SeqConfig
 
 CELL_TYPES = ("rnn", "lstm", "gru", "gru_cho")
 ATTENTION_TYPES = ("none", "fixed-context", "bahdanau", "luong-dot", "luong-general", "luong-concat")
+# the decoders of Bahdanau et al. 2015 (RNNsearch and its RNNencdec baseline): they read [y_{t-1}; c_t] and may
+# predict through the maxout deep output (``bahdanau_output``)
+BAHDANAU_DECODERS = ("fixed-context", "bahdanau")
 RNN_IMPLEMENTATIONS = ("fused", "cells")
 
 
@@ -88,7 +91,7 @@ class ScratchRNNConfig(Seq2SeqConfig):
         self.require_choice("rnn_nonlinearity", ("tanh", "relu"))
         self.require_choice("attention_type", ATTENTION_TYPES)
         self.require_choice("bahdanau_output", ("linear", "maxout"))
-        if self.bahdanau_output != "linear" and self.attention_type not in ("bahdanau", "fixed-context"):
+        if self.bahdanau_output != "linear" and self.attention_type not in BAHDANAU_DECODERS:
             raise ValueError(
                 f"ScratchRNNConfig: bahdanau_output={self.bahdanau_output!r} is the output layer of Bahdanau et "
                 f"al.'s decoders, but attention_type={self.attention_type!r}: use attention_type='bahdanau' or "

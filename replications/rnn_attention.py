@@ -32,6 +32,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq, TrainerCallback  # noqa: E402
 
 import hf_scratch  # noqa: E402,F401  (registers the scratch-* Auto classes the saved runs load with)
+from hf_scratch.configuration_rnn import BAHDANAU_DECODERS  # noqa: E402
 from hf_scratch.tools.tokenization import train_tokenizer  # noqa: E402
 from replications.common import (  # noqa: E402
     ROOT,
@@ -156,7 +157,7 @@ def rnn_flags(cell: str, attention: str, hidden: int) -> list[str]:
         str(RNN_LEARNING_RATE),
         "--config_overrides",
         f"hidden_size={hidden},cell_type={cell},attention_type={attention},{RNN_OVERRIDES}"
-        + (f",bahdanau_output={BAHDANAU_OUTPUT}" if attention in ("bahdanau", NO_ATTENTION) else ""),
+        + (f",bahdanau_output={BAHDANAU_OUTPUT}" if attention in BAHDANAU_DECODERS else ""),
     ]
 
 

@@ -198,9 +198,6 @@ def _longformer_globals(s, ids):
     return {"global_attention_mask": is_global}
 
 
-DEEP_OUTPUT = ("bahdanau", "fixed-context")  # the attention types whose decoder may predict through the maxout
-
-
 def _rnn(s, **overrides):
     return hf_scratch.ScratchRNNConfig(
         **{
@@ -211,7 +208,9 @@ def _rnn(s, **overrides):
                 decoder_layers=s["layers"],
                 cell_type=s["cell_type"],
                 attention_type=s["attention_type"],
-                bahdanau_output=s["bahdanau_output"] if s["attention_type"] in DEEP_OUTPUT else "linear",
+                bahdanau_output=s["bahdanau_output"]
+                if s["attention_type"] in hf_scratch.configuration_rnn.BAHDANAU_DECODERS
+                else "linear",
                 bidirectional_encoder=s["variant"],
                 hidden_dropout_prob=0.0,
             ),

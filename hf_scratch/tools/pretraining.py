@@ -51,7 +51,8 @@ def make_nsp_examples(
     documents: Sequence[str], tokenizer, max_length: int = 128, seed: int = 0, short_seq_prob: float = 0.1
 ) -> list[dict]:
     """Sentence-pair examples with ``input_ids``, ``token_type_ids`` and ``next_sentence_label``."""
-    if sum(bool(split_sentences(document)) for document in documents) < 2:
+    sentences_of = [split_sentences(document) for document in documents]
+    if sum(map(bool, sentences_of)) < 2:
         raise ValueError(
             "Next-sentence prediction needs at least two documents with text (random B comes from another one); "
             f"got {len(documents)} document(s)."
@@ -60,10 +61,8 @@ def make_nsp_examples(
         raise ValueError("The tokenizer needs [CLS] and [SEP] tokens for BERT pre-training pairs.")
     rng = random.Random(seed)
     tokenized = [
-        [ids for ids in tokenizer([s for s in split_sentences(doc)], add_special_tokens=False)["input_ids"] if ids]
-        if split_sentences(doc)
-        else []
-        for doc in documents
+        [ids for ids in tokenizer(sentences, add_special_tokens=False)["input_ids"] if ids] if sentences else []
+        for sentences in sentences_of
     ]
     max_tokens = max_length - 3  # [CLS] A [SEP] B [SEP]
     examples = []
