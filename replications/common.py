@@ -283,16 +283,12 @@ def write_pretraining_corpus(
     return paths[0], paths[1]
 
 
-def word_order_rows(quick: bool, seed: int = 0) -> tuple[list[dict], list[dict]]:
-    """Training and validation rows ``{"text", "label"}`` of *word order*, a CoLA-like acceptability task (Warstadt
-    et al. 2019, in GLUE, on which both BERT and GPT-1 report): is this line of verse as Shakespeare wrote it
-    ("as written"), or are its words in a random order ("shuffled")? Lines are lower-cased and stripped of
-    punctuation, so only the order of the words tells: each line appears once, as written or shuffled by a seeded
-    coin, and both classes draw their words from the same lines — a bag-of-words model is at chance by
-    construction. Lines of 6–14 words of the task plays (``TASK_PLAYS``, never in the pre-training text); the first
-    80 % of each play's lines for training, the rest for validation (no line in both). --quick: the embedded play
-    excerpts (``training/data/documents``)."""
-    import random
+def task_lines(quick: bool) -> list[tuple[list[list[str]], list[list[str]]]]:
+    """The lines of verse the single-line tasks (*word order*, *phrase order*) are built from, as lists of words:
+    one ``(training lines, validation lines)`` pair per task play (``TASK_PLAYS``, never in the pre-training text),
+    the first 80 % of each play's lines for training and the rest for validation (no line in both). Lines of 6–14
+    words, lower-cased and stripped of punctuation, so that only the order of the words tells. --quick: the
+    embedded play excerpts (``training/data/documents``), which come split already."""
     import re
 
     def verse_lines(text: str) -> list[list[str]]:
@@ -303,20 +299,30 @@ def word_order_rows(quick: bool, seed: int = 0) -> tuple[list[dict], list[dict]]
                 lines.append(words)
         return lines
 
-    if quick:  # the embedded excerpts come split already
+    if quick:
         documents = ROOT / "training" / "data" / "documents"
         train, validation = (
             verse_lines((documents / f"{split}.txt").read_text(encoding="utf-8")) for split in ("train", "validation")
         )
-        parts = [(train, validation)]
-    else:
-        parts = []
-        for play in TASK_PLAYS:
-            lines = verse_lines((shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8"))
-            parts.append((lines[: len(lines) * 4 // 5], lines[len(lines) * 4 // 5 :]))
+        return [(train, validation)]
+    parts = []
+    for play in TASK_PLAYS:
+        lines = verse_lines((shakespeare_folder() / f"{play}.txt").read_text(encoding="utf-8"))
+        parts.append((lines[: len(lines) * 4 // 5], lines[len(lines) * 4 // 5 :]))
+    return parts
+
+
+def word_order_rows(quick: bool, seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """Training and validation rows ``{"text", "label"}`` of *word order*, a CoLA-like acceptability task (Warstadt
+    et al. 2019, in GLUE, on which both BERT and GPT-1 report): is this line of verse as Shakespeare wrote it
+    ("as written"), or are its words in a random order ("shuffled")? Each line of ``task_lines`` appears once, as
+    written or shuffled by a seeded coin, and both classes draw their words from the same lines — a bag-of-words
+    model is at chance by construction."""
+    import random
+
     rng = random.Random(seed)
     splits: tuple[list[dict], list[dict]] = ([], [])
-    for part in parts:
+    for part in task_lines(quick):
         for lines, rows in zip(part, splits):
             for words in lines:
                 if rng.random() < 0.5:

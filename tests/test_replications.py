@@ -61,34 +61,31 @@ def test_word_order_task_is_told_by_the_order_of_the_words_only():
     assert train == word_order_rows(quick=True)[0]  # seeded
 
 
-def test_next_passage_pairs_a_passage_with_the_one_after_it_or_one_of_another_play(tmp_path, monkeypatch):
-    """*next passage* (BERT's sentence-pair task): "next" rows pair a passage with the lines right after it in the
-    same play, "not next" rows with a passage of another task play; no line is in both splits."""
+def test_phrase_order_pairs_the_two_halves_of_a_line_in_order_or_swapped(tmp_path, monkeypatch):
+    """*phrase order* (BERT's sentence-pair task): every row is a line of a task play cut in two halves of at least
+    two words, A before B as written ("in order") or B before A ("swapped"); both labels occur; no line is in both
+    splits; the rows are seeded."""
+    from replications import common
+
     bert = load(REPLICATIONS / "bert_pretraining.py")
-    for play in bert.TASK_PLAYS:  # numbered lines stand in for ../shared/data, which tests may not read
-        lines = [f"{play} speaks line {number} of the play" for number in range(100)]
+    for play in common.TASK_PLAYS:  # numbered lines stand in for ../shared/data, which tests may not read
+        words = ["one", "two", "three", "four", "five", "six", "seven", "eight"]
+        lines = [f"{play.split('_')[0]} line {words[n % 8]} {words[n // 8 % 8]} of the play" for n in range(60)]
         (tmp_path / f"{play}.txt").write_text("\n".join(lines), encoding="utf-8")
-    monkeypatch.setattr(bert, "shakespeare_folder", lambda: tmp_path)
-    train, validation = bert.next_passage_pairs(quick=False)
-
-    def lines(text: str) -> list[tuple[str, int]]:
-        return [(play, int(number)) for play, number in re.findall(r"(\w+) speaks line (\d+)", text)]
-
+    monkeypatch.setattr(common, "shakespeare_folder", lambda: tmp_path)
+    train, validation = bert.phrase_order_rows(quick=False)
+    written = {" ".join(words) for part in common.task_lines(quick=False) for lines in part for words in lines}
+    lines = []
     for rows in (train, validation):
-        assert {row["label"] for row in rows} == {"next", "not next"}
-        for row in rows:
-            first, second = lines(row["text"]), lines(row["text_pair"])
-            assert len(first) == len(second) == bert.PASSAGE_LINES, row
-            if row["label"] == "next":
-                assert second[0] == (first[-1][0], first[-1][1] + 1), row
-            else:
-                assert second[0][0] != first[0][0], row
-    seen = [
-        {line for row in rows for text in (row["text"], row["text_pair"]) for line in lines(text)}
-        for rows in (train, validation)
-    ]
-    assert not seen[0] & seen[1]
+        assert {row["label"] for row in rows} == {"in order", "swapped"}
+        halves = [(row["text"], row["text_pair"])[:: 1 if row["label"] == "in order" else -1] for row in rows]
+        assert all(len(a.split()) >= 2 and len(b.split()) >= 2 for a, b in halves)
+        lines.append({f"{a} {b}" for a, b in halves})
+        assert lines[-1] <= written
+    assert not lines[0] & lines[1]
     assert len(train) > 3 * len(validation) > 0
+    assert (train, validation) == bert.phrase_order_rows(quick=False)  # seeded
+    assert bert.phrase_order_rows(quick=True)[0]  # the embedded excerpts give rows too
 
 
 def test_first_seed_names_the_seeds_of_a_rerun(tmp_path):
