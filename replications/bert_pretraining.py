@@ -251,8 +251,8 @@ def phrase_order_rows(quick: bool, seed: int = 0) -> tuple[list[dict], list[dict
     sentence-order prediction's kind (Lan et al. 2020, ALBERT §4.1) at the scale of a line: each line of
     ``replications.common.task_lines`` is cut after a random word into two halves of at least two words each; A is
     the first half and B the second ("in order"), or, by a seeded coin, A the second and B the first ("swapped").
-    Both classes are made of the same kind of halves, so a bag of words is at chance; what tells is whether B
-    continues A."""
+    Both classes hold the same words, so a bag of the pair's words is at chance; what tells is whether B continues
+    A."""
     rng = random.Random(seed)
     splits: tuple[list[dict], list[dict]] = ([], [])
     for part in task_lines(quick):
