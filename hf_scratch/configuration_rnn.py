@@ -9,7 +9,8 @@ from __future__ import annotations
 from .configuration_common import Seq2SeqConfig
 
 CELL_TYPES = ("rnn", "lstm", "gru", "gru_cho")
-ATTENTION_TYPES = ("none", "fixed-context", "bahdanau", "luong-dot", "luong-general", "luong-concat")
+ATTENDING_TYPES = ("bahdanau", "luong-dot", "luong-general", "luong-concat")  # score the encoder states every step
+ATTENTION_TYPES = ("none", "fixed-context", *ATTENDING_TYPES)  # the first two attend to nothing
 # the decoders of Bahdanau et al. 2015 (RNNsearch and its RNNencdec baseline): they read [y_{t-1}; c_t] and may
 # predict through the maxout deep output (``bahdanau_output``)
 BAHDANAU_DECODERS = ("fixed-context", "bahdanau")

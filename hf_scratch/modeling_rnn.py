@@ -34,7 +34,7 @@ from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput, S
 from transformers.utils import ModelOutput
 
 from .attention import check_attention_mask, masked_softmax, padding_mask, padding_or_none, values_pass
-from .configuration_rnn import BAHDANAU_DECODERS, ScratchRNNConfig
+from .configuration_rnn import ATTENDING_TYPES, BAHDANAU_DECODERS, ScratchRNNConfig
 from .inputs import check_input_ids, check_one_input, embedding_rows
 from .layers import classifier_dropout
 from .losses import sequence_classification_loss, token_cross_entropy
@@ -214,7 +214,7 @@ class ScratchRNNDecoder(nn.Module):
         bahdanau_decoder = config.attention_type in BAHDANAU_DECODERS
         input_size = 2 * hidden if bahdanau_decoder else hidden  # Bahdanau et al.'s decoders read [y_{t-1}; c_t]
         self.stack = ScratchRNNStack(config, input_size, config.decoder_layers, bidirectional=False)
-        if config.attention_type not in ("none", "fixed-context"):
+        if config.attention_type in ATTENDING_TYPES:
             self.score = SCORES[config.attention_type](hidden) if config.attention_type in SCORES else DotScore()
         if config.attention_type.startswith("luong"):
             self.attentional = nn.Linear(2 * hidden, hidden)  # s̃_t = tanh(W_c [s_t; c_t] + b_c)

@@ -23,11 +23,11 @@ from hf_scratch import (
     ScratchRNNForSequenceClassification,
     ScratchRNNModel,
 )
+from hf_scratch.configuration_rnn import ATTENDING_TYPES
 from hf_scratch.modeling_rnn import ScratchRNNStack
 from hf_scratch.tools.tokenization import train_tokenizer
 
 tiny_config = FAMILIES["rnn"].tiny_config
-ATTENDING = ["bahdanau", "luong-dot", "luong-general", "luong-concat"]  # the attention types that attend
 
 
 # ---- cells against torch.nn on copied weights ----------------------------------------------------------------
@@ -151,7 +151,7 @@ def decode_padded_batch(model, **flags):
     return out, attention_mask, decoder_input_ids
 
 
-@pytest.mark.parametrize("attention_type", ATTENDING)
+@pytest.mark.parametrize("attention_type", ATTENDING_TYPES)
 def test_attention_weights_sum_to_one_over_real_tokens_and_are_zero_on_padding(attention_type):
     model = ScratchRNNForConditionalGeneration(
         tiny_config(attention_type=attention_type, bidirectional_encoder=True)
