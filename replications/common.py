@@ -455,20 +455,46 @@ def at_chance_note(accuracy: dict, chance: Callable[[object], float]) -> str | N
 
 
 def in_processes(function: Callable, jobs: Sequence[tuple], processes: int, threads: int | None = None) -> list:
-    """``[function(*job) for job in jobs]``, computed by ``processes`` worker processes side by side (one torch thread
-    each unless ``threads`` says otherwise) — two single-thread runs use a 2-core machine better than one run on two
-    threads. ``function`` must be importable at module level (the workers are spawned, not forked: a forked child of
-    a process that already ran OpenMP kernels can hang). With ``processes == 1`` the jobs run here, one by one."""
-    if processes == 1 or len(jobs) <= 1:
-        return [function(*job) for job in jobs]
+    """``[function(*job) for job in jobs]``, computed by ``processes`` worker processes side by side (``worker_pool``)
+    — two single-thread runs use a 2-core machine better than one run on two threads. With ``processes == 1`` (or a
+    single job) the jobs run here, one by one."""
+    with worker_pool(1 if len(jobs) <= 1 else min(processes, len(jobs)), threads) as pool:
+        return list(pool.map(function, *zip(*jobs))) if jobs else []
+
+
+@contextlib.contextmanager
+def worker_pool(processes: int, threads: int | None = None):
+    """An executor (``submit``, ``map``) of ``processes`` worker processes, one torch thread each unless ``threads``
+    says otherwise, for scripts whose later runs depend on earlier results: they submit them as soon as they are
+    known, and the workers never wait for a whole batch to finish. Functions must be importable at module level (the
+    workers are spawned, not forked: a forked child of a process that already ran OpenMP kernels can hang). With
+    ``processes == 1`` every job runs here, in this process, when it is submitted."""
+    if processes == 1:
+        yield _InThisProcess()
+        return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
-        max_workers=min(processes, len(jobs)), mp_context=context, initializer=_worker_threads, initargs=(threads or 1,)
+        max_workers=processes, mp_context=context, initializer=_worker_threads, initargs=(threads or 1,)
     ) as pool:
-        return list(pool.map(function, *zip(*jobs)))
+        yield pool
+
+
+class _InThisProcess:
+    """``worker_pool(1)``: runs each submitted job at once, here (an error is raised at once too), and hands back
+    its finished future."""
+
+    def submit(self, function: Callable, *args):
+        from concurrent.futures import Future
+
+        future = Future()
+        future.set_result(function(*args))
+        return future
+
+    def map(self, function: Callable, *iterables):
+        return [self.submit(function, *args).result() for args in zip(*iterables)]
 
 
 def _worker_threads(threads: int) -> None:

@@ -177,14 +177,19 @@ class StepTimer(TrainerCallback):
 
 
 def train_and_translate(
-    flags: list[str], output_dir: str, seed: int, pairs: Sequence[tuple[str, str]] | None, num_beams: int = 1
+    flags: list[str],
+    output_dir: str,
+    seed: int,
+    pairs: Sequence[tuple[str, str]] | None,
+    num_beams: int = 1,
+    callbacks: Sequence[TrainerCallback] = (),
 ) -> dict:
-    """One run of run_translation.py (``run_training``) with ``flags`` into ``output_dir``, then the saved model's
-    translations of ``pairs`` (``translate_saved_run``, greedy or with ``num_beams``; None: no translating). Adds
-    ``step_seconds`` (CPU seconds of its optimizer steps, ``StepTimer``) and ``translations``. Module-level:
-    ``in_processes`` workers run it."""
+    """One run of run_translation.py (``run_training``, with ``callbacks`` besides its own) with ``flags`` into
+    ``output_dir``, then the saved model's translations of ``pairs`` (``translate_saved_run``, greedy or with
+    ``num_beams``; None: no translating). Adds ``step_seconds`` (CPU seconds of its optimizer steps, ``StepTimer``)
+    and ``translations``. Module-level: ``in_processes`` workers run it."""
     timer = StepTimer()
-    run = run_training(run_translation, flags, output_dir, seed, callbacks=[timer])
+    run = run_training(run_translation, flags, output_dir, seed, callbacks=[timer, *callbacks])
     run["step_seconds"] = timer.seconds
     run["translations"] = None if pairs is None else translate_saved_run(output_dir, pairs, num_beams=num_beams)
     return run

@@ -110,18 +110,59 @@ def test_collect_compares_the_verdicts_of_the_rerun_with_other_seeds(tmp_path):
     assert rerun_agreement("claim", parts, tmp_path).startswith("**no**: part b")
 
 
+@pytest.mark.parametrize("processes", [1, 2])
+def test_worker_pool_takes_jobs_that_wait_on_earlier_results(processes):
+    """A job submitted after reading earlier results runs in the same pool (how claim 2's RNN runs wait for the base
+    Transformers); with one process every job runs here, in submission order."""
+    import os
+
+    from replications.common import in_processes, worker_pool
+
+    with worker_pool(processes) as pool:
+        first = [pool.submit(pow, 2, n) for n in (3, 4)]
+        later = pool.submit(pow, sum(job.result() for job in first), 2)
+        here = pool.submit(os.getpid)
+        assert later.result() == (8 + 16) ** 2
+        assert (here.result() == os.getpid()) == (processes == 1)
+    assert in_processes(pow, [(3, 2), (2, 5)], processes) == [9, 32]
+
+
+def test_checkpoint_average_leaves_the_mean_of_the_last_checkpoints_in_the_model():
+    """Claim 2's Transformers are saved as the average of their last checkpoints (Vaswani et al. §6.1): with 2
+    checkpoints 2 steps apart in 6 steps, the weights after steps 4 and 6, nothing earlier."""
+    from types import SimpleNamespace
+
+    import torch
+
+    module = load(REPLICATIONS / "transformer_ablations.py")
+    model, average = torch.nn.Linear(2, 1), module.CheckpointAverage(count=2, every=2)
+    state = SimpleNamespace(max_steps=6, global_step=0)
+    for step in range(1, 7):
+        with torch.no_grad():
+            model.weight.fill_(step)
+            model.bias.fill_(-step)
+        state.global_step = step
+        average.on_step_end(None, state, None, model=model)
+    average.on_train_end(None, state, None, model=model)
+    assert model.weight.tolist() == [[5.0, 5.0]] and model.bias.tolist() == [-5.0]
+
+
 def test_transformer_ablations_trains_and_scores_every_run_with_the_seeds_asked_for(tmp_path, monkeypatch):
     """A rerun with --first_seed 3 trains every model with seed 3 (an earlier version gave the Transformers seeds
-    0, 1, 2 whatever was asked for), and every model that is scored translates with the claim's beam search."""
+    0, 1, 2 whatever was asked for), every model that is scored translates with the claim's beam search, and the
+    Transformers (only they) average their last checkpoints."""
     module = load(REPLICATIONS / "transformer_ablations.py")
     real, runs = module.train_and_translate, []
 
-    def spy(flags, output_dir, seed, pairs, num_beams=1):
-        runs.append((Path(output_dir).name, seed, pairs is not None, num_beams))
-        return real(flags, output_dir, seed, pairs, num_beams)
+    def spy(flags, output_dir, seed, pairs, num_beams=1, callbacks=()):
+        averaged = any(isinstance(callback, module.CheckpointAverage) for callback in callbacks)
+        runs.append((Path(output_dir).name, seed, pairs is not None, num_beams, averaged))
+        return real(flags, output_dir, seed, pairs, num_beams, callbacks)
 
     monkeypatch.setattr(module, "train_and_translate", spy)
     module.main(["--quick", "--first_seed", "3", "--output_dir", str(tmp_path)])
     scored = [run for run in runs if run[2]]
     assert len(scored) == len(module.TRANSFORMERS) + 1, runs  # every Transformer setting and the RNN
-    assert {(seed, beams) for _, seed, _, beams in scored} == {(3, module.BEAMS)}, runs
+    assert {(seed, beams) for _, seed, _, beams, _ in scored} == {(3, module.BEAMS)}, runs
+    # every Transformer is scored as the average of its last checkpoints (§6.1); the RNN is trained as in claim 1
+    assert {name.split("-")[0]: averaged for name, *_, averaged in runs} == {"transformer": True, "rnn": False}
