@@ -9,6 +9,7 @@ spread and whether the claim held) and the pictures beside it.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import math
 import os
@@ -473,28 +474,22 @@ def worker_pool(processes: int, threads: int | None = None):
         yield _InThisProcess()
         return
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
+    with concurrent.futures.ProcessPoolExecutor(
         max_workers=processes, mp_context=context, initializer=_worker_threads, initargs=(threads or 1,)
     ) as pool:
         yield pool
 
 
-class _InThisProcess:
+class _InThisProcess(concurrent.futures.Executor):
     """``worker_pool(1)``: runs each submitted job at once, here (an error is raised at once too), and hands back
-    its finished future."""
+    its finished future; ``map`` is the Executor's own, built on ``submit``."""
 
-    def submit(self, function: Callable, *args):
-        from concurrent.futures import Future
-
-        future = Future()
-        future.set_result(function(*args))
+    def submit(self, function: Callable, /, *args, **kwargs) -> concurrent.futures.Future:
+        future = concurrent.futures.Future()
+        future.set_result(function(*args, **kwargs))
         return future
-
-    def map(self, function: Callable, *iterables):
-        return [self.submit(function, *args).result() for args in zip(*iterables)]
 
 
 def _worker_threads(threads: int) -> None:

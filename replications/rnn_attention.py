@@ -187,7 +187,7 @@ def train_and_translate(
     """One run of run_translation.py (``run_training``, with ``callbacks`` besides its own) with ``flags`` into
     ``output_dir``, then the saved model's translations of ``pairs`` (``translate_saved_run``, greedy or with
     ``num_beams``; None: no translating). Adds ``step_seconds`` (CPU seconds of its optimizer steps, ``StepTimer``)
-    and ``translations``. Module-level: ``in_processes`` workers run it."""
+    and ``translations``. Module-level: ``worker_pool``'s worker processes run it."""
     timer = StepTimer()
     run = run_training(run_translation, flags, output_dir, seed, callbacks=[timer, *callbacks])
     run["step_seconds"] = timer.seconds
