@@ -20,8 +20,8 @@ Equal training time: every run times its optimizer steps (``StepTimer``: the CPU
 short timing run; its step count is then chosen so its steps take as long as the base Transformer's did on average,
 and the table gives the seconds each actually took.
 
-    python replications/transformer_ablations.py            # full: gettext-de-en, 3 seeds (about 70 CPU-min:
-                                                            # 40 min on 2 cores)
+    python replications/transformer_ablations.py            # full: gettext-de-en, 3 seeds (about 75 CPU-min:
+                                                            # 38 min on 2 cores)
     python replications/transformer_ablations.py --quick    # CI smoke test: training/data/de_en, 1 seed
 """
 
