@@ -47,6 +47,12 @@ CACHE_ALIASES = ("cache", "past_key_values")
 IGNORED_FROM_TRANSFORMERS = {
     "cache_position": "generate() before 5.24 passes the new tokens' positions; the models read them off the cache "
     "(attention.cache_layout), from which those positions are computed",
+    **dict.fromkeys(
+        ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx"),
+        "a padding-free batch (DataCollatorWithFlattening(return_flash_attn_kwargs=True), TRL's packing and "
+        "padding_free) describes its sequences for flash attention's variable-length kernels next to position_ids; "
+        "GPT reads the same boundaries off position_ids (attention.packed_sequences)",
+    ),
 }
 
 # Arguments the wrapper handles itself: they are accepted by every decorated forward.
