@@ -5,11 +5,13 @@ Scaled dot-product attention (Vaswani et al. 2017 §3.2.1, eq. 1):
     Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + M) V
 
 where M is 0 where a query may attend a key and a very large negative number where it may not. Masks are kept
-as boolean "may attend" relations (True = may attend) and combined with logic — key padding ∧ causal ∧ … — and
-only the eager kernel turns them into the additive M, with ``torch.finfo(dtype).min`` (never a fixed constant or
-infinity, which overflow in half precision or give NaN). A query row that may attend nothing returns zeros, never NaN.
-Families with their own score terms build on this core in their own files: Transformer-XL's relative positions
-(``modeling_transfo_xl.attend_with_score_bias``), Longformer's banded windows (``banded_attention.py``).
+as boolean "may attend" relations (True = may attend) and combined with logic — key padding ∧ causal ∧ same packed
+sequence ∧ … — and only the eager kernel turns them into the additive M, with ``torch.finfo(dtype).min`` (never a
+fixed constant or infinity, which overflow in half precision or give NaN). A query row that may attend nothing
+returns zeros, never NaN. A custom 4-D mask, as transformers' models accept it, is such a relation given whole
+(``check_relation_mask``). Families with their own score terms build on this core in their own files:
+Transformer-XL's relative positions (``modeling_transfo_xl.attend_with_score_bias``), Longformer's banded windows
+(``banded_attention.py``).
 
 Kernels, chosen by ``config._attn_implementation``:
 - ``"eager"``: the equation above written out, and the only one that can return the attention weights;
@@ -167,6 +169,71 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     return combined
 
 
+def packed_sequences(position_ids: torch.Tensor, batch_size: int, length: int) -> torch.Tensor | None:
+    """(batch, length) index of the sequence each token belongs to, when ``position_ids`` pack several sequences into
+    one row (a padding-free batch: ``DataCollatorWithFlattening``, TRL's packing / ``padding_free``).
+
+    A new sequence starts wherever a position is not the previous one + 1 (positions that restart at 0, or jump);
+    the index is the running count of starts: positions [[0, 1, 2, 3, 0, 1, 2]] → [[0, 0, 0, 0, 1, 1, 1]] — the rule
+    of transformers' ``masking_utils.find_packed_sequence_indices``. In eager mode None when no row holds a second
+    sequence (one read of the starts), so that SDPA keeps its causal kernel; under ``torch.compile`` /
+    ``torch.export`` the indices are kept as they are (all 0 restricts nothing), as in ``padding_or_none``."""
+    if (
+        position_ids.dim() > 2
+        or position_ids.shape[-1] != length
+        or position_ids.numel() not in (length, batch_size * length)
+    ):
+        raise ValueError(
+            f"position_ids has shape {tuple(position_ids.shape)} but the inputs need ({batch_size}, {length}) "
+            f"(or (1, {length}), shared by every row): one position per input token."
+        )
+    position_ids = position_ids.reshape(-1, length).expand(batch_size, length)
+    starts = position_ids[:, 1:] != position_ids[:, :-1] + 1
+    sequence_ids = torch.cat([starts.new_zeros(batch_size, 1), starts], dim=1).cumsum(-1)
+    if torch.compiler.is_compiling() or bool(starts.any()):
+        return sequence_ids
+    return None
+
+
+def same_sequence_mask(sequence_ids: torch.Tensor) -> torch.Tensor:
+    """(batch, length) packed sequence indices → (batch, 1, length, length) bool: token i may attend token j only
+    within its own sequence (the queries are the keys: nothing is cached)."""
+    return (sequence_ids[:, :, None] == sequence_ids[:, None, :])[:, None]
+
+
+def check_relation_mask(
+    attention_mask: torch.Tensor, batch_size: int, query_length: int, key_length: int, name: str = "attention_mask"
+) -> torch.Tensor:
+    """Validate a custom 4-D mask, the whole "may attend" relation of every query and key, and return it as
+    (batch or 1, 1, query_length, key_length) bool.
+
+    It takes the place of the mask the model would build (padding, causal, packed sequences), as transformers' models
+    take a prepared 4-D mask: boolean (True = may attend), or additive float as in the attention equation (0 = may
+    attend; masked: a large negative value, at most -1e4 — ``finfo.min``, -inf, the -10000 of older models).
+    ``key_length`` counts the cached keys and the new ones (all of a static cache's slots)."""
+    expected = (batch_size, 1, query_length, key_length)
+    shape = tuple(attention_mask.shape)
+    if len(shape) != 4 or shape[0] not in (1, batch_size) or shape[1:] != expected[1:]:
+        raise ValueError(
+            f"{name} has shape {shape} but a 4-D mask must be (batch, 1, query_length, key_length) = {expected} "
+            "(batch may be 1; key_length counts the cached tokens and the new ones), or a (batch, length) 0/1 mask."
+        )
+    if attention_mask.dtype == torch.bool:
+        return attention_mask
+    if not attention_mask.is_floating_point():
+        raise ValueError(
+            f"A 4-D {name} must be bool (True = attend) or an additive float mask (0 = attend, large negative = "
+            f"masked), got dtype {attention_mask.dtype}."
+        )
+    message = (
+        f"A float 4-D {name} is additive: 0 where a query may attend a key, a large negative value (≤ -1e4, "
+        "e.g. torch.finfo(dtype).min) where it may not; got other values."
+    )
+    if not values_pass((attention_mask == 0) | (attention_mask <= -1e4), message):
+        raise ValueError(message)
+    return attention_mask == 0
+
+
 def mask_to_bias(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Turn a boolean "may attend" mask into the additive M of the attention equation (0 or finfo.min)."""
     bias = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
@@ -181,11 +248,23 @@ class AttentionMask:
     ``causal``: whether query i may only attend keys ≤ i (aligned at the end when keys include a cache).
     ``query_positions``: (query_length,) the key slots of the queries when they are not the last ones — with
     transformers' ``StaticCache`` the keys are all ``max_cache_len`` slots, written or not (see ``cache_layout``).
+    ``sequence_ids``: (batch, length) the packed sequence of each token (``packed_sequences``; no cache: the queries
+    are the keys), None: one sequence per row.
+    ``relation``: a custom (batch or 1, 1, query_length, key_length) bool relation (``check_relation_mask``), None:
+    none.
     """
 
     key_padding: torch.Tensor | None = None
     causal: bool = False
     query_positions: torch.Tensor | None = None
+    sequence_ids: torch.Tensor | None = None
+    relation: torch.Tensor | None = None
+
+    @property
+    def only_causal(self) -> bool:
+        """Whether the relation is "key ≤ query" alone, with the new tokens the last keys: SDPA's own causal kernel."""
+        parts = (self.key_padding, self.query_positions, self.sequence_ids, self.relation)
+        return self.causal and all(part is None for part in parts)
 
     def to_bool(self, query_length: int, key_length: int, device: torch.device) -> torch.Tensor | None:
         """The combined relation, broadcastable to (batch, heads, query_length, key_length), or None."""
@@ -193,7 +272,8 @@ class AttentionMask:
         if self.causal and (query_length > 1 or self.query_positions is not None):
             causal = causal_mask(query_length, key_length, device, self.query_positions)
         padding = padding_mask(self.key_padding) if self.key_padding is not None else None
-        return combine_masks(padding, causal)
+        same_sequence = same_sequence_mask(self.sequence_ids) if self.sequence_ids is not None else None
+        return combine_masks(padding, causal, same_sequence, self.relation)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -310,13 +390,7 @@ def attend(
         allowed = mask.to_bool(query_length, key_length, query.device) if mask is not None else None
         output, weights = eager_attention(query, key, value, allowed, dropout=dropout, scale=scale)
         return output, (weights if output_attentions else None)
-    if (
-        mask is not None
-        and mask.key_padding is None
-        and mask.causal
-        and mask.query_positions is None
-        and query_length == key_length
-    ):
+    if mask is not None and mask.only_causal and query_length == key_length:
         # Pure causal self-attention: let the kernel use its own (faster) triangular mask.
         return sdpa_attention(query, key, value, None, dropout=dropout, scale=scale, is_causal=True), None
     allowed = mask.to_bool(query_length, key_length, query.device) if mask is not None else None
@@ -368,6 +442,41 @@ def check_cache_mask(
     if not values_pass(cache_positions < length, message):
         raise ValueError(message)
     return torch.cat([key_is_real, key_is_real.new_zeros(batch_size, key_length - length)], dim=1)
+
+
+def decoder_self_attention_mask(
+    attention_mask: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    batch_size: int,
+    key_length: int,
+    cache_positions: torch.Tensor,
+    static: bool,
+    cached: bool,
+) -> tuple[AttentionMask, torch.Tensor | None]:
+    """A decoder's masked self-attention relation from its inputs (``cache_layout`` gives ``key_length``,
+    ``cache_positions``, ``static``; ``cached``: a cache is read or written), and the key padding, (batch, key_length)
+    bool or None, from which positions are counted:
+
+    - a 4-D ``attention_mask`` is the whole relation as given (``check_relation_mask``), causality included, as
+      transformers' models take a prepared 4-D mask; it says nothing of padding, so positions are not counted from it;
+    - a (batch, key_length) 0/1 mask: key padding ∧ causal (``check_cache_mask``);
+    - ``position_ids`` with no mask and no cache: causal ∧ same packed sequence (``packed_sequences``) — a
+      padding-free batch, transformers' condition (``masking_utils``: position_ids given, no mask, no cache);
+    - otherwise causal alone."""
+    query_length = cache_positions.shape[0]
+    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:
+        return AttentionMask(relation=check_relation_mask(attention_mask, batch_size, query_length, key_length)), None
+    key_is_real = check_cache_mask(attention_mask, batch_size, key_length, cache_positions, static)
+    sequence_ids = None
+    if attention_mask is None and position_ids is not None and not cached:
+        sequence_ids = packed_sequences(position_ids, batch_size, query_length)
+    mask = AttentionMask(
+        key_padding=padding_or_none(key_is_real),
+        causal=True,
+        query_positions=cache_positions if static else None,
+        sequence_ids=sequence_ids,
+    )
+    return mask, key_is_real
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import AttentionMask, MultiHeadAttention, cache_layout, check_cache_mask, padding_or_none, values_pass
+from .attention import AttentionMask, MultiHeadAttention, cache_layout, decoder_self_attention_mask, values_pass
 from .configuration_gpt import ScratchGPTConfig
 from .inputs import check_input_ids, check_one_input, choice_dimensions, embedding_rows, flatten_choices
 from .layers import FeedForward, ResidualNorm, get_activation, run_layers
@@ -192,16 +192,16 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
             past_key_values = None
         key_length, cache_positions, static = cache_layout(past_key_values, length, reference.device)
 
-        # The mask covers the key slots: the cached tokens and the new ones (and a static cache's empty slots).
-        key_is_real = check_cache_mask(attention_mask, batch, key_length, cache_positions, static)
+        # The mask covers the key slots: the cached tokens and the new ones (and a static cache's empty slots);
+        # packed sequences (position_ids that restart, no mask, no cache) attend within themselves.
+        mask, key_is_real = decoder_self_attention_mask(
+            attention_mask, position_ids, batch, key_length, cache_positions, static, past_key_values is not None
+        )
         if position_ids is None:
             if key_is_real is not None:
                 position_ids = positions_from_attention_mask(key_is_real, cache_positions)
             else:
                 position_ids = cache_positions[None, :]
-        mask = AttentionMask(
-            key_padding=padding_or_none(key_is_real), causal=True, query_positions=cache_positions if static else None
-        )
 
         hidden_states = self.embeddings(input_ids, position_ids, token_type_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
