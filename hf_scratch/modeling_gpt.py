@@ -150,7 +150,10 @@ class ScratchGPTPreTrainedModel(ScratchPreTrainedModel):
 
 
 class ScratchGPTModel(ScratchGPTPreTrainedModel):
-    """The GPT decoder: embeddings → L masked self-attention blocks → (GPT-2 only) final LayerNorm."""
+    """The GPT decoder: embeddings → L masked self-attention blocks → (GPT-2 only) final LayerNorm.
+
+    The mask (``attention.decoder_self_attention_mask``): causal ∧ key padding; a padding-free batch (position_ids
+    that restart, no mask, no cache) attends within each of its sequences; a 4-D mask is the whole relation."""
 
     def __init__(self, config: ScratchGPTConfig):
         super().__init__(config)
@@ -297,9 +300,10 @@ def auxiliary_objective(task_loss, lm_loss, lm_loss_weight: float):
 
 def last_real_token_index(attention_mask, input_ids, pad_token_id, length: int, batch: int, device) -> torch.Tensor:
     """Index of each row's last non-padding token — the extract token h_l^m that classification reads. From the
-    attention mask when given (left or right padding), else from ``pad_token_id``, else the last position."""
+    (batch, length) attention mask when given (left or right padding; a custom 4-D mask relates queries to keys and
+    does not say which tokens are padding), else from ``pad_token_id``, else the last position."""
     positions = torch.arange(length, device=device)
-    if attention_mask is not None:
+    if attention_mask is not None and attention_mask.dim() == 2:
         return (positions * (attention_mask != 0).long()).argmax(-1)
     if input_ids is not None and pad_token_id is not None:
         return (positions * (input_ids != pad_token_id).long()).argmax(-1)

@@ -100,6 +100,24 @@ def test_a_registered_kernel_sees_the_additive_mask_of_the_equation(registered_k
     torch.testing.assert_close(seen[0], mask_to_bias(allowed, torch.float32), atol=0, rtol=0)
 
 
+def test_a_registered_kernel_sees_packed_sequences_in_the_additive_mask(registered_kernel):
+    """A padding-free GPT batch (position_ids that restart, no mask, no cache): M = causal ∧ same sequence."""
+    seen = []
+
+    def spy(module, query, key, value, attention_mask, **kwargs):
+        seen.append(attention_mask)
+        return written_out(module, query, key, value, attention_mask, **kwargs)
+
+    AttentionInterface.register(registered_kernel, spy)
+    position_ids = torch.tensor([[0, 1, 2, 0, 1, 0]])
+    FAMILIES["gpt"].build(fixed_sizes(), registered_kernel)(
+        input_ids=torch.tensor([[5, 6, 7, 8, 9, 10]]), position_ids=position_ids, use_cache=False
+    )
+    sequence = torch.tensor([0, 0, 0, 1, 1, 2])
+    allowed = torch.ones(6, 6, dtype=torch.bool).tril() & (sequence[:, None] == sequence[None, :])
+    torch.testing.assert_close(seen[0], mask_to_bias(allowed[None, None], torch.float32), atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("name", OTHERS)
 def test_families_with_their_own_score_functions_refuse_registered_kernels(name, registered_kernel):
     with pytest.raises(ValueError, match="attn"):

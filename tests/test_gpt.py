@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 import transformers
-from families import FAMILIES, assert_converts_back, max_diff_on_real
+from families import FAMILIES, assert_converts_back, close, max_diff_on_real
 from families import gpt_batch as right_padded_batch
 from safetensors.torch import save_file
 from transformers import AutoModelForMultipleChoice, AutoModelForSequenceClassification
@@ -505,3 +505,125 @@ def test_double_heads_checkpoint_carries_its_code(tmp_path):
     remote = get_class_from_dynamic_module("modeling_gpt.ScratchGPTDoubleHeadsModel", str(tmp_path))
     assert remote.__module__.startswith("transformers_modules")
     assert type(remote.from_pretrained(tmp_path)).__name__ == "ScratchGPTDoubleHeadsModel"
+
+
+# ---- custom 4-D attention masks (issue 39) -------------------------------------------------------------------
+# transformers' GPT2LMHeadModel takes a prepared (batch, 1, query, key) mask as the whole relation (causality included):
+# boolean (True = attend; its sdpa kernel) or additive float (0 / a large negative value; both kernels).
+
+
+def expressed(attention_mask: torch.Tensor, query_length: int | None = None) -> torch.Tensor:
+    """The 4-D bool relation a (batch, key_length) 0/1 mask expresses for a decoder: key padding ∧ causal, the
+    queries being the last ``query_length`` keys."""
+    key_length = attention_mask.shape[1]
+    query_length = key_length if query_length is None else query_length
+    causal = torch.ones(key_length, key_length, dtype=torch.bool).tril()[-query_length:]
+    return causal[None, None] & attention_mask.bool()[:, None, None, :]
+
+
+def additive(relation: torch.Tensor, masked: float) -> torch.Tensor:
+    return torch.zeros(relation.shape).masked_fill(~relation, masked)
+
+
+def four_d_forms(relation: torch.Tensor) -> dict:
+    return {
+        "bool": relation,
+        "finfo.min": additive(relation, torch.finfo(torch.float32).min),
+        "-inf": additive(relation, float("-inf")),
+        "-10000": additive(relation, -1e4),
+    }
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_4d_mask_equals_the_2d_mask_it_expresses_and_gpt2(attn_implementation):
+    """Left-padded batch: the bool and the additive float 4-D masks give the logits of the 2-D mask they express
+    (positions given: a 4-D relation does not say which tokens are padding) — and GPT-2's with the same 4-D mask."""
+    reference = reference_model("gpt2", "LMHeadModel", attn_implementation=attn_implementation)
+    ours = from_transformers(reference).eval()
+    ours.set_attn_implementation(attn_implementation)
+    input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9, 10], [11, 12, 13], [14]])
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        expected = ours(input_ids=input_ids, attention_mask=attention_mask).logits
+        for form, mask in four_d_forms(expressed(attention_mask)).items():
+            actual = ours(input_ids=input_ids, attention_mask=mask, position_ids=position_ids).logits
+            assert max_diff_on_real(expected, actual, attention_mask) <= 1e-5, form
+            # GPT-2's eager kernel adds the mask as it is: a bool mask adds 1, -inf gives NaN on padding rows (and
+            # from there on, 0·NaN, everywhere)
+            if form in ("finfo.min", "-10000") or (form == "bool" and attn_implementation == "sdpa"):
+                gpt2 = reference(input_ids=input_ids, attention_mask=mask, position_ids=position_ids).logits
+                assert max_diff_on_real(gpt2, actual, attention_mask) <= 1e-4, form
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_4d_mask_over_the_cache_equals_the_2d_mask(attn_implementation):
+    """Decoding with a cache: the step's 4-D mask (batch, 1, 1, past + 1) covers the cached keys and the new one."""
+    model = GPT.tiny_model(attn_implementation=attn_implementation)
+    input_ids, attention_mask = left_pad([[5, 6, 7, 8, 9], [11, 12, 13]])
+    step_ids, full_mask = torch.tensor([[20], [21]]), torch.cat([attention_mask, torch.ones(2, 1, dtype=torch.long)], 1)
+    step_positions = full_mask.sum(-1, keepdim=True) - 1
+    outputs = []
+    for step_mask in (full_mask, expressed(full_mask, query_length=1), additive(expressed(full_mask, 1), -1e9)):
+        with torch.no_grad():
+            prefill = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=True)
+            step = model(input_ids=step_ids, attention_mask=step_mask, position_ids=step_positions, cache=prefill.cache)
+        assert step.cache.get_seq_length() == 6
+        outputs.append(step.logits)
+    close(outputs[1], outputs[0], atol=1e-5)
+    close(outputs[2], outputs[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_a_4d_mask_is_the_whole_relation_as_in_gpt2(attn_implementation):
+    """A relation that is not causal (a prefix the model reads both ways, then causal) is taken as given, as GPT-2
+    takes it — the model does not add its causal mask on top."""
+    reference = reference_model("gpt2", "LMHeadModel", attn_implementation=attn_implementation)
+    ours = from_transformers(reference).eval()
+    ours.set_attn_implementation(attn_implementation)
+    input_ids = torch.randint(3, VOCAB, (2, 7))
+    relation = torch.ones(7, 7, dtype=torch.bool).tril()
+    relation[:3, :3] = True
+    mask = additive(relation[None, None], torch.finfo(torch.float32).min)  # (1, 1, 7, 7): shared by the batch
+    with torch.no_grad():
+        expected = reference(input_ids=input_ids, attention_mask=mask).logits
+        actual = ours(input_ids=input_ids, attention_mask=mask).logits
+        causal = ours(input_ids=input_ids).logits
+    assert (expected - actual).abs().max() <= 1e-4
+    assert (causal[:, :2] - actual[:, :2]).abs().max() > 1e-3  # the prefix did read ahead
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_4d_mask_row_that_attends_nothing_gives_zeros_not_nan(attn_implementation):
+    model = GPT.tiny_model(attn_implementation=attn_implementation)
+    relation = expressed(torch.ones(1, 5))
+    relation[0, 0, 2] = False  # query 2 may attend nothing
+    with torch.no_grad():
+        output = model(input_ids=torch.tensor([[5, 6, 7, 8, 9]]), attention_mask=relation, output_attentions=True)
+    assert torch.isfinite(output.logits).all()
+    assert all((weights[0, :, 2] == 0).all() for weights in output.attentions)
+
+
+def test_sequence_classification_takes_a_4d_mask():
+    """The extract token then comes from pad_token_id, as in transformers' GPT2ForSequenceClassification."""
+    model = GPT.tiny_model("ScratchGPTForSequenceClassification", num_labels=3)
+    input_ids, attention_mask = right_padded_batch()
+    with torch.no_grad():
+        expected = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        actual = model(input_ids=input_ids, attention_mask=expressed(attention_mask)).logits
+    close(actual, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "mask,message",
+    [
+        (torch.ones(2, 2, 5, 5, dtype=torch.bool), "4-D mask must be"),  # one mask per head
+        (torch.ones(2, 1, 5, 6, dtype=torch.bool), "4-D mask must be"),  # a key too many
+        (torch.ones(3, 1, 5, 5, dtype=torch.bool), "4-D mask must be"),  # another batch
+        (torch.ones(2, 1, 5, 5, dtype=torch.long), "must be bool"),  # 0/1 integers: which convention?
+        (torch.full((2, 1, 5, 5), 0.5), "additive"),  # not a mask
+        (torch.ones(2, 5, 5, dtype=torch.bool), "has shape"),  # 3-D
+    ],
+)
+def test_4d_mask_with_wrong_shape_or_values_is_a_value_error(mask, message):
+    with pytest.raises(ValueError, match=message):
+        GPT.tiny_model()(input_ids=torch.randint(3, VOCAB, (2, 5)), attention_mask=mask)
