@@ -7,9 +7,11 @@ tiny models, a few steps."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -26,7 +28,7 @@ from training_runs import TINY  # noqa: E402
 import hf_scratch  # noqa: E402,F401  (registers the families)
 from hf_scratch import ScratchTransfoXLConfig  # noqa: E402
 from training import run_classification, run_clm, run_multiple_choice, run_ner, run_translation  # noqa: E402
-from training.arguments import parse_arguments, run_script  # noqa: E402
+from training.arguments import ModelArguments, accelerator_available, parse_arguments, run_script  # noqa: E402
 
 ENV = dict(
     os.environ,
@@ -116,6 +118,63 @@ def test_help_starts_with_the_description_and_two_examples_then_our_flags(script
     assert "--traceback" in text[: text.index(groups[1])]
 
 
+def help_examples(text: str, script: str) -> list[str]:
+    """The example commands of a script's ``--help`` (a line ending in `` \\`` continues on the next)."""
+    lines = text[text.index("\n\n") : text.index("--traceback shows where it failed.")].splitlines()  # after usage
+    examples = []
+    for number, line in enumerate(lines):
+        if line.strip().startswith(f"python training/{script}.py"):
+            command = line.strip()
+            while command.endswith(" \\") and number + 1 < len(lines):
+                number += 1
+                command = command[:-1] + lines[number].strip()
+            examples.append(command)
+    return examples
+
+
+def script_parser(module, monkeypatch):
+    """The parser ``module.main`` reads its flags with: ``build_parser`` given what the script passes to
+    ``parse_arguments`` (which is stopped there)."""
+    import inspect
+
+    from training.arguments import build_parser, parse_arguments
+
+    class Built(Exception):
+        pass
+
+    def build(*args, **kwargs):
+        given = inspect.signature(parse_arguments).bind(*args, **kwargs)
+        given.apply_defaults()
+        names = ("script", "extra_dataclasses", "training_class", "aliases", "doc", "supported")
+        raise Built(build_parser(*(given.arguments[name] for name in names)))
+
+    monkeypatch.setattr(module, "parse_arguments", build)
+    with pytest.raises(Built) as built:
+        module.main([])
+    return built.value.args[0]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_examples_are_commands_the_script_takes(script, help_texts, monkeypatch):
+    """Every example of ``--help`` is one command, as it would be typed (no run of spaces where a line break was),
+    whose flags and values the script's own parser takes, with a model type the script trains."""
+    import shlex
+
+    module = __import__(f"training.{script}", fromlist=["main", "SUPPORTED"])
+    parser = script_parser(module, monkeypatch)
+    examples = help_examples(help_texts[script], script)
+    assert len(examples) >= 2, help_texts[script][:2000]
+    for example in examples:
+        command = example.split("   #")[0].rstrip()  # an aligned comment may follow
+        assert "  " not in command and "\\" not in command, example
+        words = shlex.split(command)
+        assert words[:2] == ["python", f"training/{script}.py"], example
+        *parsed, unknown = parser.parse_args_into_dataclasses(args=words[2:], return_remaining_strings=True)
+        assert unknown == [], example
+        model_args = next(value for value in parsed if isinstance(value, ModelArguments))
+        assert model_args.model_type in (None, *module.SUPPORTED), example
+
+
 def model_types_offered(text: str) -> list[str]:
     line = next(line for line in text.splitlines() if line.strip().startswith("--model_type "))
     return line.split("{")[1].split("}")[0].split(",")
@@ -196,7 +255,8 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
         ),
         (
             ["--model_type", "scratch-transformer"],
-            "This script trains ['scratch-bert', 'scratch-gpt', 'scratch-longformer', 'scratch-rnn']",
+            "--model_type 'scratch-transformer' is not one of this script's model types, which train from scratch: "
+            "scratch-bert, scratch-gpt, scratch-longformer, scratch-rnn.",
         ),
         (
             ["--model_type", "scratch-bert", "--text_column_names", "a,b,c"],
@@ -215,6 +275,50 @@ def test_every_bad_input_ends_the_same_way(args, message, tmp_path, capsys, monk
         line for line in printed.splitlines() if "error" in line.lower() or "Traceback" in line
     ]  # beside progress bars
     assert len(errors) == 1 and errors[0].startswith("run_classification.py: error: ") and message in errors[0], printed
+
+
+def one_error_line(module, args: list[str], capsys, monkeypatch) -> str:
+    """The error ``python training/<script>.py args`` prints (``run_script``), asserting exit status 2 and one line."""
+    script = f"{module.__name__.rsplit('.', 1)[-1]}.py"
+    monkeypatch.setattr(sys, "argv", [script])
+    with pytest.raises(SystemExit) as ended:
+        run_script(module.main, args)
+    printed = capsys.readouterr().err
+    errors = [line for line in printed.splitlines() if "error" in line.lower() or "Traceback" in line]
+    assert ended.value.code == 2 and len(errors) == 1 and errors[0].startswith(f"{script}: error: "), printed
+    return errors[0]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_reference_model_type_names_our_types_and_the_flag_that_converts_it(script, tmp_path, capsys, monkeypatch):
+    """``--model_type gpt2`` (what a transformers user types first), and any type that is not the script's: one line
+    listing the script's types and ``--model_name_or_path``, which converts a reference checkpoint."""
+    module = __import__(f"training.{script}", fromlist=["main", "SUPPORTED"])
+    args = ["--output_dir", str(tmp_path), *TINY_FLAGS]
+    errors = {
+        model_type: one_error_line(module, ["--model_type", model_type, *args], capsys, monkeypatch)
+        for model_type in ("gpt2", "no-such-type")
+    }
+    for model_type, error in errors.items():
+        assert f"--model_type {model_type!r} is not one of this script's model types" in error
+        assert f"which train from scratch: {', '.join(module.SUPPORTED)}." in error and "--model_name_or_path" in error
+    if "scratch-gpt" in module.SUPPORTED:  # the reference GPT-2 is converted to ours
+        assert "To fine-tune the reference gpt2 instead, give --model_name_or_path gpt2 (" in errors["gpt2"]
+    with pytest.raises(ValueError, match="is not one of this script's model types"):  # --traceback: the exception
+        run_script(module.main, ["--model_type", "gpt2", "--output_dir", str(tmp_path), *TINY_FLAGS, "--traceback"])
+
+
+def test_a_checkpoint_folder_without_its_weights_is_one_line(saved_gpt, tmp_path, capsys, monkeypatch):
+    """A checkpoint folder whose model.safetensors is gone (an interrupted copy or download): one line, exit 2."""
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    for path in saved_gpt.iterdir():
+        if path.name != "model.safetensors":
+            (folder / path.name).symlink_to(path)
+    args = ["--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "out"), *TINY_FLAGS]
+    error = one_error_line(run_clm, args, capsys, monkeypatch)
+    assert f"--model_name_or_path {str(folder)!r} has a config.json but no weights file (model.safetensors" in error
+    assert "Save the model again" in error
 
 
 # ---- the column names of transformers' example scripts --------------------------------------------------------
@@ -381,21 +485,30 @@ def test_a_short_transformer_xl_run_learns_at_the_default_learning_rate(tmp_path
     assert last_training_loss(stuck) > math.log(vocabulary) - 0.3
 
 
-# ---- a launch that would not be distributed ------------------------------------------------------------------
+# ---- several processes on a machine without an accelerator ----------------------------------------------------
+
+LAUNCHES = {
+    "cpu_ddp.yaml": ["--config_file", "training/accelerate_configs/cpu_ddp.yaml"],
+    "--multi_gpu --num_processes 2": ["--multi_gpu", "--num_processes", "2"],
+}
 
 
-def test_a_multi_process_launch_that_would_not_be_distributed_is_refused(tmp_path):
-    """``accelerate launch`` with the two-process CPU config but without --use_cpu: the Trainer would not join the
-    processes (each would train its own copy into the same folder), so the script refuses and names the fix."""
+@pytest.mark.skipif(accelerator_available(), reason="what a machine without an accelerator does")
+@pytest.mark.parametrize("launch", list(LAUNCHES))
+def test_a_two_process_cpu_launch_trains_one_ddp_run_without_use_cpu(launch, tmp_path):
+    """``accelerate launch`` with the two-process CPU config, or with ``--multi_gpu --num_processes 2``, and no
+    --use_cpu: the script turns it on (the Trainer joins CPU processes only with it), says so once, and the Trainer
+    trains one run whose batch counts both processes (2 steps of 2 per device × 2 processes: half the 16 examples)."""
+    from test_distributed import free_port
+
     command = [
         sys.executable,
         "-m",
         "accelerate.commands.accelerate_cli",
         "launch",
-        "--config_file",
-        "training/accelerate_configs/cpu_ddp.yaml",
+        *LAUNCHES[launch],
         "--main_process_port",
-        "29547",
+        str(free_port()),
         "training/run_clm.py",
         "--model_type",
         "scratch-gpt",
@@ -403,15 +516,40 @@ def test_a_multi_process_launch_that_would_not_be_distributed_is_refused(tmp_pat
         "char",
         "--output_dir",
         str(tmp_path / "out"),
-        *TINY,
+        *[arg for arg in TINY if arg != "--use_cpu"],
+        "--log_level",
+        "info",
     ]
-    command.remove("--use_cpu")
     completed = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=400)
-    assert completed.returncode != 0
-    refusals = [line for line in completed.stderr.splitlines() if line.startswith("run_clm.py: error: ")]
-    assert len(refusals) == 2, completed.stderr[-3000:]  # one per process
-    assert "launched as 2 processes" in refusals[0] and "add --use_cpu" in refusals[0]
-    assert not (tmp_path / "out" / "model.safetensors").exists()
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    notices = [line for line in completed.stderr.splitlines() if line.startswith("run_clm.py: ")]
+    assert notices == [
+        "run_clm.py: 2 processes on a machine without an accelerator: training them as one 2-process DDP run on CPU "
+        "over gloo (--use_cpu, turned on for you)."
+    ], completed.stderr[-4000:]
+    assert "torch.distributed.launch" not in completed.stderr  # transformers' advice for a run it would not join
+    assert "Total train batch size (w. parallel, distributed & accumulation) = 4" in completed.stderr
+    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2 and state["epoch"] == 2 * 2 * 2 / 16
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_a_multi_process_launch_that_cannot_be_one_run_is_refused(monkeypatch):
+    """What remains refused: processes the Trainer would not join (``--use_cpu false`` without an accelerator), each
+    of which would train its own copy into the same folder."""
+    from types import SimpleNamespace
+
+    from transformers.training_args import ParallelMode
+
+    from training.arguments import check_distributed
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr("training.arguments.accelerator_available", lambda: False)
+    with pytest.raises(ValueError, match=r"launched as 2 processes.*drop --use_cpu false"):
+        check_distributed(SimpleNamespace(parallel_mode=ParallelMode.NOT_PARALLEL))
+    check_distributed(SimpleNamespace(parallel_mode=ParallelMode.DISTRIBUTED))  # one run: nothing to refuse
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    check_distributed(SimpleNamespace(parallel_mode=ParallelMode.NOT_PARALLEL))  # one process
 
 
 # ---- tokenizers load without a prompt -------------------------------------------------------------------------
@@ -433,10 +571,29 @@ TOKENIZER_LOADER = textwrap.dedent(
         pass
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+    if len(sys.argv) > 2:  # the code of the folder's model card ("How to use"), run as the hub shows it
+        exec(sys.argv[2])
+    else:  # the plain call, without trust_remote_code
+        tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
     print(tokenizer("To be, or not to be")["input_ids"])
     """
 )
+
+
+def load_tokenizer_without_hf_scratch(folder: Path, tmp_path: Path, *code: str) -> subprocess.CompletedProcess:
+    """``TOKENIZER_LOADER`` in a process where hf_scratch cannot be imported, with stdin closed."""
+    script = tmp_path / "load_tokenizer.py"
+    script.write_text(TOKENIZER_LOADER)
+    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        [sys.executable, "-I", str(script), str(folder), *code],
+        cwd=tmp_path,
+        env={**env, "HF_MODULES_CACHE": str(tmp_path / "modules")},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -447,30 +604,25 @@ def saved_gpt(tmp_path_factory) -> Path:
 
 
 def test_saved_tokenizer_loads_without_a_prompt_or_warning_where_hf_scratch_is_not_installed(saved_gpt, tmp_path):
-    """Where hf_scratch cannot be imported the folder's tokenizer loads as its model does, with trust_remote_code=True:
-    no question on stdin (closed here), no warning, the same ids."""
+    """Where hf_scratch cannot be imported, the folder's model card's "How to use" code (trust_remote_code=True for
+    the tokenizer too) loads it with no question on stdin (closed here), no warning, the same ids; the plain
+    ``AutoTokenizer.from_pretrained(folder)`` asks the question the card, the quickstart and the README warn of."""
     from transformers import AutoTokenizer
 
-    script = tmp_path / "load_tokenizer.py"
-    script.write_text(TOKENIZER_LOADER)
-    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
-    completed = subprocess.run(
-        [sys.executable, "-I", str(script), str(saved_gpt)],
-        cwd=tmp_path,
-        env={**env, "HF_MODULES_CACHE": str(tmp_path / "modules")},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    card = (saved_gpt / "README.md").read_text()
+    how_to_use = re.search(r"## How to use\n```python\n(.*?)```", card, re.S).group(1)
+    assert how_to_use.count("trust_remote_code=True") == 2 and "Do you wish to run the custom code? [y/N]" in how_to_use
+    code = how_to_use.replace(f'"{saved_gpt.name}"', repr(str(saved_gpt)))  # the card names the hub repository
+    completed = load_tokenizer_without_hf_scratch(saved_gpt, tmp_path, code)
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert completed.stderr.strip() == "", (
-        completed.stderr
-    )  # neither "Do you wish to run the custom code?" nor a warning
+    printed = [line for line in completed.stderr.splitlines() if line.strip() and "Loading weights" not in line]
+    assert printed == [], completed.stderr  # neither the question nor a warning (the model's progress bar only)
     assert (
         json.loads(completed.stdout.strip().splitlines()[-1])
         == AutoTokenizer.from_pretrained(saved_gpt)("To be, or not to be")["input_ids"]
     )
+    plain = load_tokenizer_without_hf_scratch(saved_gpt, tmp_path)
+    assert "Do you wish to run the custom code? [y/N]" in plain.stdout + plain.stderr, plain.stderr[-3000:]
 
 
 def test_saved_tokenizer_loads_plainly_with_hf_scratch(saved_gpt, capfd):
@@ -598,7 +750,7 @@ def test_happy_paths_print_no_warning_the_user_cannot_act_on(tmp_path, capfd):
 def test_quickstart_trains_reloads_samples_and_converts(tmp_path, capsys):
     from training import quickstart
 
-    outcome = quickstart.main(["--max_steps", "10", "--output_dir", str(tmp_path / "qs")])
+    outcome = quickstart.main(["--max_steps", "10", "--output_dir", str(tmp_path / "quickstart-gpt")])
     printed = capsys.readouterr().out
     for step in (
         "1. Training",
@@ -613,9 +765,36 @@ def test_quickstart_trains_reloads_samples_and_converts(tmp_path, capsys):
     assert f"{held_out[-1]:.3f}" in printed
     assert outcome["sample"].startswith("OTHELLO.\n") and len(outcome["sample"]) > len("OTHELLO.\n")
     assert outcome["converted"]["max_abs_difference"] <= 1e-5
-    assert (tmp_path / "qs" / "README.md").is_file() and (tmp_path / "qs" / "modeling_gpt.py").is_file()
+    folder = tmp_path / "quickstart-gpt"
+    assert (folder / "README.md").is_file() and (folder / "modeling_gpt.py").is_file()
     assert "{'loss'" not in printed  # the Trainer's own lines go to the log file
-    assert "'loss'" in (tmp_path / "qs.log").read_text()
+    assert "'loss'" in (tmp_path / "quickstart-gpt.log").read_text()
+
+    # the README's sample output is this run's, but for the numbers of a longer run: every step's heading, and steps
+    # 2 and 3 (the folder's files, the reloaded model, how to load it elsewhere) line for line
+    sample = readme_sample_output()
+    printed = printed.replace(str(tmp_path), "outputs")  # the default --output_dir is outputs/quickstart-gpt
+
+    def steps(text: str) -> dict[str, list[str]]:
+        blocks: dict[str, list[str]] = {}
+        for line in text.splitlines():
+            if line[:1].isdigit() and line[1:3] == ". ":
+                blocks[line[0]] = []
+            if blocks:
+                blocks[list(blocks)[-1]].append(line)
+        return blocks
+
+    ours, documented = steps(printed), steps(sample)
+    assert list(ours) == list(documented) == ["1", "2", "3", "4", "5"]
+    mask = functools.partial(re.sub, r"\d+", "N")
+    assert [mask(ours[step][0]) for step in ours] == [mask(documented[step][0]) for step in documented]
+    assert ours["2"] == documented["2"] and ours["3"] == documented["3"]
+
+
+def readme_sample_output() -> str:
+    """The quickstart's output as the README shows it (the text block after "What it prints:")."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    return re.search(r"What it prints:\s*```text\n(.*?)```", text, re.S).group(1)
 
 
 # ---- the README -------------------------------------------------------------------------------------------------
@@ -624,8 +803,6 @@ def test_quickstart_trains_reloads_samples_and_converts(tmp_path, capsys):
 def test_readme_is_written_for_users():
     """No project-internal language, every picture it shows exists, and both Quickstart blocks stand alone (a fresh
     virtual environment, then the main job or the tests)."""
-    import re
-
     text = (REPO / "README.md").read_text(encoding="utf-8")
     assert not re.search(r"\bissues? \d+|\bsessions?\b|#\d+\b", text, re.IGNORECASE), re.findall(
         r".{40}(?:issue \d+|session).{40}", text
@@ -645,3 +822,6 @@ def test_readme_is_written_for_users():
     assert re.search(r"^\.venv/bin/python -m pytest -q( .*)?$", tests, re.M), tests  # the whole suite runs
     assert re.search(r"^\.venv-floor/bin/python -m pytest -q .*-m boundary$", tests, re.M), tests  # and the floor
     assert re.search(r"\d+ s wall and \d+ s of CPU time", quickstart) and "--max_steps 100" in quickstart
+    # the commands after the Quickstart are written with a bare `python` / `accelerate`: it says to activate the venv
+    later_commands = "".join(re.findall(r"```bash\n(.*?)```", text[text.index(quickstart) + len(quickstart) :], re.S))
+    assert re.search(r"^(python|accelerate) ", later_commands, re.M) and "source .venv/bin/activate" in quickstart

@@ -100,6 +100,23 @@ def test_model_card_template_renders_valid_metadata(family, tmp_path):
     assert "{{" not in text and "{%" not in text
 
 
+@pytest.mark.parametrize("family", sorted(set(FAMILIES.values())))
+def test_model_card_says_the_tokenizer_needs_trust_remote_code_too(family):
+    """Where hf_scratch is not installed, ``AutoTokenizer.from_pretrained(repo)`` without trust_remote_code=True stops
+    to ask whether to run the repository's code (tests/test_first_hour.py runs a card's code, and the plain call):
+    every card's "How to use" passes the flag to the tokenizer as to the model, and says why."""
+    import re
+
+    from training.model_card import MODEL_CARDS_DIR
+
+    template = (MODEL_CARDS_DIR / f"{family}.md").read_text()
+    how_to_use = re.search(r"## How to use\n```python\n(.*?)```", template, re.S).group(1)
+    calls = re.findall(r"^\w+ = (.+?)\.from_pretrained\((.*)\)$", how_to_use, re.M)
+    assert [auto for auto, _ in calls] == ["{{ auto_class }}", "AutoTokenizer"], calls
+    assert all(arguments.endswith(", trust_remote_code=True") for _, arguments in calls), calls
+    assert '"Do you wish to run the custom code? [y/N]"' in how_to_use
+
+
 def test_push_to_hub_uploads_the_folder_with_our_model_card_once(tmp_path, monkeypatch):
     """The upload itself needs the hub: every way huggingface_hub can upload is replaced by a recorder. One upload
     carries the finished folder and our card (not the Trainer's generic one); no second upload of README.md."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterable
@@ -26,6 +27,7 @@ from hf_scratch.convert import REFERENCE_TO_SCRATCH
 from hf_scratch.tools.tokenization import TOKENIZER_KINDS
 from training.checkpoints import resolve_output_dir
 
+logger = logging.getLogger(__name__)
 # model_type → family name (the file suffix of its configuration/modeling pair and of its model card template),
 # from the registered config classes
 FAMILIES = {config.model_type: config.family_name() for config in FAMILY_CONFIGS}
@@ -148,7 +150,10 @@ def default_learning_rate(model_args: ModelArguments) -> float:
 
 def family_config(model_type: str):
     """The registered config class of an hf_scratch ``model_type`` (``hf_scratch.FAMILY_CONFIGS``)."""
-    return next(config for config in FAMILY_CONFIGS if config.model_type == model_type)
+    for config in FAMILY_CONFIGS:
+        if config.model_type == model_type:
+            return config
+    raise ValueError(f"{model_type!r} is not an hf_scratch model type: the registered ones are {sorted(FAMILIES)}.")
 
 
 class ScriptHelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -288,6 +293,8 @@ def parse_arguments(
     defaults = {"output_dir": str(Path("outputs") / script), **(defaults or {})}
     if not accelerator_available():
         defaults.setdefault("dataloader_pin_memory", False)
+        if launched_processes() > 1:  # one DDP run over gloo: the Trainer joins CPU processes only with use_cpu
+            defaults.setdefault("use_cpu", True)
     parser = build_parser(script, extra_dataclasses, training_class, aliases, doc, supported)
     if len(args) == 1 and args[0].endswith(".json"):
         values = read_json_arguments(args[0])
@@ -320,6 +327,11 @@ def parse_arguments(
         training_args.learning_rate = default_learning_rate(model_args)
     check_common_arguments(model_args, data_args, training_args)
     check_distributed(training_args)
+    if defaults.get("use_cpu") and "use_cpu" not in given and training_args.process_index == 0:
+        logger.warning(
+            f"{script}.py: {launched_processes()} processes on a machine without an accelerator: training them as one "
+            f"{launched_processes()}-process DDP run on CPU over gloo (--use_cpu, turned on for you)."
+        )
     resolve_output_dir(data_args, training_args)
     transformers.set_seed(training_args.seed)  # before the model is initialised, so runs are reproducible
     return parsed
@@ -335,18 +347,24 @@ def accelerator_available() -> bool:
     return torch.cuda.is_available()
 
 
+def launched_processes() -> int:
+    """How many processes the launcher started for this run (``WORLD_SIZE``: ``accelerate launch``, ``torchrun``)."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
 def check_distributed(training_args) -> None:
-    """Refuse a run launched as several processes (``WORLD_SIZE`` > 1: ``accelerate launch``, ``torchrun``) that
-    the Trainer would not join into one distributed run: each process would train its own copy of the model and
-    write it into the same folder. On a machine without GPUs, the Trainer joins the processes (DDP over gloo) only
-    with ``--use_cpu``."""
+    """Refuse a run launched as several processes that the Trainer would not join into one distributed run: each
+    process would train its own copy of the model and write it into the same folder. On a machine without an
+    accelerator, the Trainer joins the processes (DDP over gloo) only with ``use_cpu``, which ``parse_arguments``
+    turns on there unless ``--use_cpu false`` is given."""
     from transformers.training_args import ParallelMode
 
-    world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    world_size = launched_processes()
     if world_size <= 1 or training_args.parallel_mode == ParallelMode.DISTRIBUTED:
         return
     fix = (
-        "add --use_cpu (without a GPU the Trainer makes the processes one DDP run over gloo only with it)"
+        "drop --use_cpu false (without an accelerator the Trainer makes the processes one DDP run over gloo only "
+        "with --use_cpu)"
         if not accelerator_available()
         else "check that the launcher and the Trainer agree on the devices"
     )
@@ -432,8 +450,11 @@ def check_common_arguments(model_args: ModelArguments, data_args: DataArguments,
 
 def check_model_type(model_args: ModelArguments, supported: Iterable[str]) -> str:
     """The hf_scratch model type this run trains (a reference checkpoint's type mapped to ours); the script must
-    support it and hf_scratch must register it."""
+    support it and hf_scratch must register it. ``--model_type`` names one of ours (``--model_type gpt2``, the
+    reference's name, is refused with the flag that converts the reference: ``--model_name_or_path gpt2``)."""
     supported = list(supported)
+    if model_args.model_type is not None and model_args.model_type not in supported:
+        raise ValueError(unsupported_model_type(model_args.model_type, supported))
     model_type = model_args.model_type or checkpoint_model_type(model_args)
     scratch_type = REFERENCE_TO_SCRATCH.get(model_type, model_type)
     if scratch_type not in supported:
@@ -443,6 +464,23 @@ def check_model_type(model_args: ModelArguments, supported: Iterable[str]) -> st
     except ValueError as error:
         raise ValueError(f"{scratch_type} is not registered by this hf_scratch installation ({error}).") from None
     return scratch_type
+
+
+def unsupported_model_type(model_type: str, supported: list[str]) -> str:
+    """The error for a ``--model_type`` that is not one of the script's: our types, and how to start from a reference
+    checkpoint instead (``--model_name_or_path``, converted on the fly)."""
+    converts = REFERENCE_TO_SCRATCH.get(model_type) in supported
+    example = (
+        model_type
+        if converts
+        else next((name for name, ours in REFERENCE_TO_SCRATCH.items() if ours in supported), "path/to/checkpoint")
+    )
+    return (
+        f"--model_type {model_type!r} is not one of this script's model types, which train from scratch: "
+        f"{', '.join(supported)}. To fine-tune {'the reference ' + model_type if converts else 'a checkpoint'} "
+        f"instead, give --model_name_or_path {example} (a folder or hub id; reference checkpoints — "
+        f"{', '.join(REFERENCE_TO_SCRATCH)} — are converted to hf_scratch on the fly)."
+    )
 
 
 def hub_options(model_args: ModelArguments) -> dict[str, Any]:
@@ -477,7 +515,22 @@ def checkpoint_model_type(model_args: ModelArguments) -> str | None:
         raise ValueError(
             f"--model_name_or_path {model_args.model_name_or_path!r} has no config.json: give a model folder or hub id."
         )
+    check_weights_file(model_args.model_name_or_path, Path(folder))
     return json.loads(config_file.read_text())["model_type"]
+
+
+def check_weights_file(name: str, folder: Path) -> None:
+    """A checkpoint folder must hold its weights in one of the files ``from_pretrained`` reads (safetensors or
+    PyTorch, single or sharded)."""
+    from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
+
+    names = (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME)
+    if not any((folder / weights).is_file() for weights in names):
+        raise ValueError(
+            f"--model_name_or_path {name!r} has a config.json but no weights file ({', '.join(names)}): the save or "
+            "download did not finish. Save the model again (save_pretrained, or rerun the training script) or "
+            "download it again."
+        )
 
 
 def family_of(model) -> str:

@@ -9,7 +9,8 @@ hf_scratch, giving the original's sentence embeddings.
 The training run is ``training/run_clm.py`` (the script for any data and any GPT size) on eight tragedies embedded
 in the repository (``training/data/tragedies``, 1.1 MB; the last scenes of each play are held out), with a
 byte-level BPE tokenizer of 4,000 tokens trained on the fly. The folder it writes is what ``--push_to_hub`` would
-upload: it loads with ``trust_remote_code=True`` where hf_scratch is not installed.
+upload: it loads with ``trust_remote_code=True`` where hf_scratch is not installed (the tokenizer too: without the
+flag, ``AutoTokenizer.from_pretrained(folder)`` asks whether to run the folder's code).
 """
 
 from __future__ import annotations
@@ -221,6 +222,11 @@ def show_and_reload_the_folder(folder: Path):
     tokenizer = AutoTokenizer.from_pretrained(folder)
     print(
         f"   {type(model).__name__}, {model.num_parameters():,} parameters, a vocabulary of {len(tokenizer):,} tokens"
+    )
+    print(
+        "   (where hf_scratch is not installed, pass trust_remote_code=True to both, the tokenizer too: "
+        f"AutoTokenizer.from_pretrained('{folder}', trust_remote_code=True); without it transformers stops to ask "
+        '"Do you wish to run the custom code? [y/N]")'
     )
     return model, tokenizer
 

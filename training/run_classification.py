@@ -2,7 +2,7 @@
 run_classification.py.
 
     python training/run_classification.py --model_type scratch-bert --max_steps 200 --output_dir out/cls
-    python training/run_classification.py --model_type scratch-gpt --text_column_names premise,hypothesis \
+    python training/run_classification.py --model_type scratch-gpt --text_column_names premise,hypothesis \\
         --train_file nli_train.jsonl --validation_file nli_dev.jsonl
 
 Rows hold a text (and optionally a second text) and a label (string or integer), in the columns transformers'
