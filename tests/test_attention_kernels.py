@@ -82,37 +82,34 @@ def test_a_registered_kernel_equals_sdpa(name, registered_kernel):
     same_training_step(family.build(s, registered_kernel).train(), family.build(s, "sdpa").train(), padded(name))
 
 
-def test_a_registered_kernel_sees_the_additive_mask_of_the_equation(registered_kernel):
-    """The kernel gets M = 0 / finfo.min, 4-D (batch, 1, query, key): causal ∧ padding for GPT."""
+def masks_seen_by(kernel: str, kwargs: dict) -> list[torch.Tensor]:
+    """The mask M the registered ``kernel`` gets in each layer of the GPT family's model called with ``kwargs``."""
     seen = []
 
     def spy(module, query, key, value, attention_mask, **kwargs):
         seen.append(attention_mask)
         return written_out(module, query, key, value, attention_mask, **kwargs)
 
-    AttentionInterface.register(registered_kernel, spy)
+    AttentionInterface.register(kernel, spy)
+    FAMILIES["gpt"].build(fixed_sizes(), kernel)(**kwargs)
+    assert len(seen) == fixed_sizes()["layers"]
+    return seen
+
+
+def test_a_registered_kernel_sees_the_additive_mask_of_the_equation(registered_kernel):
+    """The kernel gets M = 0 / finfo.min, 4-D (batch, 1, query, key): causal ∧ padding for GPT."""
     kwargs = padded("gpt")
-    FAMILIES["gpt"].build(fixed_sizes(), registered_kernel)(**kwargs)
+    seen = masks_seen_by(registered_kernel, kwargs)
     batch, length = kwargs["input_ids"].shape
     causal = torch.ones(length, length, dtype=torch.bool).tril()
     allowed = causal[None, None] & kwargs["attention_mask"].bool()[:, None, None, :]
-    assert len(seen) == fixed_sizes()["layers"]
     torch.testing.assert_close(seen[0], mask_to_bias(allowed, torch.float32), atol=0, rtol=0)
 
 
 def test_a_registered_kernel_sees_packed_sequences_in_the_additive_mask(registered_kernel):
     """A padding-free GPT batch (position_ids that restart, no mask, no cache): M = causal ∧ same sequence."""
-    seen = []
-
-    def spy(module, query, key, value, attention_mask, **kwargs):
-        seen.append(attention_mask)
-        return written_out(module, query, key, value, attention_mask, **kwargs)
-
-    AttentionInterface.register(registered_kernel, spy)
-    position_ids = torch.tensor([[0, 1, 2, 0, 1, 0]])
-    FAMILIES["gpt"].build(fixed_sizes(), registered_kernel)(
-        input_ids=torch.tensor([[5, 6, 7, 8, 9, 10]]), position_ids=position_ids, use_cache=False
-    )
+    kwargs = {"input_ids": torch.tensor([[5, 6, 7, 8, 9, 10]]), "position_ids": torch.tensor([[0, 1, 2, 0, 1, 0]])}
+    seen = masks_seen_by(registered_kernel, {**kwargs, "use_cache": False})
     sequence = torch.tensor([0, 0, 0, 1, 1, 2])
     allowed = torch.ones(6, 6, dtype=torch.bool).tril() & (sequence[:, None] == sequence[None, :])
     torch.testing.assert_close(seen[0], mask_to_bias(allowed[None, None], torch.float32), atol=0, rtol=0)
