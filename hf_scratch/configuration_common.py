@@ -143,6 +143,8 @@ class BertShapedConfig(ScratchConfig):
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
     tie_word_embeddings: bool = True
+    bos_token_id: int | None = None  # BertConfig's: the token ids a family does not set are declared, None
+    eos_token_id: int | None = None
 
     def check(self) -> None:
         self.require_positive(

@@ -91,6 +91,7 @@ class ScratchTransfoXLConfig(ScratchConfig):
     # initialisation (the reference's init="normal")
     initializer_range: float = 0.02
     proj_init_std: float = 0.01
+    bos_token_id: int | None = None  # the reference vocabulary has none: generate() needs a prompt
     eos_token_id: int | None = 0
     pad_token_id: int | None = None
     use_cache: bool = True

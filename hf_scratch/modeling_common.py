@@ -299,18 +299,33 @@ class ScratchGenerationMixin(GenerationMixin):
 
     A family whose decoding state is not the cache field of its outputs (Transformer-XL's memory, ``mems``)
     overrides ``decoding_state``; its ``prepare_inputs_for_generation`` finds the state with ``take_generation_cache``.
+
+    A family whose decoding state is not a transformers ``Cache`` (Transformer-XL's memory, the RNN's recurrent
+    state) says so with transformers' flags: ``_supports_default_dynamic_cache() -> False`` (``generate`` makes no
+    cache for it), ``_is_stateful`` (``generate`` refuses assisted decoding) and ``_can_compile_fullgraph = False``.
+    ``generate`` then refuses ``cache_implementation`` and ``compile_config`` too, before it starts
+    (``refuse_cache_settings``): transformers would only log that it ignores them.
     """
 
     def decoding_state(self, outputs):
         """What the next decoding step continues from: the output's cache."""
         return returned_cache(outputs)
 
+    def _validate_generation_mode(self, generation_mode, generation_config, *args, **kwargs):
+        super()._validate_generation_mode(generation_mode, generation_config, *args, **kwargs)
+        if not self._supports_default_dynamic_cache():
+            refuse_cache_settings(type(self).__name__, generation_config)
+
     def _update_model_kwargs_for_generation(self, outputs, model_kwargs, *args, **kwargs):
+        """The decoding state goes back under the cache's name this release reads (and beam search reorders); with
+        ``use_cache=False`` none is carried (releases before 5.24 would keep an output's ``mems`` as the cache)."""
         model_kwargs = super()._update_model_kwargs_for_generation(outputs, model_kwargs, *args, **kwargs)
-        state = self.decoding_state(outputs)
-        if state is not None:  # under the name this release reads back (and beam search reorders)
+        use_cache = model_kwargs.get("use_cache", True)
+        state = self.decoding_state(outputs) if use_cache else None
+        if state is not None or not use_cache:
             for name in CACHE_ALIASES:
                 model_kwargs.pop(name, None)
+        if state is not None:
             model_kwargs[CACHE_NAME] = state
         return model_kwargs
 
@@ -331,6 +346,22 @@ class ScratchGenerationMixin(GenerationMixin):
         if missing <= 0:
             return attention_mask
         return torch.cat([attention_mask, attention_mask.new_zeros(attention_mask.shape[0], missing)], dim=1)
+
+
+def refuse_cache_settings(owner: str, generation_config) -> None:
+    """The ``generate`` settings that need a transformers ``Cache``, refused with a ValueError for a model whose
+    decoding state is its own: a ``cache_implementation`` (static, offloaded, quantized, …) and a ``compile_config``
+    (``generate`` compiles its decoding step only over a static cache)."""
+    for setting, why in (
+        ("cache_implementation", "a transformers cache cannot hold it"),
+        ("compile_config", "generate compiles its decoding step only over a static transformers cache"),
+    ):
+        value = getattr(generation_config, setting, None)
+        if value is not None:
+            raise ValueError(
+                f"{owner} decodes with its own state, not a transformers Cache, so generate() cannot honour "
+                f"{setting}={value!r} ({why}): leave {setting} unset (in the call and in model.generation_config)."
+            )
 
 
 def take_generation_cache(kwargs: dict):

@@ -303,10 +303,14 @@ class ScratchRNNPreTrainedModel(ScratchPreTrainedModel):
     ``torch._dynamo.config.allow_rnn = True``; with that opt-in the forward compiles with ``fullgraph=True``, running
     the step-by-step cell equations (the fused kernels and packed sequences are opaque to Dynamo). The recurrence
     unrolls one step per token, so every new source or target length compiles a new graph, ``dynamic=True`` or not.
-    ``generate`` carries the recurrent state (``ScratchRNNDecoderState``), not a transformers ``Cache``:
-    ``cache_implementation="static"`` does not apply — the state has a fixed size already."""
+    ``generate`` carries the recurrent state (``ScratchRNNDecoderState``), not a transformers ``Cache``, which
+    transformers' flags declare: ``_is_stateful`` (a state cannot be rolled back to fewer tokens: ``generate``
+    refuses assisted decoding) and ``_supports_default_dynamic_cache() -> False`` on the generation head
+    (``ScratchGenerationMixin`` refuses ``cache_implementation`` and ``compile_config``: the state has a fixed
+    size already)."""
 
     config_class = ScratchRNNConfig
+    _is_stateful = True
     _can_compile_fullgraph = False
     _no_split_modules = ["ScratchRNNLayer"]
 
@@ -396,9 +400,11 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         key_is_real = source_padding(attention_mask, encoder_states.shape[:2])
 
         target = self.encoder.embed(decoder_input_ids, decoder_inputs_embeds, name="decoder_input_ids")
-        # Right-padded targets cannot influence earlier positions of a left-to-right RNN: the mask is only checked.
-        check_attention_mask(decoder_attention_mask, target.shape[0], target.shape[1], name="decoder_attention_mask")
         states, seen = self.decoder_start(past_key_values, encoder_outputs)
+        # Right-padded targets cannot influence earlier positions of a left-to-right RNN: the mask is only checked.
+        # It covers the target tokens read so far and the new ones, as generate grows it (and the Transformer's).
+        name = "decoder_attention_mask"
+        check_attention_mask(decoder_attention_mask, target.shape[0], seen + target.shape[1], name=name)
         # c of "fixed-context": the top encoder layer's final state (both directions)
         summary = encoder_outputs.final_hidden_state[:, -1] if self.config.attention_type == "fixed-context" else None
         outputs, states, weights, all_hidden = self.decoder(

@@ -252,13 +252,19 @@ class ScratchTransfoXLLMHeadModelOutput(ModelOutput):
 
 
 class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
-    """Compiles as one graph, with and without ``mems``: the first segment (no memory) and the following ones (a full
-    memory, ``mem_len`` per layer, each its own contiguous tensor) are two graphs, reused by every later segment.
-    The memory is no transformers ``Cache``: ``generate(cache_implementation="static")`` has nothing to make
-    static and decodes with the memory as always; the memory's shape stops changing once it holds ``mem_len``."""
+    """``torch.compile(model, fullgraph=True)`` compiles the forward (and backward) as one graph, with and without
+    ``mems``: the first segment (no memory) and the following ones (a full memory, ``mem_len`` per layer, each its
+    own contiguous tensor) are two graphs, reused by every later segment (tests/test_compile.py).
+
+    The memory is no transformers ``Cache``, which transformers' flags declare: ``_is_stateful`` (it cannot be
+    rolled back to fewer tokens: ``generate`` refuses assisted decoding), ``_supports_default_dynamic_cache() ->
+    False`` on the LM head (``generate`` makes no cache for it, and ``ScratchGenerationMixin`` refuses
+    ``cache_implementation`` and ``compile_config``), and ``_can_compile_fullgraph = False``, which transformers
+    reads as "``generate`` can decode with a static cache and compile its step" (its generation tests skip those)."""
 
     config_class = ScratchTransfoXLConfig
-    _can_compile_fullgraph = True
+    _is_stateful = True
+    _can_compile_fullgraph = False
     _no_split_modules = ["ScratchTransfoXLLayer"]
     _skip_keys_device_placement = ["mems"]
     # transformers' get/set_input_embeddings look here (on the LM head: through ``model``); get_output_embeddings
@@ -537,15 +543,18 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
     def decoding_state(self, outputs):
         return outputs.mems
 
-    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, logits_to_keep=None, **kwargs):
-        """After the first step only the newest token is fed; everything before it lives in the memory. With
-        ``use_cache=False`` every step feeds the whole sequence and no memory."""
-        mems = take_generation_cache(kwargs) if kwargs.get("use_cache", True) else None
-        if mems is not None:
-            input_ids = input_ids[:, -1:]
-        inputs = {"input_ids": input_ids, "mems": mems, "attention_mask": attention_mask}
-        if logits_to_keep is not None:
-            inputs["logits_to_keep"] = logits_to_keep
+    def prepare_inputs_for_generation(self, input_ids, inputs_embeds=None, **kwargs):
+        """transformers' preparation — every keyword it does not consume goes on to ``forward`` (``output_attentions``,
+        ``output_hidden_states``, ``inputs_embeds`` on the first step, …) — with the memory as ``mems``. With
+        ``use_cache`` (consumed here: the memory is the cache) ``generate`` feeds only the newest token after the
+        first step, and the memory holds everything before it; with ``use_cache=False`` every step feeds the whole
+        sequence, and no memory is carried. A memory given to ``generate`` as ``mems`` is the context before the
+        prompt."""
+        carried = take_generation_cache(kwargs)
+        given = kwargs.pop("mems", None)
+        kwargs.pop("use_cache", None)
+        inputs = super().prepare_inputs_for_generation(input_ids, inputs_embeds=inputs_embeds, **kwargs)
+        inputs["mems"] = carried if carried is not None else given
         return inputs
 
     @staticmethod

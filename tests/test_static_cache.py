@@ -7,7 +7,7 @@ neither as the sequence grows nor for a new prompt.
 A static cache holds ``max_cache_len`` key slots, written or not: the models mask by key slot (``cache_layout``),
 the new tokens' positions come from the cache, and ``generate`` hands them the 0/1 padding mask widened to every
 slot (``create_masks_for_generate``). Transformer-XL's memory and the RNN's recurrent state are not transformers
-caches: ``cache_implementation="static"`` leaves their decoding as it is.
+caches: ``generate`` refuses ``cache_implementation`` and ``compile_config`` for them (test_generation_conventions.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from transformers import CompileConfig, EncoderDecoderCache, StaticCache
 
 ATOL = 1e-5
 STATIC = ["gpt", "transformer"]
-NOT_A_CACHE = ["transfo_xl", "rnn"]
 NEW_TOKENS = 5
 
 
@@ -134,14 +133,6 @@ def test_compiled_forward_decodes_step_by_step(name):
         expected = model(**full, use_cache=False).logits
     close(torch.cat(logits, dim=1), expected, atol=ATOL)
     assert counter.frame_count == 2
-
-
-@pytest.mark.parametrize("name", NOT_A_CACHE)
-def test_static_cache_request_leaves_memory_and_recurrent_state_decoding_alone(name):
-    model, prompt = model_and_prompt(name)
-    if name == "transfo_xl":
-        prompt.pop("attention_mask")  # (no padding in Transformer-XL streams)
-    same_generation(generate(model, prompt, cache_implementation="static"), generate(model, prompt))
 
 
 def test_static_cache_takes_the_running_mask_of_the_tokens_so_far():
