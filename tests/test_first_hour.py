@@ -1,9 +1,10 @@
 """What a new user meets in the first hour, each shown to work: the scripts' ``--help`` (description, examples, our
 flags first, the model types a script accepts, the right metavars), bad input as a one-line error with exit status
-2, the column names of transformers' example scripts, learning rates that learn in a short run, a multi-process
-launch that would not be distributed refused, saved tokenizers that load without a prompt, a sentence-transformers
-checkpoint that stays one through conversion, and happy paths without warnings the user cannot act on. Offline,
-tiny models, a few steps."""
+2, the column names of transformers' example scripts, learning rates that learn in a short run, two-process launches
+without an accelerator that train one DDP run (and the launch that cannot be one refused), saved tokenizers that load
+with the model card's code without a prompt, the README's sample output and the help examples true to the run, a
+sentence-transformers checkpoint that stays one through conversion, and happy paths without warnings the user cannot
+act on. Offline, tiny models, a few steps."""
 
 from __future__ import annotations
 
@@ -255,8 +256,8 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
         ),
         (
             ["--model_type", "scratch-transformer"],
-            "--model_type 'scratch-transformer' is not one of this script's model types, which train from scratch: "
-            "scratch-bert, scratch-gpt, scratch-longformer, scratch-rnn.",
+            "--model_type 'scratch-transformer' is not one of this script's model types: it trains "
+            "['scratch-bert', 'scratch-gpt', 'scratch-longformer', 'scratch-rnn'] from scratch.",
         ),
         (
             ["--model_type", "scratch-bert", "--text_column_names", "a,b,c"],
@@ -301,7 +302,7 @@ def test_a_reference_model_type_names_our_types_and_the_flag_that_converts_it(sc
     }
     for model_type, error in errors.items():
         assert f"--model_type {model_type!r} is not one of this script's model types" in error
-        assert f"which train from scratch: {', '.join(module.SUPPORTED)}." in error and "--model_name_or_path" in error
+        assert f"it trains {list(module.SUPPORTED)} from scratch." in error and "--model_name_or_path" in error
     if "scratch-gpt" in module.SUPPORTED:  # the reference GPT-2 is converted to ours
         assert "To fine-tune the reference gpt2 instead, give --model_name_or_path gpt2 (" in errors["gpt2"]
     with pytest.raises(ValueError, match="is not one of this script's model types"):  # --traceback: the exception

@@ -286,8 +286,10 @@ def parse_arguments(
     defaults to ``outputs/<script>`` and is checked by ``resolve_output_dir`` (a rerun resumes); the learning rate
     depends on the family and size (``default_learning_rate``); without a GPU the data loader does not pin memory
     (torch warns that pinning needs an accelerator). A run started as several processes (``accelerate launch``,
-    ``torchrun``) that the Trainer would not make one distributed run is refused (``check_distributed``). Bad
-    values raise ValueError, the parser's own errors (unknown flags, a value of the wrong type) too."""
+    ``torchrun``) on a machine without an accelerator gets ``use_cpu`` (the Trainer makes CPU processes one DDP run
+    only with it), which the main process says in one line; one the Trainer would still not make one distributed run
+    is refused (``check_distributed``). Bad values raise ValueError, the parser's own errors (unknown flags, a value
+    of the wrong type) too."""
     args = [arg for arg in (sys.argv[1:] if args is None else args) if arg != TRACEBACK_FLAG]
     aliases = dict(aliases or {})
     defaults = {"output_dir": str(Path("outputs") / script), **(defaults or {})}
@@ -470,15 +472,10 @@ def unsupported_model_type(model_type: str, supported: list[str]) -> str:
     """The error for a ``--model_type`` that is not one of the script's: our types, and how to start from a reference
     checkpoint instead (``--model_name_or_path``, converted on the fly)."""
     converts = REFERENCE_TO_SCRATCH.get(model_type) in supported
-    example = (
-        model_type
-        if converts
-        else next((name for name, ours in REFERENCE_TO_SCRATCH.items() if ours in supported), "path/to/checkpoint")
-    )
     return (
-        f"--model_type {model_type!r} is not one of this script's model types, which train from scratch: "
-        f"{', '.join(supported)}. To fine-tune {'the reference ' + model_type if converts else 'a checkpoint'} "
-        f"instead, give --model_name_or_path {example} (a folder or hub id; reference checkpoints — "
+        f"--model_type {model_type!r} is not one of this script's model types: it trains {supported} from scratch. "
+        f"To fine-tune {f'the reference {model_type}' if converts else 'a checkpoint'} instead, give "
+        f"--model_name_or_path {model_type if converts else 'PATH'} (a folder or hub id; reference checkpoints — "
         f"{', '.join(REFERENCE_TO_SCRATCH)} — are converted to hf_scratch on the fly)."
     )
 
