@@ -5,6 +5,7 @@ encoders. Input checks are in ``inputs.py``, the training objectives in ``losses
 from __future__ import annotations
 
 import functools
+import inspect
 
 import torch
 from torch import nn
@@ -59,6 +60,32 @@ def keep_matmuls(ctx, op, *args, **kwargs) -> CheckpointPolicy:
     return CheckpointPolicy.MUST_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
 
 
+# torch 2.14 asks whether the tensors a selective checkpoint keeps (the products above) go through the
+# ``saved_tensors_hooks`` around it, e.g. ``save_on_cpu`` or a hook that counts the bytes saved for backward: it warns
+# (FutureWarning) until ``checkpoint(respect_saved_tensors_hooks=...)`` chooses. We choose True, torch's announced
+# future default: the hooks then see every tensor held until the backward pass, whether autograd or the checkpoint
+# holds it (save_on_cpu offloads all of them). Before 2.14 torch has no such argument and the kept tensors bypass
+# the hooks; the signature is read once, here.
+SAC_OPTIONS = (
+    {"respect_saved_tensors_hooks": True}
+    if "respect_saved_tensors_hooks" in inspect.signature(checkpoint).parameters
+    else {}
+)
+
+
+def selective_checkpoint(function, *args, policy):
+    """``function(*args)`` under a non-reentrant selective activation checkpoint: ``policy`` (``keep_matmuls``,
+    ``banded_attention.keep_attention_kernels``) says which ops' outputs are kept, the others are recomputed in the
+    backward pass; the surrounding ``saved_tensors_hooks`` see the kept ones (``SAC_OPTIONS``)."""
+    return checkpoint(
+        function,
+        *args,
+        use_reentrant=False,
+        context_fn=functools.partial(create_selective_checkpoint_contexts, policy),
+        **SAC_OPTIONS,
+    )
+
+
 def feed_forward_recomputing_activation(feed_forward: FeedForward, hidden_states: torch.Tensor) -> torch.Tensor:
     """``feed_forward(hidden_states)`` (Vaswani et al. 2017 eq. 2: act(x W₁ + b₁) W₂ + b₂) with act(x) recomputed
     in the backward pass instead of kept (Longformer's layers use it): ``fc_out`` runs as a module under a selective
@@ -68,12 +95,7 @@ def feed_forward_recomputing_activation(feed_forward: FeedForward, hidden_states
         return feed_forward.output(inner)
     if torch.compiler.is_compiling():  # the compiler's partitioner chooses what to keep (Inductor recomputes act(x))
         return feed_forward.output(inner)
-    return checkpoint(
-        feed_forward.output,
-        inner,
-        use_reentrant=False,
-        context_fn=functools.partial(create_selective_checkpoint_contexts, keep_matmuls),
-    )
+    return selective_checkpoint(feed_forward.output, inner, policy=keep_matmuls)
 
 
 class ResidualNorm(nn.Module):

@@ -19,13 +19,11 @@ The banded kernel — residue classes for dilation, blocks of w/2 queries agains
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPooling,
@@ -49,6 +47,7 @@ from .layers import (
     ResidualNorm,
     feed_forward_recomputing_activation,
     run_layers,
+    selective_checkpoint,
 )
 from .losses import sequence_classification_loss, span_loss, token_cross_entropy
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
@@ -129,7 +128,7 @@ class ScratchLongformerSelfAttention(nn.Module):
             # the windows without it (measured, Inductor's min-cut), and torch logs "context_fn is passed ... make
             # sure the checkpointed region does not contain in-place ops" for any selective checkpoint it compiles:
             # ``attend`` runs none (tests/test_compile.py checks it), so the warning is harmless here.
-            output, local_weights = checkpoint(
+            output, local_weights = selective_checkpoint(
                 self.pattern.attend,
                 query,
                 key,
@@ -140,8 +139,7 @@ class ScratchLongformerSelfAttention(nn.Module):
                 implementation,
                 dropout,
                 False,
-                use_reentrant=False,
-                context_fn=functools.partial(create_selective_checkpoint_contexts, keep_attention_kernels),
+                policy=keep_attention_kernels,
             )
         else:
             output, local_weights = self.pattern.attend(
