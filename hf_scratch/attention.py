@@ -444,18 +444,37 @@ def check_cache_mask(
     return torch.cat([key_is_real, key_is_real.new_zeros(batch_size, key_length - length)], dim=1)
 
 
+def padding_or_relation(
+    attention_mask: torch.Tensor | None,
+    batch_size: int,
+    query_length: int,
+    key_length: int,
+    name: str = "attention_mask",
+) -> AttentionMask:
+    """An encoder's self-attention or a cross-attention relation, where every query may attend every real key: from
+    a (batch, key_length) 0/1 mask, key padding (``check_attention_mask``); a 4-D mask is the whole relation as given
+    (``check_relation_mask``), as transformers' models take a prepared 4-D mask."""
+    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:
+        return AttentionMask(relation=check_relation_mask(attention_mask, batch_size, query_length, key_length, name))
+    return AttentionMask(
+        key_padding=padding_or_none(check_attention_mask(attention_mask, batch_size, key_length, name))
+    )
+
+
 def decoder_self_attention_mask(
     attention_mask: torch.Tensor | None,
-    position_ids: torch.Tensor | None,
     batch_size: int,
     key_length: int,
     cache_positions: torch.Tensor,
     static: bool,
-    cached: bool,
+    *,
+    position_ids: torch.Tensor | None = None,
+    cached: bool = True,
+    name: str = "attention_mask",
 ) -> tuple[AttentionMask, torch.Tensor | None]:
     """A decoder's masked self-attention relation from its inputs (``cache_layout`` gives ``key_length``,
-    ``cache_positions``, ``static``; ``cached``: a cache is read or written), and the key padding, (batch, key_length)
-    bool or None, from which positions are counted:
+    ``cache_positions``, ``static``; ``position_ids``: as the user gave them; ``cached``: a cache is read or
+    written), and the key padding, (batch, key_length) bool or None, from which positions are counted:
 
     - a 4-D ``attention_mask`` is the whole relation as given (``check_relation_mask``), causality included, as
       transformers' models take a prepared 4-D mask; it says nothing of padding, so positions are not counted from it;
@@ -465,8 +484,8 @@ def decoder_self_attention_mask(
     - otherwise causal alone."""
     query_length = cache_positions.shape[0]
     if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:
-        return AttentionMask(relation=check_relation_mask(attention_mask, batch_size, query_length, key_length)), None
-    key_is_real = check_cache_mask(attention_mask, batch_size, key_length, cache_positions, static)
+        return padding_or_relation(attention_mask, batch_size, query_length, key_length, name), None
+    key_is_real = check_cache_mask(attention_mask, batch_size, key_length, cache_positions, static, name)
     sequence_ids = None
     if attention_mask is None and position_ids is not None and not cached:
         sequence_ids = packed_sequences(position_ids, batch_size, query_length)

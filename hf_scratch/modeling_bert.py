@@ -27,7 +27,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import AttentionMask, MultiHeadAttention, check_attention_mask, padding_or_none
+from .attention import AttentionMask, MultiHeadAttention, padding_or_relation
 from .configuration_bert import ScratchBertConfig
 from .inputs import check_one_input, choice_dimensions, flatten_choices
 from .layers import (
@@ -100,10 +100,9 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
         output_hidden_states: bool | None = None,
     ) -> BaseModelOutputWithPooling:
         batch, length = check_one_input(input_ids, inputs_embeds).shape[:2]
-        key_is_real = check_attention_mask(attention_mask, batch, length)
+        mask = padding_or_relation(attention_mask, batch, length, length)
 
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
-        mask = AttentionMask(key_padding=padding_or_none(key_is_real))
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
             self.layers,
             hidden_states,

@@ -198,7 +198,13 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         # The mask covers the key slots: the cached tokens and the new ones (and a static cache's empty slots);
         # packed sequences (position_ids that restart, no mask, no cache) attend within themselves.
         mask, key_is_real = decoder_self_attention_mask(
-            attention_mask, position_ids, batch, key_length, cache_positions, static, past_key_values is not None
+            attention_mask,
+            batch,
+            key_length,
+            cache_positions,
+            static,
+            position_ids=position_ids,
+            cached=past_key_values is not None,
         )
         if position_ids is None:
             if key_is_real is not None:

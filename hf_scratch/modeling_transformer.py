@@ -38,8 +38,9 @@ from .attention import (
     MultiHeadAttention,
     cache_layout,
     check_attention_mask,
-    check_cache_mask,
+    decoder_self_attention_mask,
     padding_or_none,
+    padding_or_relation,
 )
 from .configuration_transformer import ScratchTransformerConfig
 from .inputs import check_input_ids, check_one_input, embedding_rows
@@ -152,10 +153,9 @@ class ScratchTransformerEncoder(nn.Module):
     ) -> BaseModelOutput:
         check_one_input(input_ids, inputs_embeds)
         batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
-        source_is_real = check_attention_mask(attention_mask, batch, length)
+        mask = padding_or_relation(attention_mask, batch, length, length)
 
         hidden_states = self.embeddings(input_ids, inputs_embeds)
-        mask = AttentionMask(key_padding=padding_or_none(source_is_real))
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
             self.layers,
             hidden_states,
@@ -257,12 +257,9 @@ def decoder_cache(past_key_values, use_cache: bool) -> EncoderDecoderCache | Non
 
 def target_mask(attention_mask, batch: int, key_length: int, cache_positions, static: bool) -> AttentionMask:
     """Masked self-attention (§3.2.3): each target position may attend the real tokens up to itself, the cached
-    ones included (causal ∧ target padding)."""
+    ones included (causal ∧ target padding); a 4-D mask is the whole relation."""
     name = "decoder_attention_mask"
-    target_is_real = check_cache_mask(attention_mask, batch, key_length, cache_positions, static, name)
-    return AttentionMask(
-        key_padding=padding_or_none(target_is_real), causal=True, query_positions=cache_positions if static else None
-    )
+    return decoder_self_attention_mask(attention_mask, batch, key_length, cache_positions, static, name=name)[0]
 
 
 def source_mask(encoder_attention_mask, encoder_hidden_states: torch.Tensor) -> AttentionMask:

@@ -230,7 +230,8 @@ def test_sequence_boundaries_and_mask_are_transformers_rule(case):
         cache=None,
         position_ids=position_ids,
     )
-    mask, _ = decoder_self_attention_mask(None, position_ids, batch, length, torch.arange(length), False, False)
+    arange = torch.arange(length)
+    mask, _ = decoder_self_attention_mask(None, batch, length, arange, False, position_ids=position_ids, cached=False)
     actual = mask.to_bool(length, length, torch.device("cpu"))
     actual = torch.ones(batch, 1, length, length, dtype=torch.bool) if actual is None else actual
     assert torch.equal(actual.expand(batch, 1, length, length), expected == 0)
@@ -246,7 +247,9 @@ def test_no_packing_with_a_mask_or_a_cache():
         (None, restart, True),
         (None, None, False),
     ):
-        mask, _ = decoder_self_attention_mask(attention_mask, position_ids, 1, 4, arange, False, cached)
+        mask, _ = decoder_self_attention_mask(
+            attention_mask, 1, 4, arange, False, position_ids=position_ids, cached=cached
+        )
         assert mask.sequence_ids is None
 
 
