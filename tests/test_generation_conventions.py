@@ -128,6 +128,20 @@ def test_transfo_xl_prepare_inputs_for_generation_feeds_the_memory_and_the_keywo
 
 
 @pytest.mark.parametrize("use_cache", [True, False], ids=["cache", "no_cache"])
+def test_transfo_xl_generate_continues_from_a_given_memory(use_cache):
+    """Transformer-XL: ``mems`` given to ``generate`` (a keyword it does not consume) is the context before the
+    prompt: the tokens are those generated from the whole text, with or without the cache."""
+    model = tiny("transfo_xl")
+    ids = torch.randint(3, model.config.vocab_size, (2, 5), generator=torch.Generator().manual_seed(0))
+    settings = dict(max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0)
+    with torch.no_grad():
+        whole = model.generate(input_ids=ids, **settings)
+        memory = model(input_ids=ids[:, :3]).mems
+        continued = model.generate(input_ids=ids[:, 3:], mems=memory, use_cache=use_cache, **settings)
+    assert torch.equal(continued, whole[:, 3:])
+
+
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cache", "no_cache"])
 @pytest.mark.parametrize("name", DECODERS)
 def test_decoder_attentions_and_hidden_states_per_step_as_gpt2(name, use_cache):
     """GPT, Transformer-XL: one tuple per generated token, one tensor per layer (hidden states: the embeddings and
