@@ -549,8 +549,8 @@ def test_4d_mask_equals_the_2d_mask_it_expresses_and_gpt2(attn_implementation):
             actual = ours(input_ids=input_ids, attention_mask=mask, position_ids=position_ids).logits
             assert max_diff_on_real(expected, actual, attention_mask) <= 1e-5, form
             # GPT-2's eager kernel adds the mask as it is: a bool mask adds 1, -inf gives NaN on padding rows (and
-            # from there on, 0·NaN, everywhere)
-            if form in ("finfo.min", "-10000") or (form == "bool" and attn_implementation == "sdpa"):
+            # from there on, 0·NaN, everywhere); ours takes both
+            if form in ("finfo.min", "-10000") or attn_implementation == "sdpa":
                 gpt2 = reference(input_ids=input_ids, attention_mask=mask, position_ids=position_ids).logits
                 assert max_diff_on_real(gpt2, actual, attention_mask) <= 1e-4, form
 

@@ -103,7 +103,14 @@ def test_packed_rows_match_gpt2_on_the_same_weights(attn_implementation):
     """Two packed rows (one of three sequences, one of a single sequence) through transformers' GPT2LMHeadModel and
     through ours converted from it: the same logits, and the attention weights are zero across sequences."""
     config = transformers.GPT2Config(
-        vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48, attn_implementation=attn_implementation
+        vocab_size=VOCAB,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        n_positions=48,
+        bos_token_id=1,
+        eos_token_id=2,
+        attn_implementation=attn_implementation,
     )
     torch.manual_seed(0)
     reference = transformers.GPT2LMHeadModel(config).eval()
