@@ -193,6 +193,18 @@ def test_packing_needs_a_position_per_token():
         model(torch.tensor([[5, 6, 7, 8]]), position_ids=torch.tensor([[0, 1, 0]]), use_cache=False)
 
 
+@pytest.mark.parametrize("name", ["transformer", "transfo_xl", "rnn"])
+def test_the_other_decoders_take_no_position_ids(name):
+    """No other decoder can be handed a packed batch: the keyword is refused, not ignored."""
+    family = FAMILIES[name]
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    kwargs = {"input_ids": ids, "position_ids": torch.tensor([[0, 1, 2, 0, 1, 2]])}
+    if family.seq2seq:
+        kwargs["decoder_input_ids"] = ids
+    with pytest.raises(TypeError, match="position_ids"):
+        family.tiny_model()(**kwargs)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The rule, against transformers' masking_utils
 # --------------------------------------------------------------------------------------------------------------
