@@ -403,8 +403,9 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         states, seen = self.decoder_start(past_key_values, encoder_outputs)
         # Right-padded targets cannot influence earlier positions of a left-to-right RNN: the mask is only checked.
         # It covers the target tokens read so far and the new ones, as generate grows it (and the Transformer's).
-        name = "decoder_attention_mask"
-        check_attention_mask(decoder_attention_mask, target.shape[0], seen + target.shape[1], name=name)
+        check_attention_mask(
+            decoder_attention_mask, target.shape[0], seen + target.shape[1], name="decoder_attention_mask"
+        )
         # c of "fixed-context": the top encoder layer's final state (both directions)
         summary = encoder_outputs.final_hidden_state[:, -1] if self.config.attention_type == "fixed-context" else None
         outputs, states, weights, all_hidden = self.decoder(
