@@ -8,7 +8,8 @@ family files keep the papers' code and go through this module for:
 - ``ScratchPreTrainedModel``: the base class of every family (attention kernels checked when the model is built,
   readable errors for broken checkpoints);
 - ``normalise_inputs``: the decorator on every public ``forward``. It binds positional arguments to their names,
-  takes the cache under either release's name, fills ``output_attentions`` / ``output_hidden_states`` /
+  takes the cache under either release's name (from 5.24 on, the old name ``past_key_values`` warns that it is
+  deprecated, as transformers' own models do), fills ``output_attentions`` / ``output_hidden_states`` /
   ``use_cache`` from the config when they are not given, applies ``return_dict``, drops the few names transformers
   passes that no model of ours reads (``IGNORED_FROM_TRANSFORMERS``), and refuses every other unknown keyword with a
   ``TypeError`` naming it and the nearest accepted name — nothing a caller passes is silently lost;
@@ -26,6 +27,8 @@ import difflib
 import functools
 import inspect
 import os
+import threading
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -41,6 +44,9 @@ from .inputs import shift_tokens_right
 OUTPUT_FIELDS = {field.name for field in dataclasses.fields(CausalLMOutputWithPast)}
 CACHE_NAME = "cache" if "cache" in OUTPUT_FIELDS else "past_key_values"
 CACHE_ALIASES = ("cache", "past_key_values")
+# The release that removes the old name, as transformers' own models declare it
+# (``@deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")``).
+OLD_CACHE_NAME_REMOVED_IN = "5.40.0"
 
 # Names a supported transformers release passes to ``forward`` that no model of ours reads: {name: why dropping it is
 # safe}. Every other unknown name is a TypeError.
@@ -75,9 +81,33 @@ def cache_output(cache) -> dict:
     return {CACHE_NAME: cache}
 
 
-def take_cache(arguments: dict, cache_parameter: str | None, owner: str) -> None:
-    """Move the cache, given under either release's name, to the forward's own parameter ``cache_parameter``."""
+def cache_argument(cache) -> dict:
+    """``{name: cache}`` for passing a cache to a model: ``model(input_ids, **cache_argument(cache))`` — under the
+    installed release's name, the one that does not warn."""
+    return {CACHE_NAME: cache}
+
+
+def warn_old_cache_name(owner: str) -> None:
+    """From 5.24 on (where the installed release names the cache ``cache``), the old name still works and warns
+    that it is deprecated, in the words of transformers' ``deprecate_kwarg`` (its models' bc test looks for
+    "`past_key_values` is deprecated"). Releases before the rename take ``past_key_values`` silently. Nothing is
+    raised while compiling (a warning would break the graph; transformers stays silent there too)."""
+    if CACHE_NAME == "past_key_values" or torch.compiler.is_compiling():
+        return
+    message = (
+        f"`past_key_values` is deprecated and will be removed in version {OLD_CACHE_NAME_REMOVED_IN} for `{owner}`."
+        f" Use `{CACHE_NAME}` instead."
+    )
+    warnings.warn(message, FutureWarning, stacklevel=3)  # the forward called
+
+
+def take_cache(arguments: dict, cache_parameter: str | None, owner: str, outermost: bool = True) -> None:
+    """Move the cache, given under either release's name, to the forward's own parameter ``cache_parameter``. The
+    old name warns (``warn_old_cache_name``) where a caller passes it to the ``outermost`` forward: a head handing
+    the cache on to its base model is one call of ours, not the caller's."""
     given = [name for name in CACHE_ALIASES if name in arguments and name != cache_parameter]
+    if outermost and cache_parameter and "past_key_values" in arguments and "cache" not in arguments:
+        warn_old_cache_name(owner)
     if not given:
         return
     if cache_parameter is None:
@@ -85,6 +115,16 @@ def take_cache(arguments: dict, cache_parameter: str | None, owner: str) -> None
     if cache_parameter in arguments or len(given) > 1:
         raise TypeError(f"{owner} got the cache twice (as {' and '.join(CACHE_ALIASES)}): pass it once.")
     arguments[cache_parameter] = arguments.pop(given[0])
+
+
+class _ForwardDepth(threading.local):
+    """How many decorated forwards are running in this thread (outside compiled code): the old cache name warns in
+    the outermost one only."""
+
+    depth = 0
+
+
+_FORWARD_DEPTH = _ForwardDepth()
 
 
 def refuse_unknown(arguments: dict, accepted: set[str], owner: str) -> None:
@@ -148,7 +188,8 @@ def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
                 raise TypeError(f"{owner} got multiple values for argument {name!r}.")
             kwargs[name] = value
         refuse_unknown(kwargs, accepted, owner)
-        take_cache(kwargs, cache_parameter, owner)
+        compiling = torch.compiler.is_compiling()
+        take_cache(kwargs, cache_parameter, owner, outermost=not compiling and _FORWARD_DEPTH.depth == 0)
         for name in IGNORED_FROM_TRANSFORMERS:
             if name not in names:
                 kwargs.pop(name, None)
@@ -159,7 +200,14 @@ def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
             if name in names:
                 kwargs.setdefault(name, None)
         resolve_flags(self, kwargs)
-        output = forward(self, **kwargs)
+        if compiling:
+            output = forward(self, **kwargs)
+        else:
+            _FORWARD_DEPTH.depth += 1
+            try:
+                output = forward(self, **kwargs)
+            finally:
+                _FORWARD_DEPTH.depth -= 1
         return output if return_dict else output.to_tuple()
 
     normalised_forward.__signature__ = visible_signature(signature, cache_parameter, unlisted)

@@ -33,6 +33,7 @@ from transformers import (
 )
 
 import hf_scratch
+from hf_scratch.modeling_common import cache_argument
 
 # --------------------------------------------------------------------------------------------------------------
 # Each family's padded batch, with the labels of its main head
@@ -169,7 +170,9 @@ INPUT_CASES = [  # (family, the inputs, words the message must contain)
     ("transformer", lambda: dict(input_ids=_ids([3, 4]), labels=torch.tensor([1, 2])), "labels"),
     (
         "transformer",
-        lambda: dict(input_ids=_ids([3, 4]), decoder_input_ids=_ids([1]), past_key_values=transformers.DynamicCache()),
+        lambda: dict(
+            input_ids=_ids([3, 4]), decoder_input_ids=_ids([1]), **cache_argument(transformers.DynamicCache())
+        ),
         "EncoderDecoderCache",
     ),
     (
@@ -196,7 +199,7 @@ INPUT_CASES = [  # (family, the inputs, words the message must contain)
     ),
     (
         "rnn",
-        lambda: dict(input_ids=_ids([1, 2]), decoder_input_ids=_ids([1]), past_key_values=(torch.zeros(1),)),
+        lambda: dict(input_ids=_ids([1, 2]), decoder_input_ids=_ids([1]), **cache_argument((torch.zeros(1),))),
         "past_key_values",
     ),
 ]

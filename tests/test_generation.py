@@ -10,11 +10,13 @@ hook checks that it really feeds the whole prefix, and that the cached run feeds
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from families import FAMILIES
 
-from hf_scratch.modeling_common import returned_cache
+from hf_scratch.modeling_common import CACHE_NAME, returned_cache
 
 PROMPT_LENGTH, NEW_TOKENS = 4, 6
 
@@ -130,14 +132,22 @@ def test_static_cache_equals_recomputing_the_prefix(key):
 @pytest.mark.parametrize("name", ["past_key_values", "cache"])
 def test_forward_takes_the_cache_under_either_name(name):
     """A decoding step by hand, with the cache passed as ``past_key_values`` (up to transformers 5.23) or ``cache``
-    (5.24 on): the next token's logits equal the whole sequence's."""
+    (5.24 on): the next token's logits equal the whole sequence's. From 5.24 on the old name warns that it is
+    deprecated, as transformers' own models do (``@deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")``);
+    before the rename nothing warns."""
     _, model = tiny("gpt-pre-ln")
     ids = torch.randint(3, model.config.vocab_size, (2, 5), generator=torch.Generator().manual_seed(0))
+    old_name = name == "past_key_values" and CACHE_NAME == "cache"
     with torch.no_grad():
         first = model(input_ids=ids[:, :4], use_cache=True)
         cache = returned_cache(first)
-        step = model(input_ids=ids[:, 4:], use_cache=True, **{name: cache})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step = model(input_ids=ids[:, 4:], use_cache=True, **{name: cache})
         whole = model(input_ids=ids, use_cache=False)
+    deprecations = [w for w in caught if "`past_key_values` is deprecated" in str(w.message)]
+    assert [w.category for w in deprecations] == ([FutureWarning] if old_name else [])
+    assert all(w.category is not FutureWarning for w in caught if w not in deprecations)
     torch.testing.assert_close(step.logits[:, -1], whole.logits[:, -1], atol=1e-5, rtol=1e-5)
     with pytest.raises(TypeError, match="cache twice"):
         model(input_ids=ids[:, 4:], past_key_values=cache, cache=cache)

@@ -22,7 +22,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import hf_scratch
-from hf_scratch.modeling_common import returned_cache
+from hf_scratch.modeling_common import cache_argument, returned_cache
 
 FEW = settings(max_examples=4, deadline=None)
 
@@ -152,7 +152,7 @@ def test_cached_equals_uncached(name, kernel, data):
         output = model(**feeding(slice(0, start)), use_cache=True)
         steps = [output.logits]
         for t in range(start, length):
-            output = model(**feeding(slice(t, t + 1)), past_key_values=returned_cache(output), use_cache=True)
+            output = model(**feeding(slice(t, t + 1)), **cache_argument(returned_cache(output)), use_cache=True)
             steps.append(output.logits)
     real = torch.ones(targets.shape, dtype=torch.bool) if family.seq2seq else mask.bool()
     _close(torch.cat(steps, dim=1)[real], full[real])

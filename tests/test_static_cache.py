@@ -19,6 +19,8 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from torch._dynamo.utils import counters
 from transformers import CompileConfig, EncoderDecoderCache, StaticCache
 
+from hf_scratch.modeling_common import cache_argument
+
 ATOL = 1e-5
 STATIC = ["gpt", "transformer"]
 NEW_TOKENS = 5
@@ -128,7 +130,7 @@ def test_compiled_forward_decodes_step_by_step(name):
         logits = []
         for index, tokens in enumerate(steps):
             with torch._dynamo.config.patch(error_on_recompile=index > 1):
-                logits.append(model(**fixed, **{key: tokens}, past_key_values=cache, use_cache=True).logits)
+                logits.append(model(**fixed, **{key: tokens}, **cache_argument(cache), use_cache=True).logits)
         del model.forward  # the uncompiled forward again
         expected = model(**full, use_cache=False).logits
     close(torch.cat(logits, dim=1), expected, atol=ATOL)
@@ -145,11 +147,11 @@ def test_static_cache_takes_the_running_mask_of_the_tokens_so_far():
     cache = static_cache(model, prompt, max_cache_len=ids.shape[1] + 2)
     length = prompt["input_ids"].shape[1]
     with torch.no_grad():
-        logits = [model(input_ids=ids[:, :length], attention_mask=mask[:, :length], past_key_values=cache).logits]
+        logits = [model(input_ids=ids[:, :length], attention_mask=mask[:, :length], **cache_argument(cache)).logits]
         for end in range(length + 1, ids.shape[1] + 1):
             logits.append(
-                model(input_ids=ids[:, end - 1 : end], attention_mask=mask[:, :end], past_key_values=cache).logits
+                model(input_ids=ids[:, end - 1 : end], attention_mask=mask[:, :end], **cache_argument(cache)).logits
             )
         close(torch.cat(logits, dim=1), model(input_ids=ids, attention_mask=mask, use_cache=False).logits, atol=ATOL)
         with pytest.raises(ValueError, match="static cache"):  # a mask that stops before the new tokens
-            model(input_ids=targets[:, :1], attention_mask=mask[:, :2], past_key_values=cache)
+            model(input_ids=targets[:, :1], attention_mask=mask[:, :2], **cache_argument(cache))
