@@ -149,14 +149,19 @@ class ScratchRNNLayer(GradientCheckpointingLayer):
         is_real: torch.Tensor | None = None,
         hidden: torch.Tensor | None = None,
         cell: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, LayerState]:
-        """(outputs (batch, length, directions · hidden), final state). ``is_real``: (batch, length) bool,
-        right-padded, or None; ``hidden`` / ``cell``: the initial state (zeros when None). Tensors are passed
-        positionally so that gradient checkpointing propagates their gradients."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(outputs (batch, length, directions · hidden), final hidden state, final cell state or None).
+        ``is_real``: (batch, length) bool, right-padded, or None; ``hidden`` / ``cell``: the initial state (zeros
+        when None). Tensors go in positionally and come out as a flat tuple, so that gradient checkpointing propagates
+        their gradients: reentrant checkpointing (``use_reentrant=True``) tracks only tensors at the top level of a
+        layer's inputs and outputs, and a final state nested in a tuple came back without gradient (the sequence
+        classifier, which reads the final state, then trained nothing below its classifier)."""
         state = self.zero_state(inputs) if hidden is None else (hidden, cell)
         if self.fused and not torch.compiler.is_compiling():  # Dynamo does not trace torch.nn's fused RNN kernels
-            return self._fused(inputs, is_real, state)
-        return self._cells(inputs, is_real, state)
+            outputs, final = self._fused(inputs, is_real, state)
+        else:
+            outputs, final = self._cells(inputs, is_real, state)
+        return outputs, *final
 
     def _fused(self, inputs, is_real, state: LayerState):
         if inputs.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
@@ -237,8 +242,8 @@ class ScratchRNNStack(nn.Module):
         for index, layer in enumerate(self.layers):
             if index > 0:
                 hidden = self.dropout(hidden)
-            hidden, final = layer(hidden, is_real, *(states[index] if states is not None else ()))
-            finals.append(final)
+            hidden, *final = layer(hidden, is_real, *(states[index] if states is not None else ()))
+            finals.append(tuple(final))
             if output_hidden_states:
                 all_hidden += (hidden,)
         return hidden, finals, all_hidden
