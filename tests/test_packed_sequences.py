@@ -242,13 +242,8 @@ def test_sequence_boundaries_and_mask_are_transformers_rule(case):
 
     config = transformers.GPT2Config()
     config._attn_implementation = "eager"  # the materialised additive mask: 0 where a query may attend
-    expected = create_causal_mask(
-        config=config,
-        inputs_embeds=torch.zeros(batch, length, 4),
-        attention_mask=None,
-        cache=None,
-        position_ids=position_ids,
-    )
+    # (positionally: the cache's parameter is named past_key_values before transformers 5.24, cache from 5.24 on)
+    expected = create_causal_mask(config, torch.zeros(batch, length, 4), None, None, position_ids)
     arange = torch.arange(length)
     mask, _ = decoder_self_attention_mask(None, batch, length, arange, False, position_ids=position_ids, cached=False)
     actual = mask.to_bool(length, length, torch.device("cpu"))
@@ -277,6 +272,13 @@ def test_no_packing_with_a_mask_or_a_cache():
 # --------------------------------------------------------------------------------------------------------------
 
 
+CHECKPOINTING = (
+    "activation_checkpointing"
+    if hasattr(transformers.TrainingArguments, "activation_checkpointing")
+    else "gradient_checkpointing"
+)
+
+
 def sft_first_step_loss(tmp_path, tokenizer, texts, **settings) -> float:
     """The logged loss of the first SFTTrainer step (learning rate 0) on a fresh model with the same weights."""
     from datasets import Dataset
@@ -300,13 +302,14 @@ def sft_first_step_loss(tmp_path, tokenizer, texts, **settings) -> float:
         max_steps=1,
         learning_rate=0.0,
         bf16=False,  # TRL's default (True) would compare bf16 roundings of differently shaped batches
-        activation_checkpointing=False,  # TRL's default turns it on through the old name, which warns
         report_to=[],
         use_cpu=True,
         logging_steps=1,
         save_strategy="no",
         disable_tqdm=True,
         **{"max_length": 64, **settings},  # longer than every example: nothing is cut
+        # TRL's default turns it on through the old name (gradient_checkpointing), which warns from transformers 5.x
+        **{CHECKPOINTING: False},
     )
     trainer = SFTTrainer(
         model=model, args=args, train_dataset=Dataset.from_dict({"text": texts}), processing_class=tokenizer
