@@ -96,3 +96,37 @@ def run_outputs(tmp_path_factory):
     from training_runs import runner
 
     return runner(tmp_path_factory)
+
+
+MODEL_TESTS_FILE = "test_transformers_model_tests.py"
+OUTCOME_RANK = {"skipped": 0, "passed": 1, "error": 2, "failed": 3}  # a test's worst report counts (subtests too)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """transformers' own model tests (test_transformers_model_tests.py), counted per test class, i.e. per family
+    (the RNN's encoder-only classifier has a class of its own): what CI's log shows of them."""
+    worst = {}
+    for category in OUTCOME_RANK:
+        for report in terminalreporter.stats.get(category, []):
+            nodeid = getattr(report, "nodeid", "")
+            if f"{MODEL_TESTS_FILE}::" not in nodeid or nodeid.count("::") < 2:
+                continue
+            if category == "passed" and getattr(report, "when", "call") != "call":
+                continue
+            if OUTCOME_RANK[category] >= OUTCOME_RANK.get(worst.get(nodeid), -1):
+                worst[nodeid] = category
+    if not worst:
+        return
+    per_class = {}
+    for nodeid, outcome in worst.items():
+        counts = per_class.setdefault(nodeid.split("::")[1], dict.fromkeys(OUTCOME_RANK, 0))
+        counts[outcome] += 1
+    import transformers
+
+    title = f"transformers {transformers.__version__}'s model tests (ModelTesterMixin), per family"
+    terminalreporter.section(f"{title}; a test counts once, by its worst subtest")
+    for name, counts in sorted(per_class.items()):
+        terminalreporter.line(
+            f"{name}: {counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, "
+            f"{counts['skipped']} skipped"
+        )
