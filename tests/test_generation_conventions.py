@@ -21,7 +21,7 @@ import torch
 from families import FAMILIES, NAMES
 from transformers import CompileConfig, GPT2Config, GPT2LMHeadModel, MarianConfig, MarianMTModel
 
-from hf_scratch.modeling_common import CACHE_NAME, returned_cache
+from hf_scratch.modeling_common import cache_argument, returned_cache
 
 pytestmark = pytest.mark.boundary  # generation touches the boundary with transformers (conftest.BOUNDARY_FILES)
 
@@ -235,7 +235,7 @@ def test_decoder_mask_with_a_cache_must_cover_the_past(name):
     prefix = torch.tensor([[model.config.decoder_start_token_id, 8, 9]] * 2)
     with torch.no_grad():
         first = model(input_ids=source, decoder_input_ids=prefix[:, :2], use_cache=True)
-        step = {"input_ids": source, "decoder_input_ids": prefix[:, 2:], CACHE_NAME: returned_cache(first)}
+        step = {"input_ids": source, "decoder_input_ids": prefix[:, 2:], **cache_argument(returned_cache(first))}
         with pytest.raises(ValueError, match="decoder_attention_mask has shape"):
             model(**step, decoder_attention_mask=torch.ones(2, 1, dtype=torch.long))
 
