@@ -38,6 +38,23 @@ BOUNDARY_FILES = {
 }
 
 
+# Marks transformers' own test code puts on its common model tests (test_transformers_model_tests.py runs them);
+# transformers' conftest registers them, ours does too, so that pytest does not warn of unknown marks.
+TRANSFORMERS_TEST_MARKS = (
+    "accelerate_tests",
+    "flash_attn_test",
+    "flash_attn_3_test",
+    "flash_attn_4_test",
+    "torch_compile_test",
+    "slow",
+)
+
+
+def pytest_configure(config):
+    for mark in TRANSFORMERS_TEST_MARKS:
+        config.addinivalue_line("markers", f"{mark}: a mark of transformers' own tests (ModelTesterMixin)")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.path.name in BOUNDARY_FILES or "remote_code" in item.name:
