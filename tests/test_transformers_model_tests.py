@@ -7,7 +7,7 @@
 The mixin comes from the sdist on the package registry (``transformers_suite``), downloaded when the tests run;
 offline, this module skips. What a family does not support is declared the way transformers' own models and test
 classes declare it (class flags such as ``_can_compile_fullgraph`` or ``_supports_attention_backend``, config fields
-such as ``use_cache``, tester attributes such as ``test_missing_keys`` or ``has_attentions``), so the mixin skips
+such as ``use_cache``, tester attributes such as ``test_resize_embeddings`` or ``has_attentions``), so the mixin skips
 those tests itself; the few tests skipped here say why, for a transformers model of the same kind.
 """
 
@@ -255,7 +255,6 @@ class ScratchGPTModelTest(ScratchGenerativeModelTest, unittest.TestCase):
         hf_scratch.ScratchGPTForSequenceClassification,
         hf_scratch.ScratchGPTForMultipleChoice,
     )
-    test_missing_keys = False  # GPT2ModelTest: the LM head is tied to the input embeddings
 
     def setUp(self):
         self.model_tester = ScratchGPTModelTester(self)
@@ -418,7 +417,6 @@ class ScratchTransformerModelTester(ScratchModelTester):
 class ScratchTransformerModelTest(ScratchGenerativeModelTest, unittest.TestCase):
     all_model_classes = (hf_scratch.ScratchTransformerModel, hf_scratch.ScratchTransformerForConditionalGeneration)
     is_encoder_decoder = True
-    test_missing_keys = False  # MarianModelTest: shared embeddings
 
     def setUp(self):
         self.model_tester = ScratchTransformerModelTester(self)
