@@ -50,11 +50,14 @@ OLD_CACHE_NAME_REMOVED_IN = "5.40.0"
 
 # Names a supported transformers release passes to ``forward`` that no model of ours reads: {name: why dropping it is
 # safe}. Every other unknown name is a TypeError.
+# The flash-attention description of a padding-free batch: dropped only beside the position_ids that carry the same
+# sequence boundaries (``packed_boundaries_kept``).
+VARLEN_DESCRIPTION = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx")
 IGNORED_FROM_TRANSFORMERS = {
     "cache_position": "generate() before 5.24 passes the new tokens' positions; the models read them off the cache "
     "(attention.cache_layout), from which those positions are computed",
     **dict.fromkeys(
-        ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx"),
+        VARLEN_DESCRIPTION,
         "a padding-free batch (DataCollatorWithFlattening(return_flash_attn_kwargs=True), TRL's packing and "
         "padding_free) describes its sequences for flash attention's variable-length kernels next to position_ids; "
         "GPT reads the same boundaries off position_ids (attention.packed_sequences)",
@@ -127,6 +130,19 @@ class _ForwardDepth(threading.local):
 _FORWARD_DEPTH = _ForwardDepth()
 
 
+def packed_boundaries_kept(arguments: dict, owner: str) -> None:
+    """A padding-free batch's flash-attention description (``VARLEN_DESCRIPTION``) may be dropped only where its
+    ``position_ids`` come with it, since they hold the same boundaries: without them the sequences would silently
+    attend to each other, so that is a ValueError."""
+    given = [name for name in VARLEN_DESCRIPTION if arguments.get(name) is not None]
+    if given and arguments.get("position_ids") is None:
+        raise ValueError(
+            f"{owner} got {given[0]!r}, a padding-free batch's sequence boundaries for flash attention, without "
+            "position_ids: this model reads the boundaries off position_ids that restart at 0 for each sequence. "
+            "Pass them too (DataCollatorWithFlattening and TRL's packing / padding_free do), or pad the batch."
+        )
+
+
 def refuse_unknown(arguments: dict, accepted: set[str], owner: str) -> None:
     """A TypeError naming each keyword no parameter takes, and the nearest accepted name."""
     unknown = sorted(set(arguments) - accepted)
@@ -188,6 +204,7 @@ def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
                 raise TypeError(f"{owner} got multiple values for argument {name!r}.")
             kwargs[name] = value
         refuse_unknown(kwargs, accepted, owner)
+        packed_boundaries_kept(kwargs, owner)
         compiling = torch.compiler.is_compiling()
         take_cache(kwargs, cache_parameter, owner, outermost=not compiling and _FORWARD_DEPTH.depth == 0)
         for name in IGNORED_FROM_TRANSFORMERS:

@@ -193,6 +193,29 @@ def test_packing_needs_a_position_per_token():
         model(torch.tensor([[5, 6, 7, 8]]), position_ids=torch.tensor([[0, 1, 0]]), use_cache=False)
 
 
+@pytest.mark.parametrize("name", ["gpt", "bert", "transformer", "transfo_xl", "rnn"])
+def test_flash_attention_boundaries_without_position_ids_are_refused(name):
+    """``DataCollatorWithFlattening(return_flash_attn_kwargs=True)`` describes the sequences twice: ``cu_seq_lens_*``
+    for flash attention, ``position_ids`` for the rest. Our kernels read the boundaries off position_ids, so the
+    description alone would let the sequences attend to each other: a ValueError, in every family. With
+    position_ids beside it, GPT gives the same logits as from position_ids alone."""
+    family = FAMILIES[name]
+    rows = sequences((3, 4))
+    batch = DataCollatorWithFlattening(return_tensors="pt", return_flash_attn_kwargs=True)(
+        [{"input_ids": row} for row in rows]
+    )
+    varlen = {key: batch[key] for key in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")}
+    kwargs = {"input_ids": batch["input_ids"], **varlen}
+    if family.seq2seq:
+        kwargs["decoder_input_ids"] = batch["input_ids"]
+    model = family.tiny_model().eval()
+    with pytest.raises(ValueError, match="cu_seq_lens_q.*without position_ids"):
+        model(**kwargs)
+    if name == "gpt":
+        positions = {"position_ids": batch["position_ids"], "use_cache": False}
+        close(model(**kwargs, **positions).logits, model(batch["input_ids"], **positions).logits, atol=0)
+
+
 @pytest.mark.parametrize("name", ["transformer", "transfo_xl", "rnn"])
 def test_the_other_decoders_take_no_position_ids(name):
     """No other decoder can be handed a packed batch: the keyword is refused, not ignored."""
