@@ -25,7 +25,7 @@ settings.load_profile("ci")
 FIXTURES = Path(__file__).parent / "fixtures"
 
 # The tests that touch the boundary with transformers, run again on the floor release pyproject allows (README,
-# "Tests"): generation and caches of every family, the conventions of every head, the Trainer's losses, peft,
+# "Tested range"): generation and caches of every family, the conventions of every head, the Trainer's losses, peft,
 # pipelines, the official example scripts' contract, and loading as remote code where hf_scratch is not installed.
 BOUNDARY_FILES = {
     "test_generation.py",
