@@ -429,3 +429,42 @@ def test_toy_translation_learned_by_lstm_bahdanau_with_the_trainer(toy_pairs, to
     tokenizer.save_pretrained(tmp_path / "toy")
     translate = pipeline("scratch-seq2seq", model=str(tmp_path / "toy"))
     assert translate("ich mochte ein bier", max_new_tokens=8) == [{"generated_text": "i want a beer"}]
+
+
+# ---- reentrant gradient checkpointing --------------------------------------------------------------------------
+
+
+def parameter_gradients(model, kwargs) -> dict[str, torch.Tensor]:
+    model.zero_grad()
+    model(**kwargs).loss.backward()
+    return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("implementation", ["cells", "fused"])
+@pytest.mark.parametrize("cell_type", ["lstm", "gru"])
+@pytest.mark.parametrize("head", ["ForSequenceClassification", "ForConditionalGeneration"])
+def test_reentrant_checkpointing_gives_every_parameter_its_gradient(head, cell_type, implementation):
+    """Reentrant checkpointing (``use_reentrant=True``) tracks only tensors at the top level of a layer's inputs and
+    outputs: a final state nested in a tuple came back detached, so the sequence classifier, which reads the
+    encoder's final state, trained nothing below its classifier, and the seq2seq encoder (without attention, read
+    by the decoder through its final state only) trained nothing at all. Every parameter's gradient must equal the
+    uncheckpointed run's (dropout 0)."""
+    torch.manual_seed(0)
+    config = tiny_config(cell_type=cell_type, rnn_implementation=implementation, attention_type="none", num_labels=3)
+    heads = {
+        "ForSequenceClassification": ScratchRNNForSequenceClassification,
+        "ForConditionalGeneration": ScratchRNNForConditionalGeneration,
+    }
+    model = heads[head](config).train()
+    input_ids, attention_mask = padded_batch()
+    labels = torch.tensor([0, 2, 1]) if head == "ForSequenceClassification" else input_ids[:, :5]
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    plain = parameter_gradients(model, kwargs)
+    assert plain.keys() == {name for name, _ in model.named_parameters()}
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": True})
+    assert model.is_activation_checkpointing
+    assert all(layer.gradient_checkpointing for layer in model.modules() if type(layer).__name__ == "ScratchRNNLayer")
+    checkpointed = parameter_gradients(model, kwargs)
+    assert checkpointed.keys() == plain.keys(), f"no gradient: {sorted(plain.keys() - checkpointed.keys())}"
+    for name in plain:
+        torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5, msg=name)
