@@ -48,11 +48,12 @@ CACHE_ALIASES = ("cache", "past_key_values")
 # (``@deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")``).
 OLD_CACHE_NAME_REMOVED_IN = "5.40.0"
 
+# The flash-attention description of a padding-free batch: dropped only where the position_ids beside it carry the
+# same sequence boundaries to the model (``packed_boundaries_kept``).
+VARLEN_DESCRIPTION = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx")
+
 # Names a supported transformers release passes to ``forward`` that no model of ours reads: {name: why dropping it is
 # safe}. Every other unknown name is a TypeError.
-# The flash-attention description of a padding-free batch: dropped only beside the position_ids that carry the same
-# sequence boundaries (``packed_boundaries_kept``).
-VARLEN_DESCRIPTION = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx")
 IGNORED_FROM_TRANSFORMERS = {
     "cache_position": "generate() before 5.24 passes the new tokens' positions; the models read them off the cache "
     "(attention.cache_layout), from which those positions are computed",
@@ -60,7 +61,8 @@ IGNORED_FROM_TRANSFORMERS = {
         VARLEN_DESCRIPTION,
         "a padding-free batch (DataCollatorWithFlattening(return_flash_attn_kwargs=True), TRL's packing and "
         "padding_free) describes its sequences for flash attention's variable-length kernels next to position_ids; "
-        "GPT reads the same boundaries off position_ids (attention.packed_sequences)",
+        "GPT reads the same boundaries off position_ids (attention.packed_sequences); every other model refuses it "
+        "(packed_boundaries_kept)",
     ),
 }
 
@@ -101,16 +103,12 @@ def warn_old_cache_name(owner: str) -> None:
         f"`past_key_values` is deprecated and will be removed in version {OLD_CACHE_NAME_REMOVED_IN} for `{owner}`."
         f" Use `{CACHE_NAME}` instead."
     )
-    warnings.warn(message, FutureWarning, stacklevel=3)  # the forward called
+    warnings.warn(message, FutureWarning, stacklevel=3)  # the forward's caller
 
 
-def take_cache(arguments: dict, cache_parameter: str | None, owner: str, outermost: bool = True) -> None:
-    """Move the cache, given under either release's name, to the forward's own parameter ``cache_parameter``. The
-    old name warns (``warn_old_cache_name``) where a caller passes it to the ``outermost`` forward: a head handing
-    the cache on to its base model is one call of ours, not the caller's."""
+def take_cache(arguments: dict, cache_parameter: str | None, owner: str) -> None:
+    """Move the cache, given under either release's name, to the forward's own parameter ``cache_parameter``."""
     given = [name for name in CACHE_ALIASES if name in arguments and name != cache_parameter]
-    if outermost and cache_parameter and "past_key_values" in arguments and "cache" not in arguments:
-        warn_old_cache_name(owner)
     if not given:
         return
     if cache_parameter is None:
@@ -130,16 +128,26 @@ class _ForwardDepth(threading.local):
 _FORWARD_DEPTH = _ForwardDepth()
 
 
-def packed_boundaries_kept(arguments: dict, owner: str) -> None:
-    """A padding-free batch's flash-attention description (``VARLEN_DESCRIPTION``) may be dropped only where its
-    ``position_ids`` come with it, since they hold the same boundaries: without them the sequences would silently
-    attend to each other, so that is a ValueError."""
-    given = [name for name in VARLEN_DESCRIPTION if arguments.get(name) is not None]
-    if given and arguments.get("position_ids") is None:
+def packed_boundaries_kept(model, given: list[str], arguments: dict, cache_parameter: str | None, owner: str) -> None:
+    """A padding-free batch's flash-attention description (``VARLEN_DESCRIPTION``) may be dropped only where the
+    model reads the same boundaries off ``position_ids`` (``accepts_padding_free_batches``: GPT), and only when it
+    does — position_ids given, no attention mask, no cache (``attention.decoder_self_attention_mask``). Anywhere
+    else the sequences would silently attend to each other: a ValueError. ``given``: the names of the description
+    the caller passed; ``arguments``: as resolved (``use_cache`` from the config)."""
+    if not given:
+        return
+    what = f"{owner} got {given[0]!r}, the sequence boundaries of a padding-free batch (for flash attention)"
+    if not getattr(model, "accepts_padding_free_batches", False):
         raise ValueError(
-            f"{owner} got {given[0]!r}, a padding-free batch's sequence boundaries for flash attention, without "
-            "position_ids: this model reads the boundaries off position_ids that restart at 0 for each sequence. "
-            "Pass them too (DataCollatorWithFlattening and TRL's packing / padding_free do), or pad the batch."
+            f"{what}, but {type(model).__name__} attends across the whole row and would mix the sequences: pad the "
+            "batch instead (one sequence per row, with its attention_mask)."
+        )
+    cached = arguments.get("use_cache") or (cache_parameter is not None and arguments.get(cache_parameter) is not None)
+    if arguments.get("position_ids") is None or arguments.get("attention_mask") is not None or cached:
+        raise ValueError(
+            f"{what}: this model reads the boundaries off position_ids that restart at 0 for each sequence, with no "
+            "attention_mask, no cache and use_cache=False (the Trainer and TRL set it). Pass the batch that way "
+            "(DataCollatorWithFlattening and TRL's packing / padding_free make it), or pad it."
         )
 
 
@@ -197,6 +205,7 @@ def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
     @functools.wraps(forward)
     def normalised_forward(self, *args, **kwargs):
         owner = f"{type(self).__name__}.forward()"
+        old_cache_name_typed = "past_key_values" in kwargs and "cache" not in kwargs  # by the caller, by name
         if len(args) > len(positional):
             raise TypeError(f"{owner} takes {len(positional)} positional arguments but {len(args)} were given.")
         for name, value in zip(positional, args):
@@ -204,9 +213,11 @@ def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
                 raise TypeError(f"{owner} got multiple values for argument {name!r}.")
             kwargs[name] = value
         refuse_unknown(kwargs, accepted, owner)
-        packed_boundaries_kept(kwargs, owner)
         compiling = torch.compiler.is_compiling()
-        take_cache(kwargs, cache_parameter, owner, outermost=not compiling and _FORWARD_DEPTH.depth == 0)
+        take_cache(kwargs, cache_parameter, owner)
+        varlen_given = [name for name in VARLEN_DESCRIPTION if kwargs.get(name) is not None]
+        if old_cache_name_typed and cache_parameter and not compiling and _FORWARD_DEPTH.depth == 0:
+            warn_old_cache_name(owner)  # by the outermost forward: a head handing the cache to its base model is ours
         for name in IGNORED_FROM_TRANSFORMERS:
             if name not in names:
                 kwargs.pop(name, None)
@@ -217,6 +228,7 @@ def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
             if name in names:
                 kwargs.setdefault(name, None)
         resolve_flags(self, kwargs)
+        packed_boundaries_kept(self, varlen_given, kwargs, cache_parameter, owner)
         if compiling:
             output = forward(self, **kwargs)
         else:

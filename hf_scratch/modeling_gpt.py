@@ -155,6 +155,10 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
     The mask (``attention.decoder_self_attention_mask``): causal ∧ key padding; a padding-free batch (position_ids
     that restart, no mask, no cache) attends within each of its sequences; a 4-D mask is the whole relation."""
 
+    accepts_padding_free_batches = (
+        True  # their flash-attention description too (modeling_common.packed_boundaries_kept)
+    )
+
     def __init__(self, config: ScratchGPTConfig):
         super().__init__(config)
         self.embeddings = ScratchGPTEmbeddings(config)
@@ -238,6 +242,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
     """P(u) = softmax(h_n W_eᵀ) (GPT-1 eq. 2), the output projection tied to the token embeddings."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embeddings.word.weight"}
+    accepts_padding_free_batches = True  # handed on to the base model as they are
 
     def __init__(self, config: ScratchGPTConfig):
         super().__init__(config)

@@ -151,3 +151,18 @@ def test_forward_takes_the_cache_under_either_name(name):
     torch.testing.assert_close(step.logits[:, -1], whole.logits[:, -1], atol=1e-5, rtol=1e-5)
     with pytest.raises(TypeError, match="cache twice"):
         model(input_ids=ids[:, 4:], past_key_values=cache, cache=cache)
+
+
+def test_a_cache_passed_by_position_does_not_warn():
+    """``model(ids, cache)``: the caller typed no name, so nothing warns of the old one (transformers' GPT-2 takes its
+    second positional argument as the cache on every release), and it decodes as the named cache does."""
+    _, model = tiny("gpt-pre-ln")
+    ids = torch.randint(3, model.config.vocab_size, (2, 5), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        cache = returned_cache(model(input_ids=ids[:, :4], use_cache=True))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step = model(ids[:, 4:], cache, use_cache=True)
+        whole = model(input_ids=ids, use_cache=False)
+    assert not [w for w in caught if "is deprecated" in str(w.message)]
+    torch.testing.assert_close(step.logits[:, -1], whole.logits[:, -1], atol=1e-5, rtol=1e-5)

@@ -193,27 +193,48 @@ def test_packing_needs_a_position_per_token():
         model(torch.tensor([[5, 6, 7, 8]]), position_ids=torch.tensor([[0, 1, 0]]), use_cache=False)
 
 
-@pytest.mark.parametrize("name", ["gpt", "bert", "transformer", "transfo_xl", "rnn"])
-def test_flash_attention_boundaries_without_position_ids_are_refused(name):
-    """``DataCollatorWithFlattening(return_flash_attn_kwargs=True)`` describes the sequences twice: ``cu_seq_lens_*``
-    for flash attention, ``position_ids`` for the rest. Our kernels read the boundaries off position_ids, so the
-    description alone would let the sequences attend to each other: a ValueError, in every family. With
-    position_ids beside it, GPT gives the same logits as from position_ids alone."""
-    family = FAMILIES[name]
-    rows = sequences((3, 4))
+def flattened_with_flash_attention_kwargs(rows: list[list[int]]) -> tuple[dict, dict]:
+    """``DataCollatorWithFlattening(return_flash_attn_kwargs=True)``: (input_ids and position_ids, the sequences'
+    description for flash attention: cu_seq_lens_*, max_length_*)."""
     batch = DataCollatorWithFlattening(return_tensors="pt", return_flash_attn_kwargs=True)(
         [{"input_ids": row} for row in rows]
     )
     varlen = {key: batch[key] for key in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")}
-    kwargs = {"input_ids": batch["input_ids"], **varlen}
+    return {"input_ids": batch["input_ids"], "position_ids": batch["position_ids"]}, varlen
+
+
+def test_gpt_takes_the_flash_attention_description_only_where_position_ids_hold_the_boundaries():
+    """The collator describes the sequences twice: ``cu_seq_lens_*`` for flash attention, ``position_ids`` for the
+    rest. GPT reads the boundaries off position_ids (no mask, no cache), so beside them the description changes
+    nothing; where GPT would not read them — no position_ids, an attention mask, a cache, or ``use_cache`` left at
+    the config's True — it is a ValueError, not mixed sequences."""
+    model = GPT.tiny_model().eval()
+    inputs, varlen = flattened_with_flash_attention_kwargs(sequences((3, 4)))
+    close(model(**inputs, **varlen, use_cache=False).logits, model(**inputs, use_cache=False).logits, atol=0)
+    for changed in (
+        {"position_ids": None, "use_cache": False},
+        {"attention_mask": torch.ones_like(inputs["input_ids"]), "use_cache": False},
+        {},  # use_cache from the config (True): a cache would be written
+    ):
+        with pytest.raises(ValueError, match="cu_seq_lens_q.*position_ids that restart"):
+            model(**{**inputs, **changed}, **varlen)
+
+
+@pytest.mark.parametrize("name", ["bert", "longformer", "transformer", "transfo_xl", "rnn"])
+def test_the_other_families_refuse_the_flash_attention_description(name):
+    """No other family packs (BERT's and Longformer's counterparts do not either): a padding-free batch's
+    flash-attention description is a ValueError there, with or without position_ids, instead of being dropped while
+    the sequences attend to each other."""
+    family = FAMILIES[name]
+    inputs, varlen = flattened_with_flash_attention_kwargs(sequences((3, 4)))
+    kwargs = {"input_ids": inputs["input_ids"], **varlen}
     if family.seq2seq:
-        kwargs["decoder_input_ids"] = batch["input_ids"]
-    model = family.tiny_model().eval()
-    with pytest.raises(ValueError, match="cu_seq_lens_q.*without position_ids"):
-        model(**kwargs)
-    if name == "gpt":
-        positions = {"position_ids": batch["position_ids"], "use_cache": False}
-        close(model(**kwargs, **positions).logits, model(batch["input_ids"], **positions).logits, atol=0)
+        kwargs["decoder_input_ids"] = inputs["input_ids"]
+    with pytest.raises(ValueError, match="cu_seq_lens_q.*would mix the sequences"):
+        family.tiny_model().eval()(**kwargs)
+    if name in ("bert", "longformer"):  # the encoders take position_ids: refused beside them too
+        with pytest.raises(ValueError, match="would mix the sequences"):
+            family.tiny_model().eval()(**kwargs, position_ids=inputs["position_ids"])
 
 
 @pytest.mark.parametrize("name", ["transformer", "transfo_xl", "rnn"])
