@@ -457,6 +457,45 @@ ENCODER_HEADS = [
 ]
 
 
+# The heads each test class of test_transformers_model_tests.py runs transformers' model tests on (its
+# ``all_model_classes``), kept here so that test_every_family.py checks offline, without the sdist that module needs,
+# that every head a family registers has its test class
+MODEL_TEST_HEADS = {
+    "ScratchBertModelTest": (
+        hf_scratch.ScratchBertModel,
+        hf_scratch.ScratchBertForPreTraining,
+        hf_scratch.ScratchBertForMaskedLM,
+        hf_scratch.ScratchBertForNextSentencePrediction,
+        hf_scratch.ScratchBertForSequenceClassification,
+        hf_scratch.ScratchBertForTokenClassification,
+        hf_scratch.ScratchBertForQuestionAnswering,
+        hf_scratch.ScratchBertForMultipleChoice,
+    ),
+    "ScratchLongformerModelTest": (
+        hf_scratch.ScratchLongformerModel,
+        hf_scratch.ScratchLongformerForMaskedLM,
+        hf_scratch.ScratchLongformerForSequenceClassification,
+        hf_scratch.ScratchLongformerForQuestionAnswering,
+        hf_scratch.ScratchLongformerForTokenClassification,
+        hf_scratch.ScratchLongformerForMultipleChoice,
+    ),
+    "ScratchGPTModelTest": (
+        hf_scratch.ScratchGPTModel,
+        hf_scratch.ScratchGPTLMHeadModel,
+        hf_scratch.ScratchGPTDoubleHeadsModel,
+        hf_scratch.ScratchGPTForSequenceClassification,
+        hf_scratch.ScratchGPTForMultipleChoice,
+    ),
+    "ScratchTransfoXLModelTest": (hf_scratch.ScratchTransfoXLModel, hf_scratch.ScratchTransfoXLLMHeadModel),
+    "ScratchTransformerModelTest": (
+        hf_scratch.ScratchTransformerModel,
+        hf_scratch.ScratchTransformerForConditionalGeneration,
+    ),
+    "ScratchRNNModelTest": (hf_scratch.ScratchRNNModel, hf_scratch.ScratchRNNForConditionalGeneration),
+    "ScratchRNNForSequenceClassificationModelTest": (hf_scratch.ScratchRNNForSequenceClassification,),
+}
+
+
 def max_diff_on_real(expected: torch.Tensor, actual: torch.Tensor, attention_mask: torch.Tensor) -> float:
     """The largest |expected − actual| over the real tokens (where ``attention_mask`` is 1) of per-token outputs;
     over every entry of outputs that are not per token (pooled, per sequence)."""

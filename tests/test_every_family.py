@@ -15,6 +15,7 @@ import torch
 import transformers
 from families import (
     FAMILIES,
+    MODEL_TEST_HEADS,
     NAMES,
     bert_batch,
     close_to_fp32,
@@ -417,3 +418,18 @@ def test_save_load_roundtrip_through_auto_classes(name, tmp_path):
         other = auto_class.from_pretrained(tmp_path)
         assert type(other) is getattr(hf_scratch, head)
         assert torch.equal(other.get_input_embeddings().weight, model.get_input_embeddings().weight)
+
+
+def test_every_head_of_every_family_runs_transformers_model_tests():
+    """Each head a family registers (its ``default_auto_map``) is in the ``all_model_classes`` of a test class of
+    test_transformers_model_tests.py (``MODEL_TEST_HEADS``, which that module's test classes read; checked here so
+    that it holds offline too, where that module skips): a new family or head gets a tester too."""
+    tested = {model_class for heads in MODEL_TEST_HEADS.values() for model_class in heads}
+    heads = {
+        getattr(hf_scratch, reference.rsplit(".", 1)[1])
+        for config_class in hf_scratch.FAMILY_CONFIGS
+        for auto_class, reference in config_class.default_auto_map.items()
+        if auto_class != "AutoConfig"
+    }
+    assert heads - tested == set()
+    assert {model_class.config_class for model_class in tested} == set(hf_scratch.FAMILY_CONFIGS)

@@ -17,6 +17,7 @@ import unittest
 
 import pytest
 import torch
+from families import MODEL_TEST_HEADS
 from transformers_suite import SuiteUnavailable, load_common_tests, name_our_heads
 
 import hf_scratch
@@ -34,7 +35,8 @@ random_attention_mask = common.random_attention_mask
 
 GENERATION_TESTS_ELSEWHERE = (
     "transformers' generation tests (GenerationTesterMixin, tests/generation/test_utils.py) are not in the sdist; "
-    "the generation conventions they check are tested in tests/test_generation.py and tests/test_static_cache.py"
+    "the generation conventions they check are tested in tests/test_generation_conventions.py (packed sequences: "
+    "tests/test_packed_sequences.py; custom 4-D masks: tests/test_custom_masks.py)"
 )
 
 
@@ -137,16 +139,7 @@ class ScratchBertModelTester(ScratchModelTester):
 
 
 class ScratchBertModelTest(ScratchModelTest, unittest.TestCase):
-    all_model_classes = (
-        hf_scratch.ScratchBertModel,
-        hf_scratch.ScratchBertForPreTraining,
-        hf_scratch.ScratchBertForMaskedLM,
-        hf_scratch.ScratchBertForNextSentencePrediction,
-        hf_scratch.ScratchBertForSequenceClassification,
-        hf_scratch.ScratchBertForTokenClassification,
-        hf_scratch.ScratchBertForQuestionAnswering,
-        hf_scratch.ScratchBertForMultipleChoice,
-    )
+    all_model_classes = MODEL_TEST_HEADS["ScratchBertModelTest"]
 
     def setUp(self):
         self.model_tester = ScratchBertModelTester(self)
@@ -207,14 +200,7 @@ class ScratchLongformerModelTester(ScratchBertModelTester):
 
 
 class ScratchLongformerModelTest(ScratchModelTest, unittest.TestCase):
-    all_model_classes = (
-        hf_scratch.ScratchLongformerModel,
-        hf_scratch.ScratchLongformerForMaskedLM,
-        hf_scratch.ScratchLongformerForSequenceClassification,
-        hf_scratch.ScratchLongformerForQuestionAnswering,
-        hf_scratch.ScratchLongformerForTokenClassification,
-        hf_scratch.ScratchLongformerForMultipleChoice,
-    )
+    all_model_classes = MODEL_TEST_HEADS["ScratchLongformerModelTest"]
 
     def setUp(self):
         # batch 7: the eager ≡ sdpa tests run 7 rows, and add random rows (without a separator) to a smaller batch
@@ -248,13 +234,7 @@ class ScratchGPTModelTester(ScratchBertModelTester):
 
 
 class ScratchGPTModelTest(ScratchGenerativeModelTest, unittest.TestCase):
-    all_model_classes = (
-        hf_scratch.ScratchGPTModel,
-        hf_scratch.ScratchGPTLMHeadModel,
-        hf_scratch.ScratchGPTDoubleHeadsModel,
-        hf_scratch.ScratchGPTForSequenceClassification,
-        hf_scratch.ScratchGPTForMultipleChoice,
-    )
+    all_model_classes = MODEL_TEST_HEADS["ScratchGPTModelTest"]
 
     def setUp(self):
         self.model_tester = ScratchGPTModelTester(self)
@@ -342,7 +322,7 @@ ADAPTIVE = (
 
 
 class ScratchTransfoXLModelTest(ScratchGenerativeModelTest, unittest.TestCase):
-    all_model_classes = (hf_scratch.ScratchTransfoXLModel, hf_scratch.ScratchTransfoXLLMHeadModel)
+    all_model_classes = MODEL_TEST_HEADS["ScratchTransfoXLModelTest"]
     # ADAPTIVE: resize_token_embeddings grows the rarest cluster; transformers' TransfoXLModelTest replaced the
     # mixin's resize tests with a per-cluster one, as tests/test_transfo_xl.py::
     # test_resize_token_embeddings_grows_the_rarest_cluster checks here
@@ -415,7 +395,7 @@ class ScratchTransformerModelTester(ScratchModelTester):
 
 
 class ScratchTransformerModelTest(ScratchGenerativeModelTest, unittest.TestCase):
-    all_model_classes = (hf_scratch.ScratchTransformerModel, hf_scratch.ScratchTransformerForConditionalGeneration)
+    all_model_classes = MODEL_TEST_HEADS["ScratchTransformerModelTest"]
     is_encoder_decoder = True
 
     def setUp(self):
@@ -451,7 +431,7 @@ RECURRENT_ATTENTION = False
 
 
 class ScratchRNNModelTest(ScratchGenerativeModelTest, unittest.TestCase):
-    all_model_classes = (hf_scratch.ScratchRNNModel, hf_scratch.ScratchRNNForConditionalGeneration)
+    all_model_classes = MODEL_TEST_HEADS["ScratchRNNModelTest"]
     is_encoder_decoder = True
     has_attentions = RECURRENT_ATTENTION
 
@@ -477,7 +457,7 @@ class ScratchRNNForSequenceClassificationModelTest(ScratchModelTest, unittest.Te
     """The RNN family's encoder-only head (as transformers tests an encoder-decoder's encoder-only classes, e.g.
     T5EncoderModel, in a class of their own)."""
 
-    all_model_classes = (hf_scratch.ScratchRNNForSequenceClassification,)
+    all_model_classes = MODEL_TEST_HEADS["ScratchRNNForSequenceClassificationModelTest"]
     has_attentions = RECURRENT_ATTENTION
 
     def setUp(self):
@@ -491,20 +471,12 @@ class ScratchRNNForSequenceClassificationModelTest(ScratchModelTest, unittest.Te
         pass
 
 
-def test_every_head_of_every_family_runs_the_model_tests():
-    """Each head a family registers (its ``default_auto_map``) is in the ``all_model_classes`` of a test class here:
-    a new family or head gets a tester too."""
-    tested = {
-        model_class
-        for test_class in globals().values()
+def test_the_test_classes_run_the_heads_of_the_offline_table():
+    """Each test class here runs the heads ``MODEL_TEST_HEADS`` (families.py) lists for it, and no other class has
+    heads: test_every_family.py checks offline that the table holds every head of every family."""
+    test_classes = {
+        name: test_class.all_model_classes
+        for name, test_class in globals().items()
         if isinstance(test_class, type) and issubclass(test_class, ScratchModelTest) and test_class.all_model_classes
-        for model_class in test_class.all_model_classes
     }
-    heads = {
-        getattr(hf_scratch, reference.rsplit(".", 1)[1])
-        for config_class in hf_scratch.FAMILY_CONFIGS
-        for auto_class, reference in config_class.default_auto_map.items()
-        if auto_class != "AutoConfig"
-    }
-    assert heads - tested == set()
-    assert {model_class.config_class for model_class in tested} == set(hf_scratch.FAMILY_CONFIGS)
+    assert test_classes == MODEL_TEST_HEADS
