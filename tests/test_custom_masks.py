@@ -21,6 +21,8 @@ from test_transformer import marian_reference
 
 from hf_scratch.convert import from_transformers
 
+pytestmark = pytest.mark.boundary  # 4-D masks held to BertModel and Marian: the boundary with transformers
+
 KERNELS = ["eager", "sdpa"]
 
 

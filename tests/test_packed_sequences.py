@@ -31,6 +31,8 @@ from hf_scratch import ScratchGPTConfig, ScratchGPTLMHeadModel
 from hf_scratch.attention import decoder_self_attention_mask, packed_sequences
 from hf_scratch.convert import from_transformers
 
+pytestmark = pytest.mark.boundary  # DataCollatorWithFlattening, TRL, masking_utils: the boundary with transformers
+
 GPT = FAMILIES["gpt"]
 VOCAB = GPT.tiny["vocab_size"]
 ATOL = 1e-5
@@ -148,6 +150,12 @@ def test_padding_free_batch_gives_the_padded_per_token_losses(attn_implementatio
     close(flat_out.loss, pad_out.loss, atol=ATOL)
 
 
+@pytest.mark.skipif(
+    torch.__version__ < (2, 8),
+    reason="torch 2.7's Dynamo cannot compile the flex_attention kernel (transformers' AttentionInterface) into one "
+    "graph: AssertionError in torch/_dynamo/side_effects.py (codegen_save_tempvars), for any GPT batch, packed or "
+    "padded (test_attention_kernels.py's flex test fails there too); on CPU flex_attention runs only compiled",
+)
 def test_padding_free_batch_with_flex_attention():
     """flex_attention (on CPU it runs compiled; inference only: no FlexAttention backward on CPU)."""
     model = GPT.tiny_model(attn_implementation="flex_attention")
