@@ -39,6 +39,7 @@ from .inputs import check_input_ids, check_one_input, embedding_rows
 from .layers import classifier_dropout
 from .losses import sequence_classification_loss, token_cross_entropy
 from .modeling_common import (
+    CACHE_NAME,
     DecoderInputsFromLabelsMixin,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
@@ -364,7 +365,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
             return self.initial_decoder_states(encoder_outputs), 0
         if not isinstance(past_key_values, ScratchRNNDecoderState):
             raise ValueError(
-                f"past_key_values must be the ScratchRNNDecoderState a previous call returned, got "
+                f"{CACHE_NAME} must be the ScratchRNNDecoderState a previous call returned, got "
                 f"{type(past_key_values).__name__}."
             )
         return past_key_values.layer_states(), past_key_values.get_seq_length()

@@ -47,6 +47,7 @@ from .inputs import check_input_ids, check_one_input, embedding_rows
 from .layers import FeedForward, ResidualNorm, run_layers
 from .losses import token_cross_entropy
 from .modeling_common import (
+    CACHE_NAME,
     DecoderInputsFromLabelsMixin,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
@@ -247,7 +248,7 @@ def decoder_cache(past_key_values, use_cache: bool) -> EncoderDecoderCache | Non
     new one on the first step of cached decoding, None without ``use_cache``."""
     if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
         raise ValueError(
-            f"past_key_values is a {type(past_key_values).__name__}; the decoder caches self- and cross-attention "
+            f"{CACHE_NAME} is a {type(past_key_values).__name__}; the decoder caches self- and cross-attention "
             "separately: pass an EncoderDecoderCache(DynamicCache(), DynamicCache()) or None (one is created)."
         )
     if not use_cache:

@@ -34,7 +34,7 @@ from transformers import (
 )
 
 import hf_scratch
-from hf_scratch.modeling_common import cache_argument
+from hf_scratch.modeling_common import CACHE_NAME, cache_argument
 
 # --------------------------------------------------------------------------------------------------------------
 # Each family's padded batch, with the labels of its main head
@@ -174,7 +174,7 @@ INPUT_CASES = [  # (family, the inputs, words the message must contain)
         lambda: dict(
             input_ids=_ids([3, 4]), decoder_input_ids=_ids([1]), **cache_argument(transformers.DynamicCache())
         ),
-        "EncoderDecoderCache",
+        f"{CACHE_NAME} is a DynamicCache; .*EncoderDecoderCache",
     ),
     (
         "transfo_xl",
@@ -201,7 +201,7 @@ INPUT_CASES = [  # (family, the inputs, words the message must contain)
     (
         "rnn",
         lambda: dict(input_ids=_ids([1, 2]), decoder_input_ids=_ids([1]), **cache_argument((torch.zeros(1),))),
-        "past_key_values",
+        f"{CACHE_NAME} must be the ScratchRNNDecoderState",
     ),
 ]
 # the model each family's inputs go to: the encoders' base model, the generative families' main head
