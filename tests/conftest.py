@@ -46,6 +46,7 @@ TRANSFORMERS_TEST_MARKS = (
     "flash_attn_3_test",
     "flash_attn_4_test",
     "torch_compile_test",
+    "torch_export_test",  # 5.10.1 (the floor run imports the module before deselecting it)
     "slow",
 )
 
