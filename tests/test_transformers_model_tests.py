@@ -5,14 +5,16 @@
 ``get_config``.
 
 The mixin comes from the sdist on the package registry (``transformers_suite``), downloaded when the tests run;
-offline, this module skips. What a family does not support is declared the way transformers' own models and test
-classes declare it (class flags such as ``_can_compile_fullgraph`` or ``_supports_attention_backend``, config fields
-such as ``use_cache``, tester attributes such as ``test_resize_embeddings`` or ``has_attentions``), so the mixin skips
-those tests itself; the few tests skipped here say why, for a transformers model of the same kind.
+offline, this module skips — except in CI (``CI`` set, as ``.ci/run`` runs), where the model tests must run and a
+failed download fails the collection. What a family does not support is declared the way transformers' own models
+and test classes declare it (class flags such as ``_can_compile_fullgraph`` or ``_supports_attention_backend``,
+config fields such as ``use_cache``, tester attributes such as ``test_resize_embeddings`` or ``has_attentions``), so
+the mixin skips those tests itself; the few tests skipped here say why, for a transformers model of the same kind.
 """
 
 from __future__ import annotations
 
+import os
 import unittest
 
 import pytest
@@ -25,6 +27,8 @@ import hf_scratch
 try:
     common = load_common_tests()
 except SuiteUnavailable as error:
+    if os.environ.get("CI"):  # CI shows the model tests of every family, or fails
+        raise
     pytest.skip(f"transformers' model tests (ModelTesterMixin) not run: {error}", allow_module_level=True)
 # the mixin tells a head's kind (base model, multiple choice, question answering, ...) by its class name
 name_our_heads(common, hf_scratch.FAMILY_CONFIGS)
