@@ -19,7 +19,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.attention.flex_attention as torch_flex
-from families import FAMILIES, longformer_batch, max_diff_on_real
+from families import FAMILIES, FLEX_COMPILES_WHOLE_MODELS, FLEX_ON_TORCH_2_7, longformer_batch, max_diff_on_real
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import longformer_mask
@@ -247,6 +247,7 @@ def test_attention_dropout_while_training_is_refused(flex_reference):
         model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask)
 
 
+@pytest.mark.skipif(not FLEX_COMPILES_WHOLE_MODELS, reason=FLEX_ON_TORCH_2_7)
 def test_whole_model_compiles_as_one_graph(flex_reference):
     """torch.compile(fullgraph=True) traces the block mask and flex_attention into the graph (AOTAutograd here;
     Inductor's CPU template in torch 2.13 cannot lower a block mask built inside the graph: NoValidChoicesError)."""

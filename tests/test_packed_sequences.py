@@ -20,7 +20,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers
-from families import FAMILIES, close
+from families import FAMILIES, FLEX_COMPILES_WHOLE_MODELS, FLEX_ON_TORCH_2_7, close
 from hypothesis import given
 from hypothesis import strategies as st
 from torch._dynamo.testing import CompileCounterWithBackend
@@ -151,10 +151,9 @@ def test_padding_free_batch_gives_the_padded_per_token_losses(attn_implementatio
 
 
 @pytest.mark.skipif(
-    torch.__version__ < (2, 8),
-    reason="torch 2.7's Dynamo cannot compile the flex_attention kernel (transformers' AttentionInterface) into one "
-    "graph: AssertionError in torch/_dynamo/side_effects.py (codegen_save_tempvars), for any GPT batch, packed or "
-    "padded (test_attention_kernels.py's flex test fails there too); on CPU flex_attention runs only compiled",
+    not FLEX_COMPILES_WHOLE_MODELS,
+    reason=FLEX_ON_TORCH_2_7 + ": an AssertionError in torch/_dynamo/side_effects.py for any GPT batch, packed or "
+    "padded; on CPU flex_attention runs only compiled",
 )
 def test_padding_free_batch_with_flex_attention():
     """flex_attention (on CPU it runs compiled; inference only: no FlexAttention backward on CPU)."""
