@@ -27,7 +27,6 @@ import difflib
 import functools
 import inspect
 import os
-import threading
 import warnings
 from collections.abc import Callable
 
@@ -118,16 +117,6 @@ def take_cache(arguments: dict, cache_parameter: str | None, owner: str) -> None
     arguments[cache_parameter] = arguments.pop(given[0])
 
 
-class _ForwardDepth(threading.local):
-    """How many decorated forwards are running in this thread (outside compiled code): the old cache name warns in
-    the outermost one only."""
-
-    depth = 0
-
-
-_FORWARD_DEPTH = _ForwardDepth()
-
-
 def packed_boundaries_kept(model, given: list[str], arguments: dict, cache_parameter: str | None, owner: str) -> None:
     """A padding-free batch's flash-attention description (``VARLEN_DESCRIPTION``) may be dropped only where the
     model reads the same boundaries off ``position_ids`` (``accepts_padding_free_batches``: GPT), and only when it
@@ -213,11 +202,10 @@ def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
                 raise TypeError(f"{owner} got multiple values for argument {name!r}.")
             kwargs[name] = value
         refuse_unknown(kwargs, accepted, owner)
-        compiling = torch.compiler.is_compiling()
         take_cache(kwargs, cache_parameter, owner)
         varlen_given = [name for name in VARLEN_DESCRIPTION if kwargs.get(name) is not None]
-        if old_cache_name_typed and cache_parameter and not compiling and _FORWARD_DEPTH.depth == 0:
-            warn_old_cache_name(owner)  # by the outermost forward: a head handing the cache to its base model is ours
+        if old_cache_name_typed and cache_parameter:  # (our heads hand it on with cache_argument: no warning)
+            warn_old_cache_name(owner)
         for name in IGNORED_FROM_TRANSFORMERS:
             if name not in names:
                 kwargs.pop(name, None)
@@ -229,14 +217,7 @@ def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
                 kwargs.setdefault(name, None)
         resolve_flags(self, kwargs)
         packed_boundaries_kept(self, varlen_given, kwargs, cache_parameter, owner)
-        if compiling:
-            output = forward(self, **kwargs)
-        else:
-            _FORWARD_DEPTH.depth += 1
-            try:
-                output = forward(self, **kwargs)
-            finally:
-                _FORWARD_DEPTH.depth -= 1
+        output = forward(self, **kwargs)
         return output if return_dict else output.to_tuple()
 
     normalised_forward.__signature__ = visible_signature(signature, cache_parameter, unlisted)

@@ -44,6 +44,7 @@ from .losses import causal_lm_loss, sequence_classification_loss, token_cross_en
 from .modeling_common import (
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
+    cache_argument,
     cache_output,
     normalise_inputs,
     returned_cache,
@@ -155,9 +156,8 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
     The mask (``attention.decoder_self_attention_mask``): causal ∧ key padding; a padding-free batch (position_ids
     that restart, no mask, no cache) attends within each of its sequences; a 4-D mask is the whole relation."""
 
-    accepts_padding_free_batches = (
-        True  # their flash-attention description too (modeling_common.packed_boundaries_kept)
-    )
+    # position_ids that restart, and their flash-attention description (modeling_common.packed_boundaries_kept)
+    accepts_padding_free_batches = True
 
     def __init__(self, config: ScratchGPTConfig):
         super().__init__(config)
@@ -273,7 +273,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
         positions only (0: all); ``generate`` asks for 1."""
         outputs = self.model(
             input_ids=input_ids,
-            past_key_values=past_key_values,
+            **cache_argument(past_key_values),
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
             position_ids=position_ids,

@@ -43,6 +43,7 @@ from .modeling_common import (
     DecoderInputsFromLabelsMixin,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
+    cache_argument,
     cache_output,
     normalise_inputs,
     returned_cache,
@@ -469,7 +470,7 @@ class ScratchRNNForConditionalGeneration(
             decoder_input_ids=self.decoder_inputs_for(labels, decoder_input_ids, decoder_inputs_embeds),
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            **cache_argument(past_key_values),
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache and labels is None,  # (training: the whole target at once)
