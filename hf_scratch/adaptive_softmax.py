@@ -11,13 +11,15 @@ ties them by ``_tied_weights_keys``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 from transformers import initialization as init
 
+from .checks import check_input_ids, embedding_rows
 from .configuration_transfo_xl import ScratchTransfoXLConfig
-from .inputs import check_input_ids, embedding_rows
 
 # --------------------------------------------------------------------------------------------------------------
 # The parameters: one table (and projection) per cluster
@@ -83,7 +85,7 @@ class AdaptiveEmbedding(nn.Module):
             raise AttributeError(
                 "the adaptive input has one embedding table per cluster (div_val > 1), no single weight"
             )
-        return self.embeddings[0].weight
+        return self.embeddings[0].weight  # type: ignore[return-value]  # torch types it Tensor | Module
 
     def table_bounds(self) -> list[tuple[int, int]]:
         """[low, high) token ids of each table, read from the tables as they are now."""
@@ -162,7 +164,7 @@ class AdaptiveSoftmax(nn.Module):
     def cluster_bounds(self) -> list[tuple[int, int]]:
         """[low, high) token ids of each cluster: the cutoffs, then the vocabulary size now, the rows of the biases
         (new tokens from ``resize_token_embeddings`` join the last, rarest cluster)."""
-        ends = [0] + self.config.cutoffs + [sum(bias.shape[0] for bias in self.biases)]
+        ends = [0] + self.config.filled_cutoffs + [sum(bias.shape[0] for bias in self.biases)]
         return list(zip(ends, ends[1:]))
 
     def resize_rarest_cluster(self, rows: int, mean_resizing: bool = True) -> None:
@@ -172,7 +174,7 @@ class AdaptiveSoftmax(nn.Module):
         at bias 0 and N(0, initializer_range) output embeddings. (Tied output embeddings are the input table: the
         model ties them again.)"""
 
-        def resized(old: nn.Parameter, random_row) -> nn.Parameter:
+        def resized(old: nn.Parameter, random_row: Callable[[torch.Tensor], torch.Tensor]) -> nn.Parameter:
             new = old.new_empty(rows, *old.shape[1:])
             kept = min(rows, old.shape[0])
             new[:kept] = old[:kept]
@@ -186,7 +188,9 @@ class AdaptiveSoftmax(nn.Module):
                 std = self.config.initializer_range
                 self.weights[-1] = resized(self.weights[-1], lambda rows_: rows_.normal_(0.0, std))
 
-    def cluster_parameters(self, cluster: int, device: torch.device | None = None):
+    def cluster_parameters(
+        self, cluster: int, device: torch.device | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(W_c, b_c, P_c or None) of one cluster, on ``device`` if given (the hidden states'): with
         device_map="auto" over several devices the softmax's tensors may sit on different ones (its parameter lists
         have no forward for accelerate to hook)."""
@@ -202,7 +206,9 @@ class AdaptiveSoftmax(nn.Module):
         return weight, bias, projection
 
     @staticmethod
-    def _logits(hidden: torch.Tensor, weight, bias, projection) -> torch.Tensor:
+    def _logits(
+        hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, projection: torch.Tensor | None
+    ) -> torch.Tensor:
         if projection is not None:
             hidden = F.linear(hidden, projection.t())
         return F.linear(hidden, weight, bias)

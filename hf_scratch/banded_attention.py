@@ -6,9 +6,9 @@ For one head group of dilation d: the sequence is split into its d residue class
 sliding-window problem of length n/d; that is cut into blocks of w/2 queries, each attending the 3·w/2 keys of its
 own and the two neighbouring blocks (a fixed band mask keeps |i - j| ≤ w/2) plus the global keys. Dilation thus
 costs what no dilation costs. Both kernels — ``"eager"`` (softmax written out; returns the weights) and ``"sdpa"``
-(``scaled_dot_product_attention`` on the blocks) — go through ``attention``. ``GlobalTokens`` says where the global
-tokens are and keeps the block masks the layers share; the dense relation, for tests and pictures, is
-``viz.longformer_mask``.
+(``scaled_dot_product_attention`` on the blocks) — run through the one dispatcher, ``kernels.attend``.
+``GlobalTokens`` says where the global tokens are and keeps the block masks the layers share; the dense relation, for
+tests and pictures, is ``viz.longformer_mask``.
 
 A third kernel, ``"flex_attention"``, computes the same local rows with torch's ``flex_attention`` on the unsplit
 sequence: a ``mask_mod`` states the relation (``longformer_mask_mod``), and a ``BlockMask`` of 128 × 128 tiles built
@@ -20,16 +20,16 @@ times as many as an undilated head (the residue classes above avoid that cost; f
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention.flex_attention import BlockMask, flex_attention
+from torch.nn.attention.flex_attention import BlockMask
 from torch.utils.checkpoint import CheckpointPolicy
 
-from .attention import eager_attention, sdpa_attention
+from .kernels import attend, flex_kernel
+from .masks import AttentionMask
 
 
 def pad_length(x: torch.Tensor, multiple: int, value=0) -> torch.Tensor:
@@ -127,13 +127,19 @@ def from_blocks(x: torch.Tensor, batch: int) -> torch.Tensor:
 
 
 def block_attention(queries, keys, values, allowed, implementation: str, dropout: float, output_attentions: bool):
-    """softmax(Q Kᵀ/√d + M) V in every block at once: ``queries`` (blocks, heads, w/2, d) against ``keys`` /
-    ``values`` (blocks, heads, G + 3·w/2, d) from ``key_windows``, M from ``block_mask``. Returns (output, weights or
-    None); the eager kernel is the one that can return the weights."""
-    if output_attentions or implementation == "eager":
-        output, weights = eager_attention(queries, keys, values, allowed, dropout=dropout)
-        return output, (weights if output_attentions else None)
-    return sdpa_attention(queries, keys, values, allowed, dropout=dropout), None
+    """softmax(Q Kᵀ/√d + M) V in every block at once, by the one dispatcher (``kernels.attend``, which chooses the
+    kernel): ``queries`` (blocks, heads, w/2, d) against ``keys`` / ``values`` (blocks, heads, G + 3·w/2, d) from
+    ``key_windows``, M from ``block_mask``. Returns (output, weights or None)."""
+    blocks = AttentionMask(relation=allowed)
+    return attend(
+        queries,
+        keys,
+        values,
+        blocks,
+        implementation=implementation,
+        dropout=dropout,
+        output_attentions=output_attentions,
+    )
 
 
 # The fused attention kernels SDPA dispatches to (those this torch build has). Their outputs are kept when the
@@ -232,21 +238,6 @@ def flex_block_mask(
         mask_mod=longformer_mask_mod(real, is_global, one_sided_window, per_head),
         seq_lengths=(length, length),
     )
-
-
-@functools.cache
-def compiled_flex_attention(device_type: str):
-    """flex_attention compiled once per device type. On the CPU for one shape at a time (``dynamic=False``: torch
-    2.13's C++ template for flex_attention does not build with dynamic shapes, which torch.compile switches to when
-    a second length arrives), elsewhere with torch.compile's defaults."""
-    return torch.compile(flex_attention, dynamic=False if device_type == "cpu" else None)
-
-
-def flex_kernel(device_type: str):
-    """flex_attention as it runs fused and block-sparse: compiled (as transformers' models do), or as it is inside a
-    graph that torch.compile is tracing. Called uncompiled, torch runs a dense reference that materialises the n×n
-    scores. On the CPU torch 2.13 runs it without gradients only."""
-    return flex_attention if torch.compiler.is_compiling() else compiled_flex_attention(device_type)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from torch import nn
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 from transformers.activations import ACT2FN
 
-from .inputs import check_input_ids, embedding_rows
+from .checks import check_input_ids, embedding_rows
 from .positional import LearnedPositionalEmbedding
 
 # The tanh approximation of GELU, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) — GPT-2's "gelu_new" — is written in

@@ -27,9 +27,9 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import AttentionMask, MultiHeadAttention, padding_or_relation
+from .attention import MultiHeadAttention
+from .checks import check_one_input, choice_dimensions, flatten_choices
 from .configuration_bert import ScratchBertConfig
-from .inputs import check_one_input, choice_dimensions, flatten_choices
 from .layers import (
     EncoderEmbeddings,
     FeedForward,
@@ -41,6 +41,7 @@ from .layers import (
     run_layers,
 )
 from .losses import sequence_classification_loss, span_loss, token_cross_entropy
+from .masks import AttentionMask, padding_or_relation
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
 

@@ -35,8 +35,8 @@ from safetensors import SafetensorError
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from .attention import check_attn_implementation
 from .inputs import shift_tokens_right
+from .kernels import check_attn_implementation
 
 # The name the installed release gives the cache in model inputs and outputs: "cache" from transformers 5.24 on,
 # "past_key_values" before. Read off transformers' own output class, so that nothing depends on version numbers.

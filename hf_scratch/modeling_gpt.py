@@ -36,11 +36,12 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import AttentionMask, MultiHeadAttention, cache_layout, decoder_self_attention_mask, values_pass
+from .attention import MultiHeadAttention
+from .checks import check_input_ids, check_one_input, choice_dimensions, embedding_rows, flatten_choices, values_pass
 from .configuration_gpt import ScratchGPTConfig
-from .inputs import check_input_ids, check_one_input, choice_dimensions, embedding_rows, flatten_choices
 from .layers import FeedForward, ResidualNorm, get_activation, run_layers
 from .losses import causal_lm_loss, sequence_classification_loss, token_cross_entropy
+from .masks import AttentionMask, cache_layout, decoder_self_attention_mask
 from .modeling_common import (
     ScratchGenerationMixin,
     ScratchPreTrainedModel,

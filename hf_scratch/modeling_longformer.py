@@ -34,10 +34,11 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 
-from .attention import check_attention_mask, masked_softmax, split_heads, values_pass
+from .attention import split_heads
 from .banded_attention import BandedPattern, GlobalTokens, keep_attention_kernels
+from .checks import check_attention_mask, check_one_input, choice_dimensions, flatten_choices, values_pass
 from .configuration_longformer import ScratchLongformerConfig
-from .inputs import check_one_input, choice_dimensions, flatten_choices
+from .kernels import masked_softmax
 from .layers import (
     EncoderEmbeddings,
     FeedForward,

@@ -33,11 +33,12 @@ from transformers import initialization as init
 from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput, SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
-from .attention import check_attention_mask, masked_softmax, padding_mask, padding_or_none, values_pass
+from .checks import check_attention_mask, check_input_ids, check_one_input, embedding_rows, values_pass
 from .configuration_rnn import ATTENDING_TYPES, BAHDANAU_DECODERS, ScratchRNNConfig
-from .inputs import check_input_ids, check_one_input, embedding_rows
+from .kernels import masked_softmax
 from .layers import classifier_dropout
 from .losses import sequence_classification_loss, token_cross_entropy
+from .masks import padding_mask, padding_or_none
 from .modeling_common import (
     CACHE_NAME,
     DecoderInputsFromLabelsMixin,

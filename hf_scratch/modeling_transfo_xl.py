@@ -34,22 +34,13 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 
 from .adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax, embedding_tables, init_adaptive_weights
-from .attention import (
-    causal_mask,
-    check_attention_mask,
-    combine_masks,
-    eager_attention,
-    kernel_settings,
-    merge_heads,
-    padding_mask,
-    padding_or_none,
-    sdpa_attention,
-    split_heads,
-)
+from .attention import kernel_settings, merge_heads, split_heads
+from .checks import check_attention_mask, check_one_input
 from .configuration_transfo_xl import ScratchTransfoXLConfig
-from .inputs import check_one_input
-from .layers import FeedForward, ResidualNorm
+from .kernels import attend
+from .layers import FeedForward, ResidualNorm, run_layers
 from .losses import IGNORE_INDEX, causal_lm_loss, next_token_labels, per_item
+from .masks import AttentionMask, causal_mask, causal_window_mask, combine_masks, padding_mask, padding_or_none
 from .modeling_common import ScratchGenerationMixin, ScratchPreTrainedModel, normalise_inputs, take_generation_cache
 from .positional import relative_sinusoidal_embedding
 
@@ -71,43 +62,12 @@ def relative_shift(position_scores: torch.Tensor) -> torch.Tensor:
     return padded[:, :, 1:].reshape(batch, heads, query_length, key_length)
 
 
-def attend_with_score_bias(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    score_bias: torch.Tensor,
-    allowed: torch.Tensor | None,
-    *,
-    implementation: str = "sdpa",
-    dropout: float = 0.0,
-    scale: float | None = None,
-    output_attentions: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """softmax(Q Kᵀ·scale + B + M) V, with B the relative-position terms (b) + (d) of A_rel, computed by the caller
-    and broadcastable to (batch, heads, query_length, key_length); ``allowed`` is the usual boolean relation M.
-    Returns (output, weights or None); a row that may attend nothing gives zeros with either kernel. SDPA receives B
-    (masked with ``finfo.min``) as its additive mask."""
-    if output_attentions or implementation == "eager":
-        output, weights = eager_attention(
-            query, key, value, allowed, dropout=dropout, scale=scale, score_bias=score_bias
-        )
-        return output, (weights if output_attentions else None)
-    bias = score_bias.to(query.dtype)
-    if allowed is not None:
-        bias = bias.masked_fill(~allowed, torch.finfo(query.dtype).min)
-    output = sdpa_attention(query, key, value, bias, dropout=dropout, scale=scale)
-    if allowed is not None:
-        output = output.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
-    return output, None
-
-
-def causal_window_mask(query_length: int, key_length: int, window: int, device: torch.device) -> torch.Tensor:
-    """(1, 1, query_length, key_length) bool: query i (the last ``query_length`` of ``key_length`` positions, as in
-    ``attention.causal_mask``) may attend key j iff 0 ≤ pos(i) - j < ``window`` — the causal mask restricted to the
-    ``window`` most recent keys: ``same_length`` (every query sees the same number of keys) with window = mem_len."""
-    query_positions = torch.arange(query_length, device=device)[:, None] + (key_length - query_length)
-    distance = query_positions - torch.arange(key_length, device=device)[None, :]
-    return ((distance >= 0) & (distance < window))[None, None]
+def add_relative_biases(module: nn.Module, config: ScratchTransfoXLConfig) -> None:
+    """Register u (``content_bias``) and v (``position_bias``) of A_rel, one (heads, head_dim) vector each, on
+    ``module``: the model, whose pair every layer shares (the paper), or each attention (``untie_r``). The reference
+    code calls them r_w_bias and r_r_bias."""
+    module.content_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
+    module.position_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
 
 
 class ScratchTransfoXLRelativeAttention(nn.Module):
@@ -115,11 +75,12 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
 
     q = W_q h_τ (current segment only), k = W_k [m ∘ h], v = W_v [m ∘ h], W_R R (``position_proj``);
     A_rel = (q + u)ᵀ k  [terms (a) + (c)]  +  shift((q + v)ᵀ W_R R)  [terms (b) + (d)], scaled by 1/√d_head.
-    u (``content_bias``) and v (``position_bias``) are this layer's own parameters (``untie_r``), read in this
-    forward; with ``untie_r=False`` they are the model's, shared by every layer, and passed in by the model.
-    """
 
-    def __init__(self, config: ScratchTransfoXLConfig, own_biases: bool):
+    u and v are read, in this forward, from one module, ``biases``: the model that shares its pair with every layer
+    (``shared_biases``), or this attention itself with ``untie_r`` (its own pair). ``biases`` is a reference, not a
+    submodule, so every parameter is registered once, where its name has always been."""
+
+    def __init__(self, config: ScratchTransfoXLConfig, shared_biases: nn.Module | None = None):
         super().__init__()
         self.config = config
         self.num_heads, self.head_dim = config.num_attention_heads, config.head_dim
@@ -128,22 +89,20 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
         self.position_proj = nn.Linear(config.hidden_size, inner, bias=False)
         self.out_proj = nn.Linear(inner, config.hidden_size, bias=False)
         self.dropout = config.attention_probs_dropout_prob
-        if own_biases:
-            self.content_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
-            self.position_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
+        if shared_biases is None:
+            add_relative_biases(self, config)
+        # (set in __dict__: nn.Module's __setattr__ would register the model as a submodule and save u, v twice)
+        self.__dict__["biases"] = self if shared_biases is None else shared_biases
 
     def forward(
         self,
         context: torch.Tensor,
         query_length: int,
         relative_positions: torch.Tensor,
-        allowed: torch.Tensor | None,
-        content_bias: torch.Tensor | None = None,
-        position_bias: torch.Tensor | None = None,
+        mask: AttentionMask,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if content_bias is None:  # this layer's own u and v (untie_r); otherwise the model's shared ones
-            content_bias, position_bias = self.content_bias, self.position_bias
+        content_bias, position_bias = self.biases.content_bias, self.biases.position_bias  # u, v
         inner = self.num_heads * self.head_dim
         # One call of the projection for memory + segment (hooks and adapters see it); queries are read for the
         # current segment only, keys and values for memory + segment.
@@ -157,15 +116,15 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
 
         scale = 1.0 / math.sqrt(self.head_dim)
         position_scores = torch.matmul(query + position_bias[:, None], positions.transpose(-1, -2))  # (b) + (d)
-        position_scores = relative_shift(position_scores) * scale
-        output, weights = attend_with_score_bias(
+        output, weights = attend(
             query + content_bias[:, None],  # (a) + (c) inside the kernel
             key,
             value,
-            position_scores,
-            allowed,
+            mask,
+            score_bias=relative_shift(position_scores) * scale,
             scale=scale,
             output_attentions=output_attentions,
+            module=self,
             **kernel_settings(self),
         )
         return self.out_proj(merge_heads(output)), weights
@@ -178,11 +137,12 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
 
 class ScratchTransfoXLLayer(GradientCheckpointingLayer):
     """h̃ = [SG(m) ∘ h]; a = LN(h + RelAttn(h, h̃)); out = LN(a + FFN(a)) — or the pre-LN variant (Dai et al. 2019,
-    the N-layer computation at the end of §3.3)."""
+    the N-layer computation at the end of §3.3). ``shared_biases``: the module whose u and v every layer reads
+    (the model), None with ``untie_r`` (each attention has its own)."""
 
-    def __init__(self, config: ScratchTransfoXLConfig):
+    def __init__(self, config: ScratchTransfoXLConfig, shared_biases: nn.Module | None = None):
         super().__init__()
-        self.attention = ScratchTransfoXLRelativeAttention(config, own_biases=config.untie_r)
+        self.attention = ScratchTransfoXLRelativeAttention(config, shared_biases)
         self.attention_residual = ResidualNorm(
             config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob, pre_norm=config.pre_norm
         )
@@ -200,22 +160,16 @@ class ScratchTransfoXLLayer(GradientCheckpointingLayer):
         self,
         hidden_states: torch.Tensor,
         relative_positions: torch.Tensor,
-        allowed: torch.Tensor | None,
+        mask: AttentionMask,
         memory: torch.Tensor | None,
-        content_bias: torch.Tensor | None = None,
-        position_bias: torch.Tensor | None = None,
         output_attentions: bool = False,
     ):
-        """``content_bias`` / ``position_bias``: the model's u and v when every layer shares them (``untie_r=False``),
-        None when the attention has its own."""
         context = hidden_states if memory is None else torch.cat([memory, hidden_states], dim=1)
         attended, weights = self.attention(
             self.attention_residual.before(context),
             hidden_states.shape[1],
             relative_positions,
-            allowed,
-            content_bias,
-            position_bias,
+            mask,
             output_attentions,
         )
         hidden_states = self.attention_residual.after(hidden_states, attended)
@@ -335,10 +289,13 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         super().__init__(config)
         self.word_embeddings = AdaptiveEmbedding(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        if not config.untie_r:  # u and v shared by every layer
-            self.content_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
-            self.position_bias = nn.Parameter(torch.empty(config.num_attention_heads, config.head_dim))
-        self.layers = nn.ModuleList(ScratchTransfoXLLayer(config) for _ in range(config.num_hidden_layers))
+        shared_biases = None
+        if not config.untie_r:  # u and v are the model's, read by every layer
+            add_relative_biases(self, config)
+            shared_biases = self
+        self.layers = nn.ModuleList(
+            ScratchTransfoXLLayer(config, shared_biases) for _ in range(config.num_hidden_layers)
+        )
         self.post_init()
 
     # -- memory ----------------------------------------------------------------------------------------------
@@ -424,31 +381,24 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         embedded = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
         device = embedded.device
         key_is_real = self._key_padding(attention_mask, batch, query_length, key_length, device)
-        allowed = self._attention_mask(key_is_real, query_length, key_length, device)
+        mask = AttentionMask(relation=self._attention_mask(key_is_real, query_length, key_length, device))
         relative_positions = self.dropout(self._relative_positions(key_length, device, embedded.dtype))
 
-        hidden_states = self.dropout(embedded)
-        layer_inputs, all_attentions = [], () if output_attentions else None
-        # u and v: the model's, shared by every layer (untie_r=False), or each attention's own (None: it reads them)
-        shared_biases = (None, None) if self.config.untie_r else (self.content_bias, self.position_bias)
-        for index, layer in enumerate(self.layers):
-            layer_inputs.append(hidden_states)
-            hidden_states, weights = layer(
-                hidden_states,
-                relative_positions,
-                allowed,
-                None if mems is None else mems[index],
-                *shared_biases,
-                output_attentions,
-            )
-            if output_attentions:
-                all_attentions += (weights,)
-        hidden_states = self.dropout(hidden_states)
-        all_hidden_states = tuple(layer_inputs) + (hidden_states,) if output_hidden_states else None
+        memories = mems if mems is not None else [None] * len(self.layers)
+
+        def call(layer_and_memory, hidden_states):
+            layer, memory = layer_and_memory
+            return layer(hidden_states, relative_positions, mask, memory, output_attentions)
+
+        # every layer's input is kept (the next segment's memory), then the output after dropout
+        hidden_states, all_hidden_states, (all_attentions,) = run_layers(
+            zip(self.layers, memories), self.dropout(embedded), call, True, output_attentions, final_norm=self.dropout
+        )
+        layer_inputs = list(all_hidden_states[:-1])
         return ScratchTransfoXLModelOutput(
             last_hidden_state=hidden_states,
             mems=self._update_mems(layer_inputs, mems),
-            hidden_states=all_hidden_states,
+            hidden_states=all_hidden_states if output_hidden_states else None,
             attentions=all_attentions,
         )
 

@@ -33,19 +33,12 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 
-from .attention import (
-    AttentionMask,
-    MultiHeadAttention,
-    cache_layout,
-    check_attention_mask,
-    decoder_self_attention_mask,
-    padding_or_none,
-    padding_or_relation,
-)
+from .attention import MultiHeadAttention
+from .checks import check_attention_mask, check_input_ids, check_one_input, embedding_rows
 from .configuration_transformer import ScratchTransformerConfig
-from .inputs import check_input_ids, check_one_input, embedding_rows
 from .layers import FeedForward, ResidualNorm, run_layers
 from .losses import token_cross_entropy
+from .masks import AttentionMask, cache_layout, decoder_self_attention_mask, padding_or_none, padding_or_relation
 from .modeling_common import (
     CACHE_NAME,
     DecoderInputsFromLabelsMixin,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import values_pass
+from .checks import values_pass
 
 SINUSOIDAL_LAYOUTS = ("interleaved", "split")
 
@@ -70,6 +70,8 @@ def check_positions(position_ids: torch.Tensor, num_positions: int) -> None:
 
 class SinusoidalPositionalEmbedding(nn.Module):
     """Fixed PE table, looked up by position id. Not saved in checkpoints: it is rebuilt from the config."""
+
+    table: torch.Tensor  # (num_positions, dim), a buffer
 
     def __init__(self, num_positions: int, dim: int, layout: str = "interleaved"):
         super().__init__()

@@ -1,4 +1,7 @@
-"""Kernels of transformers' attention registry (``AttentionInterface``) on the families whose attention is standard
+"""The one dispatcher, ``kernels.attend``: every family's attention runs through it, and its kernels agree with the
+equation written out, with and without an additive score term, a row that may attend nothing giving zeros.
+
+Kernels of transformers' attention registry (``AttentionInterface``) on the families whose attention is standard
 scaled dot-product attention — BERT, GPT, the encoder-decoder: ``flex_attention`` (on CPU it runs compiled, here
 through Dynamo + AOTAutograd, and inference only: torch has no FlexAttention backward on CPU) and a kernel a user
 registers (training step included) give the outputs of SDPA on a padded batch; the other families refuse them with a
@@ -14,12 +17,68 @@ from families import FAMILIES, FLEX_COMPILES_WHOLE_MODELS, FLEX_ON_TORCH_2_7, NA
 from transformers import AttentionInterface
 
 import hf_scratch
-from hf_scratch.attention import mask_to_bias
+from hf_scratch import attention, banded_attention, kernels, modeling_transfo_xl
 from hf_scratch.banded_attention import ATTENTION_KERNELS
+from hf_scratch.kernels import attend
+from hf_scratch.masks import AttentionMask, mask_to_bias
 
 ATOL = 1e-5
 STANDARD = ["bert", "gpt", "transformer"]
 OTHERS = [name for name in NAMES if name not in STANDARD]
+
+
+def written_out_equation(query, key, value, allowed, score_bias) -> torch.Tensor:
+    """softmax(Q Kᵀ/√d + B + M) V in float64 with M = -inf where a key may not be attended, rows that may attend
+    nothing set to zeros (the softmax of an all -inf row is NaN)."""
+    query, key, value = query.double(), key.double(), value.double()
+    scores = query @ key.transpose(-1, -2) / query.shape[-1] ** 0.5
+    scores = scores + (0.0 if score_bias is None else score_bias.double())
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1).nan_to_num(0.0)
+    return (weights @ value).float()
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("with_score_bias", [False, True], ids=["plain", "score_bias"])
+def test_the_dispatcher_computes_the_equation_and_zeros_where_nothing_may_be_attended(implementation, with_score_bias):
+    generator = torch.Generator().manual_seed(0)
+    query, key, value = (torch.randn(2, 3, n, 5, generator=generator, requires_grad=True) for n in (4, 8, 8))
+    score_bias = torch.randn(2, 3, 4, 8, generator=generator) * 3 if with_score_bias else None
+    allowed = torch.rand(2, 1, 4, 8, generator=generator) > 0.4
+    allowed[1, :, 2] = False  # this query may attend nothing
+    output, weights = attend(
+        query, key, value, AttentionMask(relation=allowed), score_bias=score_bias, implementation=implementation
+    )
+    assert weights is None
+    close(output, written_out_equation(query, key, value, allowed, score_bias))
+    assert torch.equal(output[1, :, 2], torch.zeros_like(output[1, :, 2]))
+    output.sum().backward()
+    assert all(torch.isfinite(x.grad).all() for x in (query, key, value))
+
+
+def test_the_dispatcher_refuses_a_score_term_for_a_registered_kernel(registered_kernel):
+    query = torch.randn(1, 2, 3, 4)
+    with pytest.raises(ValueError, match="score_bias"):
+        attend(query, query, query, score_bias=torch.zeros(1, 2, 3, 3), implementation=registered_kernel)
+
+
+@pytest.mark.parametrize(
+    "name, module, score_bias",
+    [("bert", attention, False), ("transfo_xl", modeling_transfo_xl, True), ("longformer", banded_attention, False)],
+)
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_every_family_chooses_its_kernel_in_the_one_dispatcher(name, module, score_bias, implementation, monkeypatch):
+    """MultiHeadAttention, Transformer-XL's relative scores (terms (b) + (d) as ``score_bias``) and Longformer's
+    blocks all call ``kernels.attend`` once per layer, with the configured kernel."""
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append((kwargs["implementation"], kwargs.get("score_bias") is not None))
+        return kernels.attend(*args, **kwargs)
+
+    monkeypatch.setattr(module, "attend", counted)
+    family, s = FAMILIES[name], fixed_sizes()
+    family.build(s, implementation)(**padded(name))
+    assert calls == [(implementation, score_bias)] * s["layers"]
 
 
 def padded(name: str) -> dict:

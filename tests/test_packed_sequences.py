@@ -28,8 +28,8 @@ from transformers import DataCollatorWithFlattening
 from transformers.masking_utils import create_causal_mask, find_packed_sequence_indices
 
 from hf_scratch import ScratchGPTConfig, ScratchGPTLMHeadModel
-from hf_scratch.attention import decoder_self_attention_mask, packed_sequences
 from hf_scratch.convert import from_transformers
+from hf_scratch.masks import decoder_self_attention_mask, packed_sequences
 
 pytestmark = pytest.mark.boundary  # DataCollatorWithFlattening, TRL, masking_utils: the boundary with transformers
 

@@ -448,3 +448,22 @@ def test_beam_search_runs_with_mems():
 
 def test_package_exports():
     assert hf_scratch.ScratchTransfoXLConfig.model_type == "scratch-transfo-xl"
+
+
+@pytest.mark.parametrize("untie_r", [False, True], ids=["shared", "untied"])
+def test_u_and_v_have_one_owner_that_every_layer_reads(untie_r):
+    """u and v live in one module — the model when every layer shares them, each attention with ``untie_r`` —
+    saved once under their names, and read by the attention from that module (none is handed down the layers)."""
+    model = tiny_model(untie_r=untie_r)
+    layers = model.model.layers
+    owners = [layer.attention for layer in layers] if untie_r else [model.model]
+    names = sorted(key for key in model.state_dict() if key.endswith(("content_bias", "position_bias")))
+    prefixes = [f"model.layers.{i}.attention." for i in range(len(layers))] if untie_r else ["model."]
+    assert names == sorted(f"{p}{n}" for p in prefixes for n in ("content_bias", "position_bias"))
+    assert all(layer.attention.biases is (layer.attention if untie_r else model.model) for layer in layers)
+    ids = torch.tensor([[3, 5, 7, 9]])
+    with torch.no_grad():
+        before = model(ids).logits
+        for owner in owners:
+            owner.position_bias.add_(1.0)
+        assert not torch.allclose(model(ids).logits, before)

@@ -82,6 +82,19 @@ def test_sinusoidal_table_is_the_papers_and_marians():
     assert (stored - sinusoidal_table(*stored.shape, "split")).abs().max() < 1e-6
 
 
+def test_shifting_labels_branches_on_no_value():
+    """``shift_tokens_right`` runs inside forwards: it fills the ignored positions without reading the labels, so it
+    compiles into one graph; without a pad_token_id an ignored position is a ValueError."""
+    labels = torch.tensor([[4, 5, -100, -100], [4, 5, 6, 7]])
+    compiled = torch.compile(shift_tokens_right, backend="eager", fullgraph=True)
+    for given in (labels, labels.clamp(min=0)):  # with and without ignored positions
+        assert torch.equal(compiled(given, 0, 1), shift_tokens_right(given, 0, 1))
+    assert shift_tokens_right(labels, 0, 1).tolist() == [[1, 4, 5, 0], [1, 4, 5, 6]]
+    assert shift_tokens_right(labels[:, :3], None, 1).tolist() == [[1, 4, 5], [1, 4, 5]]  # -100 shifted out
+    with pytest.raises(ValueError, match="pad_token_id"):
+        shift_tokens_right(labels, None, 1)
+
+
 def test_labels_shift_right_behind_the_start_token():
     # the output embeddings are offset by one position (Vaswani et al. 2017, §3.1): target "i want a beer E" →
     # decoder input "S i want a beer"

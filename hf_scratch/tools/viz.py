@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ..attention import AttentionMask, causal_mask, combine_masks, padding_mask
+from ..masks import AttentionMask, causal_mask, combine_masks, padding_mask
 from ..positional import sinusoidal_table
 
 

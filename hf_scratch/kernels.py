@@ -1,0 +1,240 @@
+"""Attention kernels and the one dispatcher every family calls, ``attend``:
+
+    Attention(Q, K, V) = softmax(Q Kᵀ·scale + B + M) V
+
+— scaled dot-product attention (Vaswani et al. 2017 §3.2.1, eq. 1; scale = 1/√d_k) with an optional additive score
+term B (``score_bias``: Transformer-XL's relative-position terms (b) + (d), Dai et al. 2019 §3.3) and M the additive
+form of a boolean "may attend" relation (``masks.py``). A query row that may attend nothing returns zeros, never NaN,
+with every kernel.
+
+Kernels, chosen by ``config._attn_implementation``:
+- ``"eager"``: the equation above written out, and the only one that can return the attention weights;
+- ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with the same boolean mask, or, with a score term,
+  the additive float mask B + M;
+- for the families whose attention is exactly this equation without B (BERT, GPT, the encoder-decoder: their models
+  set transformers' ``_supports_attention_backend``), any kernel registered in transformers' ``AttentionInterface``
+  that takes the additive mask M, 4-D — ``"flex_attention"`` (on CPU, under ``torch.compile``) or your own
+  (``AttentionInterface.register("name", function)``); see ``registered_attention``;
+- Longformer, whose attention is a band (``banded_attention.py``; Beltagy et al. 2020), runs its blocks through
+  ``attend`` and also runs ``"flex_attention"``: torch's flex_attention (``flex_kernel``) with a block mask built
+  from the window, the dilations and the global tokens.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.attention.flex_attention import flex_attention
+from transformers import AttentionInterface
+
+from .masks import AttentionMask, mask_to_bias
+
+ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
+# torch's flex_attention as a kernel of the family's own score function (Longformer's band, ``banded_attention``):
+# transformers refuses it, before our check runs, for every model that does not set ``_supports_flex_attn``.
+FLEX_ATTENTION = "flex_attention"
+# Registered kernels that expect their mask or cache in another form than the additive 4-D M (flash attention's
+# 2-D padding mask and unpadded sequences, paged caches): not ours to feed.
+OTHER_MASK_FORMATS = ("flash_attention", "paged|", "kernels-community/")
+
+
+def registered_kernels() -> list[str]:
+    """Kernels in transformers' ``AttentionInterface`` (built-in and user-registered) that take the 4-D mask."""
+    return [
+        name
+        for name in AttentionInterface()
+        if not name.startswith(OTHER_MASK_FORMATS) and name not in ATTENTION_IMPLEMENTATIONS
+    ]
+
+
+def check_attn_implementation(name: str | None, registry: bool = False) -> str:
+    """Return a supported attention implementation name or raise a ValueError that lists the choices.
+    ``registry``: the family also runs the kernels of transformers' ``AttentionInterface`` (``registered_kernels``).
+    ``"flex_attention"`` passes: transformers has already refused it unless the model sets ``_supports_flex_attn``."""
+    if name is None:
+        return "sdpa"
+    choices = ATTENTION_IMPLEMENTATIONS + (tuple(registered_kernels()) if registry else (FLEX_ATTENTION,))
+    if name not in choices:
+        raise ValueError(
+            f"Unknown attention implementation {name!r}: this model supports {choices}. Pass attn_implementation="
+            "'eager' or 'sdpa'"
+            + (", or a kernel registered with transformers.AttentionInterface." if registry else ".")
+        )
+    return name
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Kernels
+# --------------------------------------------------------------------------------------------------------------
+
+
+def softmax_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Half-precision scores are normalised in float32; float32/float64 stay as they are (a float64 finfo.min
+    cast to float32 would become -inf and make fully masked rows NaN)."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+    """softmax over the last dimension of ``scores`` + M, M = 0 / ``finfo.min`` from the boolean "may attend" mask
+    (broadcastable to ``scores``): exactly 0 where a key may not be attended, and an all-zero row (never NaN) where
+    none may. The eager kernel uses it, and so do other score functions (the RNN baselines' additive and Luong
+    scores)."""
+    if allowed is None:
+        return torch.softmax(scores, dim=-1, dtype=softmax_dtype(scores.dtype)).to(scores.dtype)
+    weights = torch.softmax(scores + mask_to_bias(allowed, scores.dtype), dim=-1, dtype=softmax_dtype(scores.dtype)).to(
+        scores.dtype
+    )
+    return weights.masked_fill(~allowed, 0.0)
+
+
+def eager_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    allowed: torch.Tensor | None,
+    dropout: float = 0.0,
+    scale: float | None = None,
+    score_bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q Kᵀ/√d + B + M) V, written out; returns (output, weights). Inputs are (batch, heads, length,
+    head_dim); B is an optional extra score term (e.g. Transformer-XL's relative-position terms)."""
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scale
+    if score_bias is not None:
+        scores = scores + score_bias
+    weights = masked_softmax(scores, allowed).to(query.dtype)
+    weights_dropped = F.dropout(weights, p=dropout) if dropout > 0.0 else weights
+    return torch.matmul(weights_dropped, value), weights
+
+
+def sdpa_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    allowed: torch.Tensor | None,
+    dropout: float = 0.0,
+    scale: float | None = None,
+    is_causal: bool = False,
+) -> torch.Tensor:
+    """The fused kernel; a fully masked row gives zeros (torch ≥ 2.5 kernels return 0 for such rows)."""
+    return F.scaled_dot_product_attention(
+        query, key, value, attn_mask=allowed, dropout_p=dropout, is_causal=is_causal, scale=scale
+    )
+
+
+def sdpa_with_score_bias(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    allowed: torch.Tensor | None,
+    score_bias: torch.Tensor,
+    dropout: float = 0.0,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """softmax(Q Kᵀ·scale + B + M) V by the fused kernel: B (broadcastable to (batch, heads, query_length,
+    key_length)) masked with ``finfo.min`` where ``allowed`` is False is its additive float mask. With a float mask
+    the kernel gives a row that may attend nothing uniform weights, so such rows are set to zeros, as with the
+    other kernels."""
+    bias = score_bias.to(query.dtype)
+    if allowed is not None:
+        bias = bias.masked_fill(~allowed, torch.finfo(query.dtype).min)
+    output = sdpa_attention(query, key, value, bias, dropout=dropout, scale=scale)
+    if allowed is not None:
+        output = output.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+    return output
+
+
+def registered_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    allowed: torch.Tensor | None,
+    implementation: str,
+    dropout: float = 0.0,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """softmax(Q Kᵀ·scale + M) V by a kernel of transformers' ``AttentionInterface``, called the way transformers'
+    models call it: ``kernel(module, query, key, value, attention_mask, dropout=, scaling=, is_causal=False)`` with
+    (batch, heads, length, head_dim) inputs and M as an additive (batch, 1, query_length, key_length) mask (0 or
+    ``finfo.min``; None when nothing is masked); it returns (batch, query_length, heads, head_dim). A row that may
+    attend nothing is set to zeros, as with our kernels."""
+    bias = None
+    if allowed is not None:
+        batch, query_length, key_length = query.shape[0], query.shape[-2], key.shape[-2]
+        bias = mask_to_bias(allowed, query.dtype).expand(batch, 1, query_length, key_length)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    kernel = AttentionInterface()[implementation]
+    output, _ = kernel(module, query, key, value, bias, dropout=dropout, scaling=scale, is_causal=False)
+    output = output.transpose(1, 2)
+    if allowed is not None:
+        output = output.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+    return output
+
+
+@functools.cache
+def compiled_flex_attention(device_type: str):
+    """flex_attention compiled once per device type. On the CPU for one shape at a time (``dynamic=False``: torch
+    2.13's C++ template for flex_attention does not build with dynamic shapes, which torch.compile switches to when
+    a second length arrives), elsewhere with torch.compile's defaults."""
+    return torch.compile(flex_attention, dynamic=False if device_type == "cpu" else None)
+
+
+def flex_kernel(device_type: str):
+    """flex_attention as it runs fused and block-sparse: compiled (as transformers' models do), or as it is inside a
+    graph that torch.compile is tracing. Called uncompiled, torch runs a dense reference that materialises the n×n
+    scores. On the CPU torch 2.13 runs it without gradients only."""
+    return flex_attention if torch.compiler.is_compiling() else compiled_flex_attention(device_type)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The dispatcher
+# --------------------------------------------------------------------------------------------------------------
+
+
+def relation(mask: AttentionMask | None, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor | None:
+    """The boolean "may attend" relation of ``mask`` for these queries and keys, None when ``mask`` is None."""
+    return None if mask is None else mask.to_bool(query.shape[-2], key.shape[-2], query.device)
+
+
+def attend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: AttentionMask | None = None,
+    *,
+    score_bias: torch.Tensor | None = None,
+    implementation: str = "sdpa",
+    dropout: float = 0.0,
+    scale: float | None = None,
+    output_attentions: bool = False,
+    module: nn.Module | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """softmax(Q Kᵀ·scale + B + M) V by the chosen kernel; returns (output, weights or None).
+
+    ``query``, ``key``, ``value``: (batch, heads, length, head_dim); ``mask``: the "may attend" relation (None: every
+    key); ``score_bias`` B: an additive pre-softmax score term broadcastable to (batch, heads, query_length,
+    key_length), None for plain attention. Asking for the weights always runs the eager kernel (SDPA cannot return
+    them). Another ``implementation`` than "eager" / "sdpa" is a kernel of transformers' ``AttentionInterface``,
+    called with ``module`` (the attention layer, as transformers passes it); it takes no score term."""
+    query_length, key_length = query.shape[-2], key.shape[-2]
+    if output_attentions or implementation == "eager":
+        output, weights = eager_attention(query, key, value, relation(mask, query, key), dropout, scale, score_bias)
+        return output, (weights if output_attentions else None)
+    if implementation not in ATTENTION_IMPLEMENTATIONS:
+        if score_bias is not None:
+            raise ValueError(
+                f"attn_implementation={implementation!r} takes no extra score term (score_bias): use 'eager' or 'sdpa'."
+            )
+        allowed = relation(mask, query, key)
+        return registered_attention(module, query, key, value, allowed, implementation, dropout, scale), None
+    if score_bias is not None:
+        return sdpa_with_score_bias(query, key, value, relation(mask, query, key), score_bias, dropout, scale), None
+    if mask is not None and mask.only_causal and query_length == key_length:
+        # Pure causal self-attention: let the kernel use its own (faster) triangular mask.
+        return sdpa_attention(query, key, value, None, dropout=dropout, scale=scale, is_causal=True), None
+    return sdpa_attention(query, key, value, relation(mask, query, key), dropout=dropout, scale=scale), None
