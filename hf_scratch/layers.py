@@ -1,6 +1,6 @@
 """Building blocks shared by the families: the position-wise feed-forward network, the residual + LayerNorm wrapper
 (post-LN and pre-LN), the stack of N layers, the MLM head, and the input representation and pooler of the BERT-style
-encoders. Input checks are in ``inputs.py``, the training objectives in ``losses.py``."""
+encoders. Input checks are in ``checks.py``, the training objectives in ``losses.py``."""
 
 from __future__ import annotations
 

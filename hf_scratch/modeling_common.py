@@ -55,12 +55,12 @@ VARLEN_DESCRIPTION = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_len
 # safe}. Every other unknown name is a TypeError.
 IGNORED_FROM_TRANSFORMERS = {
     "cache_position": "generate() before 5.24 passes the new tokens' positions; the models read them off the cache "
-    "(attention.cache_layout), from which those positions are computed",
+    "(masks.cache_layout), from which those positions are computed",
     **dict.fromkeys(
         VARLEN_DESCRIPTION,
         "a padding-free batch (DataCollatorWithFlattening(return_flash_attn_kwargs=True), TRL's packing and "
         "padding_free) describes its sequences for flash attention's variable-length kernels next to position_ids; "
-        "GPT reads the same boundaries off position_ids (attention.packed_sequences); every other model refuses it "
+        "GPT reads the same boundaries off position_ids (masks.packed_sequences); every other model refuses it "
         "(packed_boundaries_kept)",
     ),
 }
@@ -120,7 +120,7 @@ def take_cache(arguments: dict, cache_parameter: str | None, owner: str) -> None
 def packed_boundaries_kept(model, given: list[str], arguments: dict, cache_parameter: str | None, owner: str) -> None:
     """A padding-free batch's flash-attention description (``VARLEN_DESCRIPTION``) may be dropped only where the
     model reads the same boundaries off ``position_ids`` (``accepts_padding_free_batches``: GPT), and only when it
-    does — position_ids given, no attention mask, no cache (``attention.decoder_self_attention_mask``). Anywhere
+    does — position_ids given, no attention mask, no cache (``masks.decoder_self_attention_mask``). Anywhere
     else the sequences would silently attend to each other: a ValueError. ``given``: the names of the description
     the caller passed; ``arguments``: as resolved (``use_cache`` from the config)."""
     if not given:
@@ -233,7 +233,7 @@ class ScratchPreTrainedModel(PreTrainedModel):
     """What every family's ``PreTrainedModel`` shares: the base model sits under ``model``, gradient checkpointing
     and both attention kernels (``"eager"``, ``"sdpa"``) are supported — and, for the families that set
     ``_supports_attention_backend``, the kernels of transformers' ``AttentionInterface``
-    (``attention.registered_kernels``) — and any other ``attn_implementation`` is refused with a ValueError when
+    (``kernels.registered_kernels``) — and any other ``attn_implementation`` is refused with a ValueError when
     the model is built. Each family adds ``config_class``, ``_no_split_modules`` and its weight initialisation."""
 
     base_model_prefix = "model"
@@ -390,7 +390,7 @@ class ScratchGenerationMixin(GenerationMixin):
     def create_masks_for_generate(self, config=None, inputs_embeds=None, attention_mask=None, **kwargs):
         """What ``generate`` passes as the attention mask when it decodes with a compilable cache
         (``cache_implementation="static"``). transformers would build its own 4-D mask here; our models build
-        their relation from the 0/1 padding mask (``attention.check_cache_mask``), so they get that mask, widened
+        their relation from the 0/1 padding mask (``masks.check_cache_mask``), so they get that mask, widened
         with zeros to all the cache's slots (slots not yet written are no real tokens, and the causal mask hides
         them anyway): every decoding step then has the same shapes, and a compiled forward is not recompiled as
         the sequence grows. (Releases name the embeddings ``input_embeds`` or ``inputs_embeds``, the cache

@@ -8,7 +8,7 @@ top-down in the order of the GPT-1 paper (Radford et al. 2018 §3.1–3.3; GPT-2
 3. unsupervised pre-training: P(u) = softmax(h_n W_eᵀ), the LM head tied to the token embeddings, trained with
    L1 = Σ log P(u_i | u_{i-k} … u_{i-1}) (§3.1, eq. 1); ``generate`` through transformers' ``DynamicCache``, or
    its ``StaticCache`` (``cache_implementation="static"``: fixed shapes for a compiled decoding step; the masks
-   cover every slot of the cache and the positions come from it, see ``attention.cache_layout``);
+   cover every slot of the cache and the positions come from it, see ``masks.cache_layout``);
 4. supervised fine-tuning: P(y | x) = softmax(h_l^m W_y) on the final state of the last (extract) token (§3.2,
    eq. 3-4), with the auxiliary objective L3 = L2 + λ·L1 (eq. 5, λ = ``config.lm_loss_weight``); the task input
    transformations of §3.3 (classification, entailment, similarity, multiple choice) are built by
@@ -154,7 +154,7 @@ class ScratchGPTPreTrainedModel(ScratchPreTrainedModel):
 class ScratchGPTModel(ScratchGPTPreTrainedModel):
     """The GPT decoder: embeddings → L masked self-attention blocks → (GPT-2 only) final LayerNorm.
 
-    The mask (``attention.decoder_self_attention_mask``): causal ∧ key padding; a padding-free batch (position_ids
+    The mask (``masks.decoder_self_attention_mask``): causal ∧ key padding; a padding-free batch (position_ids
     that restart, no mask, no cache) attends within each of its sequences; a 4-D mask is the whole relation."""
 
     # position_ids that restart, and their flash-attention description (modeling_common.packed_boundaries_kept)

@@ -53,7 +53,7 @@ def sinusoidal_table(num_positions: int, dim: int, layout: str = "interleaved", 
 
 def check_positions(position_ids: torch.Tensor, num_positions: int) -> None:
     """Positions past the table cannot be encoded: say so instead of indexing out of range. (A check on values:
-    under torch.compile / torch.export it is an assertion inside the graph, see ``attention.values_pass``.)"""
+    under torch.compile / torch.export it is an assertion inside the graph, see ``checks.values_pass``.)"""
     fix = (
         "shorten or truncate the input (tokenizer(..., truncation=True, max_length=...)) or use a model configured "
         "with more positions."

@@ -1,7 +1,7 @@
 """Packed sequences (issue 39), GPT: a padding-free batch — several sequences in one row, ``position_ids`` that
 restart at 0 for each, no attention mask, no cache (``DataCollatorWithFlattening``, TRL's packing / ``padding_free``)
 — attends within each sequence only, as transformers' ``GPT2LMHeadModel`` does. The boundaries come from our own
-mask code (``attention.packed_sequences``); transformers' ``masking_utils`` is the reference the rule is held to.
+mask code (``masks.packed_sequences``); transformers' ``masking_utils`` is the reference the rule is held to.
 
 Checked: the issue's repro against each sequence alone and against GPT-2 on the same weights; per-token losses of a
 ``DataCollatorWithFlattening`` batch equal those of the same sequences padded (≤ 1e-5) with the eager, sdpa and

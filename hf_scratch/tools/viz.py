@@ -1,5 +1,5 @@
 """Pictures: the positional-encoding heatmap (Vaswani et al. 2017, §3.5), the attention weights of one head for a
-sentence, the mask patterns of every family (built from the mask algebra in ``attention.py``; Longformer's relation
+sentence, the mask patterns of every family (built from the mask algebra in ``masks.py``; Longformer's relation
 is written out densely here, ``longformer_mask``, since its kernel never builds it), and training curves from a
 run's logs (``trainer_state.json`` or TensorBoard event files).
 
@@ -152,7 +152,7 @@ def plot_attention_for_sentence(
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Mask patterns, from the mask algebra of attention.py
+# Mask patterns, from the mask algebra of masks.py
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -188,7 +188,7 @@ def longformer_mask(
 
 
 def mask_patterns(length: int = 16, memory: int = 8) -> dict[str, torch.Tensor]:
-    """(query, key) "may attend" relations for each family's mask, as attention.py builds them."""
+    """(query, key) "may attend" relations for each family's mask, as masks.py builds them."""
     is_real = torch.ones(1, length, dtype=torch.bool)
     is_real[:, length - 4 :] = False  # the last four tokens are padding
     patterns = {
