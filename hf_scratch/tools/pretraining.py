@@ -50,7 +50,39 @@ def _trim_pair(first: list[int], second: list[int], max_tokens: int, rng: random
 def make_nsp_examples(
     documents: Sequence[str], tokenizer, max_length: int = 128, seed: int = 0, short_seq_prob: float = 0.1
 ) -> list[dict]:
-    """Sentence-pair examples with ``input_ids``, ``token_type_ids`` and ``next_sentence_label``."""
+    """Sentence-pair examples with ``input_ids``, ``token_type_ids`` and ``next_sentence_label``: each document's
+    sentences gathered into chunks of a target length (``max_length`` - 3, or with probability ``short_seq_prob`` a
+    random shorter one), each chunk making one pair (``_sentence_pair``) trimmed to ``max_length``."""
+    tokenized = _tokenized_sentences(documents, tokenizer)
+    rng = random.Random(seed)
+    max_tokens = max_length - 3  # [CLS] A [SEP] B [SEP]
+    draw_target = lambda: rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens  # noqa: E731
+    examples = []
+    for doc_index, sentences in enumerate(tokenized):
+        others = [other for i, other in enumerate(tokenized) if i != doc_index and other]
+        target = draw_target()
+        chunk: list[list[int]] = []
+        index = 0
+        while index < len(sentences):
+            chunk.append(sentences[index])
+            if index < len(sentences) - 1 and sum(map(len, chunk)) < target:
+                index += 1
+                continue
+            first, second, label, unused = _sentence_pair(chunk, others, target, rng)
+            _trim_pair(first, second, max_tokens, rng)
+            if first and second:
+                encoded = [tokenizer.cls_token_id, *first, tokenizer.sep_token_id, *second, tokenizer.sep_token_id]
+                token_type_ids = [0] * (len(first) + 2) + [1] * (len(second) + 1)
+                examples.append({"input_ids": encoded, "token_type_ids": token_type_ids, "next_sentence_label": label})
+            chunk = []
+            target = draw_target()
+            index += 1 - unused  # the chunk's sentences A left unused start the next chunk
+    return examples
+
+
+def _tokenized_sentences(documents: Sequence[str], tokenizer) -> list[list[list[int]]]:
+    """Each document's sentences as token ids (no special tokens; empty ones dropped), after checking that there
+    are two documents with text and that the tokenizer has [CLS] and [SEP]."""
     sentences_of = [split_sentences(document) for document in documents]
     if sum(map(bool, sentences_of)) < 2:
         raise ValueError(
@@ -59,48 +91,29 @@ def make_nsp_examples(
         )
     if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
         raise ValueError("The tokenizer needs [CLS] and [SEP] tokens for BERT pre-training pairs.")
-    rng = random.Random(seed)
-    tokenized = [
+    return [
         [ids for ids in tokenizer(sentences, add_special_tokens=False)["input_ids"] if ids] if sentences else []
         for sentences in sentences_of
     ]
-    max_tokens = max_length - 3  # [CLS] A [SEP] B [SEP]
-    examples = []
-    for doc_index, sentences in enumerate(tokenized):
-        others = [i for i in range(len(tokenized)) if i != doc_index and tokenized[i]]
-        target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
-        chunk: list[list[int]] = []
-        index = 0
-        while index < len(sentences):
-            chunk.append(sentences[index])
-            last = index == len(sentences) - 1
-            if not last and sum(map(len, chunk)) < target:
-                index += 1
-                continue
-            split = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-            first = [t for s in chunk[:split] for t in s]
-            if len(chunk) == 1 or rng.random() < 0.5:
-                # NotNext: whole sentences of another document, from a random one on, until B reaches the target
-                # length; trimmed below as an IsNext pair is (a B cut at the length left would nearly always end
-                # mid-sentence). The chunk's sentences that A did not take start the next chunk.
-                label, second = 1, []
-                other = tokenized[rng.choice(others)]
-                for sentence in other[rng.randrange(len(other)) :]:
-                    second += sentence
-                    if len(second) >= target - len(first):
-                        break
-                index -= len(chunk) - split
-            else:
-                label, second = 0, [t for s in chunk[split:] for t in s]
-            _trim_pair(first, second, max_tokens, rng)
-            if first and second:
-                encoded = [tokenizer.cls_token_id, *first, tokenizer.sep_token_id, *second, tokenizer.sep_token_id]
-                token_type_ids = [0] * (len(first) + 2) + [1] * (len(second) + 1)
-                examples.append({"input_ids": encoded, "token_type_ids": token_type_ids, "next_sentence_label": label})
-            chunk = []
-            target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
-            index += 1
-    return examples
+
+
+def _sentence_pair(
+    chunk: list[list[int]], others: list[list[list[int]]], target: int, rng: random.Random
+) -> tuple[list[int], list[int], int, int]:
+    """(A, B, label, sentences of the chunk left unused) for one chunk: A is its first sentences (a random split),
+    B the rest (label 0, IsNext) or, half the time and always for a one-sentence chunk, whole sentences of another
+    document from a random one on, until B reaches the target length (label 1, NotNext; trimmed as an IsNext pair
+    is, since a B cut at the length left would nearly always end mid-sentence)."""
+    split = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+    first = [t for s in chunk[:split] for t in s]
+    if len(chunk) > 1 and rng.random() >= 0.5:
+        return first, [t for s in chunk[split:] for t in s], 0, 0
+    other, second = rng.choice(others), []
+    for sentence in other[rng.randrange(len(other)) :]:
+        second += sentence
+        if len(second) >= target - len(first):
+            break
+    return first, second, 1, len(chunk) - split
 
 
 @dataclass
