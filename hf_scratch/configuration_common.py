@@ -12,11 +12,20 @@ CONTRIBUTING.md ("Names across families")."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from transformers import PreTrainedConfig
 
 from .remote_code import copy_code, forget_registered_pipelines, served_pipelines
+
+# The sizes of ``--model_size`` (the training scripts), in the names every family shares; "base" keeps the family's
+# own defaults (the paper's base size). ``ScratchConfig.size_preset`` gives them in a family's own names, with what
+# the family adds (its ``size_presets``).
+SIZE_PRESETS: dict[str, dict[str, int]] = {
+    "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128},
+    "small": {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 1024},
+    "base": {},
+}
 
 
 class ScratchConfig(PreTrainedConfig):
@@ -31,7 +40,7 @@ class ScratchConfig(PreTrainedConfig):
     default_auto_map: ClassVar[dict[str, str]] = {}
     # What generic code (tokenizers, pipelines, the training scripts) knows about a family, read from its class:
     # the tokenizer kind it trains when none is given (tokenization.TOKENIZER_KINDS), what it needs on top of the
-    # shared size presets (training/arguments.py SIZE_PRESETS), and its learning rate per size when training from
+    # shared size presets (SIZE_PRESETS, in its own field names), and its learning rate per size when training from
     # scratch: tiny and small models learn in a few hundred steps at 1e-3 / 5e-4, base uses the paper's value
     # (BERT 1e-4, Devlin et al. 2019 §A.2).
     default_tokenizer: ClassVar[str] = "wordpiece"
@@ -43,8 +52,8 @@ class ScratchConfig(PreTrainedConfig):
             setattr(self, other_name, kwargs.pop(other_name))  # PreTrainedConfig.__setattr__ writes the field
         self.derive_defaults()
         super().__post_init__(**kwargs)
-        if getattr(self, "auto_map", None) is None:
-            self.auto_map = dict(self.default_auto_map)
+        # the one place auto_map is set: every head of the family, and what a loaded or given map adds or changes
+        self.auto_map = {**self.default_auto_map, **(getattr(self, "auto_map", None) or {})}
         forget_registered_pipelines(self)
         self.check()
 
@@ -58,6 +67,17 @@ class ScratchConfig(PreTrainedConfig):
         """The longest input the model reads: the size of its position table, or None where positions set no limit
         (relative encodings, no positions at all). Families whose positions start later override it."""
         return getattr(self, "max_position_embeddings", None)
+
+    def size_preset(self, size: str) -> dict[str, Any]:
+        """The fields of the ``size`` preset (a key of ``SIZE_PRESETS``) for this family: each shared name under the
+        family's own (``attribute_map``; an encoder-decoder sizes its ``encoder_*`` and ``decoder_*`` sides alike),
+        those it lacks left out, then what the family adds (``size_presets``)."""
+        preset: dict[str, Any] = {}
+        for shared_name, value in SIZE_PRESETS[size].items():
+            name = self.attribute_map.get(shared_name, shared_name)
+            sides = [name, "decoder_" + name.removeprefix("encoder_")] if name.startswith("encoder_") else [name]
+            preset.update({side: value for side in sides if hasattr(self, side)})
+        return {**preset, **self.size_presets.get(size, {})}
 
     def derive_defaults(self) -> None:
         """Fill the fields left None whose default depends on other fields. Families extend this."""

@@ -4,9 +4,13 @@ that accumulated steps add up to the full batch's loss. Losses are computed in f
 
 A family's own objective stays in its modeling file: GPT-1's auxiliary objective (eq. 5), BERT's MLM + NSP sum,
 Transformer-XL's loss over the adaptive softmax's target log-probabilities.
+
+What the training code reports from a loss is here too: ``perplexity``.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch.nn import functional as F
@@ -96,3 +100,15 @@ def span_loss(
     start_loss = F.cross_entropy(start_logits.float(), start, ignore_index=length)
     end_loss = F.cross_entropy(end_logits.float(), end, ignore_index=length)
     return (start_loss + end_loss) / 2
+
+
+# Perplexity is exp(loss). math.exp raises OverflowError above ln(max float) ≈ 709.78, which a diverged run's loss can
+# reach: the loss is capped just below, so such a run reports a huge but finite perplexity (≈ 1e304) instead of
+# failing its evaluation. Every loss a working model has is far below the cap, where the value is exact.
+MAX_LOG_PERPLEXITY = 700.0
+
+
+def perplexity(loss: float) -> float:
+    """exp(loss) of a mean cross-entropy in nats, with the loss capped at ``MAX_LOG_PERPLEXITY`` (see there).
+    ``TransfoXLTrainer`` and the training scripts (``training/common.py``) report ``eval_perplexity`` with it."""
+    return math.exp(min(loss, MAX_LOG_PERPLEXITY))

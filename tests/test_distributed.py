@@ -340,8 +340,8 @@ def test_every_family_wraps_its_no_split_modules(one_process_group, family, over
 
 @pytest.mark.parametrize("family", NAMES)
 def test_a_sharded_model_saves_as_its_hf_scratch_class(one_process_group, family, tmp_path):
-    """The final save of the training scripts under FSDP (``training/common.py``: ``save_unsharded``, which the
-    Trainer reaches only on GPUs) writes the gathered weights with the model's hf_scratch class, not with the
+    """The final save of the training scripts under FSDP (``ScratchTrainer.save_model``: ``unsharded_model``, which
+    the Trainer reaches only on GPUs) writes the gathered weights with the model's hf_scratch class, not with the
     ``FSDP<Class>`` that ``fully_shard`` makes of the model in place (its ``save_pretrained`` copies torch's
     ``_fsdp_*.py`` files as the model's code and names them in ``auto_map``). Here the model is sharded by
     accelerate's ``fsdp2_prepare_model`` on a world-size-1 group and gathered as ``Accelerator.get_state_dict``
@@ -350,6 +350,7 @@ def test_a_sharded_model_saves_as_its_hf_scratch_class(one_process_group, family
     from safetensors import safe_open
 
     import hf_scratch
+    from hf_scratch.tools.trainer import saved_class, unsharded_model
     from training import common
 
     hf_class = getattr(hf_scratch, FAMILIES[family].head)
@@ -363,9 +364,9 @@ def test_a_sharded_model_saves_as_its_hf_scratch_class(one_process_group, family
     )
     sharded = worker.shard(model, worker.AcceleratorOnCPU(plugin, 0, 1, dist.barrier))
     assert type(sharded) is not hf_class and isinstance(sharded, hf_class)  # FSDP<Class>, defined in torch
-    assert common.saved_class(sharded) is hf_class and common.saved_class(reference) is hf_class
+    assert saved_class(sharded) is hf_class and saved_class(reference) is hf_class
 
-    common.unsharded_model(sharded, worker.full_state_dict(sharded)).save_pretrained(tmp_path / "saved")
+    unsharded_model(sharded, worker.full_state_dict(sharded)).save_pretrained(tmp_path / "saved")
     saved, unsharded = tmp_path / "saved", tmp_path / "unsharded"
     config, expected_config = (json.loads((folder / "config.json").read_text()) for folder in (saved, unsharded))
     assert config["architectures"] == [hf_class.__name__] and config["auto_map"] == expected_config["auto_map"]

@@ -2,8 +2,8 @@
 mid-evaluation — and rerun with the same command after each kill ends with the uninterrupted run's weights, bit for
 bit (a tiny GPT, and Transformer-XL whose memory the checkpoints carry; under DDP with one of two gloo ranks
 killed); after every kill each ``checkpoint-N`` is complete (checkpoints are staged and renamed into place,
-``training.checkpoints.AtomicCheckpoints``); an incomplete checkpoint is skipped, never loaded; a save that fails midway
-keeps the previous checkpoint (``save_total_limit`` rotates only after a complete save); an unwritable or full
+``hf_scratch.tools.trainer.ScratchTrainer``); an incomplete checkpoint is skipped, never loaded; a save that fails
+midway keeps the previous checkpoint (``save_total_limit`` rotates only after a complete save); an unwritable or full
 output folder fails with a clear error before training.
 
 The kill moments come from a seeded generator (``kill_plan``), so a failure reproduces. The killed process parks
@@ -44,8 +44,9 @@ sys.path.insert(0, str(REPO))
 
 import fault_worker  # noqa: E402
 
+from hf_scratch.tools.trainer import STAGING_PREFIX  # noqa: E402
 from training import run_clm  # noqa: E402
-from training.checkpoints import STAGING_PREFIX, checkpoint_problem  # noqa: E402
+from training.checkpoints import checkpoint_problem  # noqa: E402
 
 LONG = os.environ.get("HF_SCRATCH_LONG_FAULTS") == "1"
 KILLS = 20 if LONG else 5

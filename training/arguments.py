@@ -23,6 +23,7 @@ import transformers
 from transformers import AutoConfig, HfArgumentParser, TrainingArguments
 
 from hf_scratch import FAMILY_CONFIGS
+from hf_scratch.configuration_common import SIZE_PRESETS
 from hf_scratch.convert import REFERENCE_TO_SCRATCH
 from hf_scratch.tools.tokenization import TOKENIZER_KINDS
 from training.checkpoints import resolve_output_dir
@@ -31,12 +32,6 @@ logger = logging.getLogger(__name__)
 # model_type → family name (the file suffix of its configuration/modeling pair and of its model card template),
 # from the registered config classes
 FAMILIES = {config.model_type: config.family_name() for config in FAMILY_CONFIGS}
-# size presets in the shared field names; "base" keeps the family's own defaults (the paper's base size)
-SIZE_PRESETS: dict[str, dict[str, int]] = {
-    "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128},
-    "small": {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 1024},
-    "base": {},
-}
 # extension of --train_file / --validation_file → the datasets builder that reads it
 DATA_EXTENSIONS = {"txt": "text", "csv": "csv", "json": "json", "jsonl": "json"}
 

@@ -4,17 +4,16 @@
   complete checkpoint, refuse a non-empty folder without one, or start over with ``--overwrite_output_dir``
   (``remove_checkpoints``); an unwritable or too full folder fails before training (``check_output_dir_writable``,
   ``check_disk_space``);
-- checkpoints that survive a kill (``AtomicCheckpoints``, given to every script's trainer by
-  ``use_atomic_checkpoints``): staged in ``_tmp-checkpoint-N`` and renamed into place when complete, rotated only
-  then; a rerun resumes from the newest complete one (``last_complete_checkpoint``, ``checkpoint_problem``).
+- checkpoints that survive a kill: every script's trainer (``hf_scratch.tools.trainer.ScratchTrainer``) stages each
+  in ``_tmp-checkpoint-N`` and renames it into place when complete, rotating only then; a rerun resumes from the
+  newest complete one (``last_complete_checkpoint``, ``checkpoint_problem``) and removes the staging folders of
+  interrupted saves (``remove_staging_folders``).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
-import os
 import re
 import shutil
 import tempfile
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+
+from hf_scratch.tools.trainer import STAGING_PREFIX
 
 if TYPE_CHECKING:
     from training.arguments import DataArguments
@@ -104,7 +105,7 @@ def check_disk_space(model, training_args) -> None:
     """Fail before training starts when the disk of ``--output_dir`` cannot hold one more checkpoint: the weights
     plus, unless ``--save_only_model``, the optimizer state (Adam's two moments: about twice the weights again),
     i.e. ≈ 3 × the parameter bytes, and a margin for the tokenizer, config and trainer state. A checkpoint is
-    staged in full before the previous one is rotated out (``AtomicCheckpoints``), so this much must be free."""
+    staged in full before the previous one is rotated out (``ScratchTrainer``), so this much must be free."""
     parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     saves_checkpoints = str(getattr(training_args.save_strategy, "value", training_args.save_strategy)) != "no"
     needed = (3 if saves_checkpoints and not training_args.save_only_model else 1) * parameter_bytes
@@ -131,13 +132,9 @@ def remove_checkpoints(output_dir: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Checkpoints that survive a kill: staged and renamed into place, checked before resuming
+# Checkpoints that survive a kill (``ScratchTrainer`` stages them and renames them into place), checked before
+# resuming
 # ----------------------------------------------------------------------------------------------------------------
-
-# A checkpoint is written into ``_tmp-checkpoint-N/checkpoint-N`` and renamed to ``checkpoint-N`` when complete.
-# The leading underscore keeps it out of hub uploads (the Trainer ignores "_*"), and neither get_last_checkpoint
-# nor checkpoint rotation (both look for "checkpoint-*") ever sees it.
-STAGING_PREFIX = f"_tmp-{PREFIX_CHECKPOINT_DIR}-"
 
 
 def _left_by_a_killed_run(path: Path) -> bool:
@@ -202,105 +199,3 @@ def last_complete_checkpoint(output_dir: str | Path) -> str | None:
             return str(checkpoint)
         logger.warning(f"Skipping {checkpoint}: it is incomplete ({problem}); an older checkpoint is resumed from.")
     return None
-
-
-def _fsync(path: str) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def publish_checkpoint(staged: str, final: str) -> None:
-    """Move the complete checkpoint ``staged`` (``<run>/_tmp-checkpoint-N/checkpoint-N``) to ``final``
-    (``<run>/checkpoint-N``) in one rename: its files are flushed to disk first, so that after a crash — even a
-    power cut — ``checkpoint-N`` is either absent or complete. An older ``checkpoint-N`` (a resumed run saving that
-    step again) is moved into the staging folder first and deleted with it."""
-    for folder, _, files in os.walk(staged):
-        for name in files:
-            _fsync(os.path.join(folder, name))
-        _fsync(folder)
-    staging = os.path.dirname(staged)
-    if os.path.lexists(final):
-        os.replace(final, os.path.join(staging, "replaced"))
-    os.replace(staged, final)
-    _fsync(os.path.dirname(final))
-    shutil.rmtree(staging)
-
-
-class AtomicCheckpoints:
-    """Trainer mixin: every checkpoint is staged and renamed into place (``publish_checkpoint``), and
-    ``save_total_limit`` rotation runs only once the new checkpoint is complete, so a save that fails or is killed
-    midway never leaves a ``checkpoint-N`` that is not one, nor deletes the previous good checkpoint.
-
-    transformers 5.23's ``Trainer._save_checkpoint`` writes straight into ``<output_dir>/checkpoint-N`` (weights,
-    optimizer, scheduler, RNG states, trainer state last) and rotates right after. Here the whole save —
-    including what subclasses add after it, e.g. ``TransfoXLTrainer``'s memory — runs with ``_get_output_dir``
-    answering the staging folder, so it writes ``_tmp-checkpoint-N/checkpoint-N`` and its own rotation sees only
-    that one checkpoint; all processes then meet (each writes its RNG state), the main one publishes and rotates.
-    A checkpoint push to the hub (``hub_strategy`` checkpoint / all_checkpoints) waits until it is published.
-    ``train_evaluate_save`` gives every script's trainer this behaviour (``use_atomic_checkpoints``)."""
-
-    _staging: str | None = None
-    _push_pending = False
-
-    def _get_output_dir(self, trial) -> str:
-        return self._staging if self._staging is not None else super()._get_output_dir(trial)
-
-    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
-        if self._staging is not None:  # not published yet
-            self._push_pending = True
-            return
-        super()._push_from_checkpoint(checkpoint_folder)
-
-    def _save_checkpoint(self, model, trial) -> None:
-        from transformers.trainer import TRAINER_STATE_NAME
-        from transformers.trainer_utils import rotate_checkpoints
-
-        run_dir = self._get_output_dir(trial)
-        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        staging = os.path.join(run_dir, STAGING_PREFIX + str(self.state.global_step))
-        staged, final = os.path.join(staging, name), os.path.join(run_dir, name)
-        if self.args.should_save:
-            shutil.rmtree(staging, ignore_errors=True)  # left by an earlier attempt at this step that was killed
-        self.accelerator.wait_for_everyone()
-        self._staging, self._push_pending = staging, False
-        try:
-            super()._save_checkpoint(model, trial)
-        finally:
-            self._staging = None
-        if self.state.best_model_checkpoint == staged:  # the Trainer found the best checkpoint where it wrote it
-            self.state.best_model_checkpoint = final
-            if self.args.should_save:
-                self.state.save_to_json(os.path.join(staged, TRAINER_STATE_NAME))
-        self.accelerator.wait_for_everyone()  # every process has written its files
-        if self.args.should_save:
-            publish_checkpoint(staged, final)
-        self.accelerator.wait_for_everyone()  # nobody reads checkpoint-N before it exists
-        if self.args.should_save:
-            rotate_checkpoints(
-                output_dir=run_dir,
-                save_total_limit=self.args.save_total_limit,
-                best_model_checkpoint=self.state.best_model_checkpoint,
-                use_mtime=True,
-            )
-        if self._push_pending:
-            self._push_from_checkpoint(final)
-
-
-@functools.cache
-def _atomic_class(trainer_class: type) -> type:
-    return type(
-        f"{trainer_class.__name__}WithAtomicCheckpoints",
-        (AtomicCheckpoints, trainer_class),
-        {"__module__": trainer_class.__module__, "__doc__": trainer_class.__doc__},
-    )
-
-
-def use_atomic_checkpoints(trainer):
-    """Give ``trainer`` (any ``Trainer`` subclass a script built) the ``AtomicCheckpoints`` behaviour, in place: its
-    class becomes the subclass of both. Returns it."""
-    if not isinstance(trainer, AtomicCheckpoints):
-        trainer.__class__ = _atomic_class(type(trainer))
-    return trainer

@@ -14,14 +14,14 @@ and model card (``model_card.py``):
 - the end of every run (``train_evaluate_save``): train (resuming from the detected or given checkpoint, with
   atomic checkpoints), evaluate, save the hub-ready folder (safetensors, config with the full ``auto_map``, the
   modeling code, tokenizer reporting the model's input limit, generation config; gathered first when FSDP shards
-  the model: ``save_unsharded``) and its ``README.md`` model card, push it in one upload if asked.
+  the model) and its ``README.md`` model card, push it in one upload if asked. The trainer each script builds is a
+  ``hf_scratch.tools.trainer.ScratchTrainer``, which does the atomic checkpoints, the unsharded save and the card.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -32,11 +32,11 @@ import datasets
 from transformers import AutoConfig, AutoTokenizer
 
 from hf_scratch.convert import load_reference_checkpoint, needs_conversion
+from hf_scratch.losses import perplexity
 from hf_scratch.tools.tokenization import model_max_length, train_tokenizer
-from hf_scratch.tools.training_transfo_xl import perplexity
+from hf_scratch.tools.trainer import ScratchTrainer
 from training.arguments import (
     DATA_EXTENSIONS,
-    SIZE_PRESETS,
     DataArguments,
     ModelArguments,
     checkpoint_folder,
@@ -49,20 +49,12 @@ from training.checkpoints import (
     checkpoint_problem,
     remove_checkpoints,
     remove_staging_folders,
-    use_atomic_checkpoints,
 )
-from training.model_card import CardInfo, saved_class, write_model_card
+from training.model_card import CardInfo, write_model_card
 
 TRAINING_DIR = Path(__file__).resolve().parent
 DATA_DIR = TRAINING_DIR / "data"
 METRICS_DIR = TRAINING_DIR / "metrics"
-
-# encoder-decoder configs size each side with their own names
-_SIDE_NAMES = {
-    "num_hidden_layers": ("encoder_layers", "decoder_layers"),
-    "num_attention_heads": ("encoder_attention_heads", "decoder_attention_heads"),
-    "intermediate_size": ("encoder_ffn_dim", "decoder_ffn_dim"),
-}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -255,15 +247,7 @@ def scratch_config(model_args: ModelArguments, tokenizer, **head_kwargs):
     (labels) ← --config_overrides. Unknown override names raise ValueError."""
     default = AutoConfig.for_model(model_args.model_type)
     has = lambda name: hasattr(default, name)  # noqa: E731 (attribute_map aliases count)
-    kwargs: dict[str, Any] = {}
-    for name, value in SIZE_PRESETS[model_args.model_size].items():
-        if name in _SIDE_NAMES and has(_SIDE_NAMES[name][0]):
-            kwargs.update({side: value for side in _SIDE_NAMES[name] if has(side)})
-        elif name == "hidden_size" and not has("num_hidden_layers") and has("d_model"):
-            kwargs["d_model"] = value
-        elif has(name):
-            kwargs[name] = value
-    kwargs.update(type(default).size_presets.get(model_args.model_size, {}))
+    kwargs: dict[str, Any] = default.size_preset(model_args.model_size)
     kwargs["vocab_size"] = len(tokenizer)
     for name in ("pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id", "cls_token_id", "mask_token_id"):
         token_id = getattr(tokenizer, name, None)
@@ -334,9 +318,9 @@ def align_special_tokens(model, tokenizer) -> None:
 
 
 def prepare_for_saving(model, tokenizer) -> None:
-    """Make the saved folder self-describing: the full auto_map of the family, and the tokenizer's special ids in
-    the generation config of generative models (padding falls back to the end-of-text token, as for GPT-2)."""
-    model.config.auto_map = dict(type(model.config).default_auto_map)
+    """Make the saved folder self-describing: the tokenizer's special ids in the generation config of generative
+    models (padding falls back to the end-of-text token, as for GPT-2). The config carries the full auto_map of its
+    family already (``ScratchConfig.__post_init__``)."""
     if model.can_generate():
         generation = model.generation_config
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
@@ -344,39 +328,6 @@ def prepare_for_saving(model, tokenizer) -> None:
                 setattr(generation, name, getattr(tokenizer, name))
         if generation.pad_token_id is None:
             generation.pad_token_id = generation.eos_token_id
-
-
-def unsharded_model(model, state_dict: dict):
-    """A ``saved_class(model)`` model holding ``state_dict`` (the gathered weights, used as they are: no copy), with
-    ``model``'s config and generation config: what ``save_pretrained`` writes the hub folder from."""
-    import torch
-
-    with torch.device("meta"):  # no memory for the weights about to be replaced
-        unsharded = saved_class(model)(model.config)
-    unsharded.load_state_dict(state_dict, assign=True)
-    unsharded.tie_weights()  # gathered tied weights are separate copies: one tensor again
-    if model.can_generate():
-        unsharded.generation_config = model.generation_config
-    return unsharded
-
-
-def save_unsharded(trainer, output_dir: str | None = None, _internal_call: bool = False) -> None:
-    """``Trainer.save_model`` for a model FSDP shards (the final save of ``train_evaluate_save``): every process
-    takes part in gathering the weights (FULL_STATE_DICT: for the sharded kind the Trainer's own save writes none),
-    then the main one writes the folder with the model's hf_scratch class (``unsharded_model``), the tokenizer and
-    the training arguments, as ``Trainer._save`` does."""
-    import torch
-    from transformers.trainer import TRAINING_ARGS_NAME
-
-    output_dir = output_dir if output_dir is not None else trainer.args.output_dir
-    trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
-    state_dict = trainer.accelerator.get_state_dict(trainer.model)
-    if trainer.args.should_save:
-        os.makedirs(output_dir, exist_ok=True)
-        unsharded_model(trainer.model, state_dict).save_pretrained(output_dir)
-        if trainer.processing_class is not None:
-            trainer.processing_class.save_pretrained(output_dir)
-        torch.save(trainer.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -397,61 +348,83 @@ def load_metric(name: str):
 
 
 def train_evaluate_save(
-    trainer, model_args, data_args, training_args, card: CardInfo, extra_metrics: Callable[[dict], dict] | None = None
+    trainer: ScratchTrainer,
+    model_args,
+    data_args,
+    training_args,
+    card: CardInfo,
+    extra_metrics: Callable[[dict], dict] | None = None,
 ) -> dict:
-    """Train (from the checkpoint ``resolve_output_dir`` found or --resume_from_checkpoint gave, if any; with
-    atomic checkpoints, after checking the disk has room for one), evaluate, save the hub-ready folder with its
-    model card, push it if asked; return the results:
-    ``{"train": …, "eval": …, "log_history": …, "output_dir": …}``."""
+    """Train (from the checkpoint ``resolve_output_dir`` found or --resume_from_checkpoint gave, if any; after
+    checking the disk has room for a checkpoint), evaluate, save the hub-ready folder with its model card, push it
+    if asked; return the results: ``{"train": …, "eval": …, "log_history": …, "output_dir": …}``. ``trainer`` is a
+    ``ScratchTrainer``: atomic checkpoints, the unsharded save under FSDP and the card are its methods."""
+    if not isinstance(trainer, ScratchTrainer):
+        raise TypeError(
+            f"train_evaluate_save needs a hf_scratch.tools.trainer.ScratchTrainer (atomic checkpoints, the unsharded "
+            f"save, the model card), got {type(trainer).__name__}."
+        )
     results: dict[str, Any] = {"output_dir": training_args.output_dir}
-    model, tokenizer = trainer.model, trainer.processing_class
-    prepare_for_saving(model, tokenizer)
-    write_card = lambda **_: write_model_card(  # noqa: E731
-        training_args.output_dir, model, tokenizer, model_args, data_args, training_args, card, results.get("eval", {})
-    )
+    prepare_for_saving(trainer.model, trainer.processing_class)
     if training_args.do_train:
-        checkpoint = training_args.resume_from_checkpoint
-        if checkpoint is not None and not Path(checkpoint).is_dir():
-            raise ValueError(f"--resume_from_checkpoint {checkpoint!r} is not a checkpoint directory.")
-        if checkpoint is not None and (problem := checkpoint_problem(checkpoint)) is not None:
-            raise ValueError(
-                f"--resume_from_checkpoint {checkpoint} is incomplete ({problem}): its save was interrupted "
-                "or its files were damaged since; resume from another checkpoint."
-            )
-        check_disk_space(model, training_args)
-        if data_args.overwrite_output_dir and training_args.should_save:
-            remove_checkpoints(training_args.output_dir)
-        elif training_args.should_save:
-            remove_staging_folders(training_args.output_dir)
-        outcome = use_atomic_checkpoints(trainer).train(resume_from_checkpoint=checkpoint)
-        results["train"] = dict(outcome.metrics)
-        trainer.log_metrics("train", outcome.metrics)
-        trainer.save_metrics("train", outcome.metrics)
-        trainer.save_state()
+        results["train"] = run_training(trainer, data_args, training_args)
     if training_args.do_eval:
-        metrics = trainer.evaluate()
-        if "eval_loss" in metrics and "eval_perplexity" not in metrics and card.metric_names[:1] == ["perplexity"]:
-            metrics["eval_perplexity"] = perplexity(metrics["eval_loss"])  # exp(loss), capped against overflow
-        if extra_metrics is not None:
-            metrics.update(extra_metrics(metrics))
-        results["eval"] = metrics
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
+        results["eval"] = run_evaluation(trainer, card, extra_metrics)
     results["log_history"] = list(trainer.state.log_history)
-    if trainer.is_fsdp_enabled:
-        # the last save (also the one inside push_to_hub) gathers the weights and writes them with the hf_scratch
-        # class; the checkpoints written during training were of the plugin's kind
-        trainer.save_model = functools.partial(save_unsharded, trainer)
+    trainer.model_card = functools.partial(  # called with the output folder
+        write_model_card,
+        model=trainer.model,
+        tokenizer=trainer.processing_class,
+        model_args=model_args,
+        data_args=data_args,
+        training_args=training_args,
+        card=card,
+        eval_metrics=results.get("eval", {}),
+    )
     if training_args.push_to_hub:
-        # Trainer.push_to_hub saves the folder, writes README.md through its create_model_card hook and uploads it
-        # all in one commit; the hook writes our card instead of the Trainer's generic one, so the card goes up
-        # once, beside the weights (Trainer.save_model would push a second time)
-        trainer.create_model_card = write_card
+        # Trainer.push_to_hub saves the folder, writes README.md (ScratchTrainer.create_model_card: the card above)
+        # and uploads it all in one commit, so the card goes up once, beside the weights
         trainer.push_to_hub(commit_message="End of training")
-    elif training_args.should_save:
-        trainer.save_model()
-        write_card()
+    else:
+        trainer.save_model()  # every process: under FSDP they all gather the weights; the main one writes
+        trainer.create_model_card()
     return results
+
+
+def run_training(trainer: ScratchTrainer, data_args: DataArguments, training_args) -> dict:
+    """The training part of ``train_evaluate_save``: refuse a --resume_from_checkpoint that is not a complete
+    checkpoint, check the disk, clear what --overwrite_output_dir or an interrupted save left, train; the metrics."""
+    checkpoint = training_args.resume_from_checkpoint
+    if checkpoint is not None and not Path(checkpoint).is_dir():
+        raise ValueError(f"--resume_from_checkpoint {checkpoint!r} is not a checkpoint directory.")
+    if checkpoint is not None and (problem := checkpoint_problem(checkpoint)) is not None:
+        raise ValueError(
+            f"--resume_from_checkpoint {checkpoint} is incomplete ({problem}): its save was interrupted "
+            "or its files were damaged since; resume from another checkpoint."
+        )
+    check_disk_space(trainer.model, training_args)
+    if data_args.overwrite_output_dir and training_args.should_save:
+        remove_checkpoints(training_args.output_dir)
+    elif training_args.should_save:
+        remove_staging_folders(training_args.output_dir)
+    metrics = dict(trainer.train(resume_from_checkpoint=checkpoint).metrics)
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
+    trainer.save_state()
+    return metrics
+
+
+def run_evaluation(trainer: ScratchTrainer, card: CardInfo, extra_metrics: Callable[[dict], dict] | None) -> dict:
+    """The evaluation part of ``train_evaluate_save``: the trainer's metrics, with ``eval_perplexity`` for a
+    language model's card and the script's ``extra_metrics``, logged and saved."""
+    metrics = trainer.evaluate()
+    if "eval_loss" in metrics and "eval_perplexity" not in metrics and card.metric_names[:1] == ["perplexity"]:
+        metrics["eval_perplexity"] = perplexity(metrics["eval_loss"])  # exp(loss), capped against overflow
+    if extra_metrics is not None:
+        metrics.update(extra_metrics(metrics))
+    trainer.log_metrics("eval", metrics)
+    trainer.save_metrics("eval", metrics)
+    return metrics
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The model card a run writes beside its weights (``README.md``): ``model_cards/<family>.md`` filled with the
 config, hyperparameters and metrics (``write_model_card``), with hub metadata that names only hub ids — the
 training data (``hub_dataset_id``) and the model fine-tuned (``base_model_id``) — and the class the saved folder
-names (``saved_class``). ``CardInfo`` is what each script says about its task.
+names (``hf_scratch.tools.trainer.saved_class``). ``CardInfo`` is what each script says about its task.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 import transformers
 
 import hf_scratch
+from hf_scratch.tools.trainer import saved_class
 from training.arguments import DataArguments, ModelArguments, family_of
 
 MODEL_CARDS_DIR = Path(__file__).resolve().parent.parent / "model_cards"
@@ -26,15 +27,6 @@ class CardInfo:
     dataset: str  # e.g. "hf_scratch embedded shakespeare"
     metric_names: list[str] = field(default_factory=list)  # e.g. ["perplexity"]
     usage: str = ""  # a short python snippet using the saved model
-
-
-def saved_class(model) -> type:
-    """The class a saved folder names for ``model``: its own, or, when FSDP2's ``fully_shard`` sharded it in place,
-    the hf_scratch class behind the ``FSDP<Class>`` subclass torch creates in its own module (saving as that one
-    copies torch's ``_fsdp_*.py`` files as the model's code and writes a broken ``auto_map``)."""
-    from torch.distributed.fsdp import FSDPModule
-
-    return next(cls for cls in type(model).__mro__ if not issubclass(cls, FSDPModule))
 
 
 def is_hub_id(name: str | None) -> bool:

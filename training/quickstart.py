@@ -148,6 +148,8 @@ def progress_printer(prompt: str, terminal):
 def train_with_the_log_in_a_file(options: argparse.Namespace, progress) -> dict:
     """Step 1: run_clm on the tragedies, the Trainer's own output going to ``<output_dir>.log``; prints where the log
     is, the held-out loss before and after, and the untrained model's sample."""
+    from hf_scratch.losses import perplexity
+
     log = Path(options.output_dir).parent / f"{Path(options.output_dir).name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as trainer_output, contextlib.redirect_stdout(trainer_output):  # the Trainer's own log lines
@@ -155,7 +157,7 @@ def train_with_the_log_in_a_file(options: argparse.Namespace, progress) -> dict:
     print(f"   (the Trainer's log: {log})")
     held_out = [e["eval_loss"] for e in results["log_history"] if "eval_loss" in e]
     print(
-        f"   held-out loss {held_out[0]:.2f} → {held_out[-1]:.2f} (perplexity {math.exp(held_out[-1]):.0f}; "
+        f"   held-out loss {held_out[0]:.2f} → {held_out[-1]:.2f} (perplexity {perplexity(held_out[-1]):.0f}; "
         "a uniform guess "
         f"over the {progress.vocabulary:,} tokens: ln {progress.vocabulary:,} = {math.log(progress.vocabulary):.2f})"
     )

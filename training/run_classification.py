@@ -27,9 +27,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
+from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
 from hf_scratch import ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig, ScratchRNNConfig
+from hf_scratch.tools.trainer import ScratchTrainer
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     choose_column,
@@ -299,7 +300,7 @@ def main(args=None, callbacks=None) -> dict:
         model, data, collator = encoder_model_data_collator(
             model_args, data_args, cls_args, raw, text_columns, tokenizer, head
         )
-    trainer = Trainer(
+    trainer = ScratchTrainer(
         model=model,
         args=training_args,
         train_dataset=data["train"],

@@ -24,9 +24,10 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from transformers import AutoModelForCausalLM, Trainer, default_data_collator
+from transformers import AutoModelForCausalLM, default_data_collator
 
 from hf_scratch import ScratchGPTConfig, ScratchTransfoXLConfig
+from hf_scratch.tools.trainer import ScratchTrainer
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     choose_column,
@@ -73,7 +74,7 @@ def main(args=None, callbacks=None) -> dict:
         raw, tokenizer, text_column, data_args, line_by_line=False, training_args=training_args, special_tokens=False
     )
     data = data.map(lambda batch: {"labels": batch["input_ids"]}, batched=True, **map_options(data_args, "labels"))
-    trainer_class = Trainer
+    trainer_class = ScratchTrainer
     if model.config.model_type == ScratchTransfoXLConfig.model_type:
         # blocks are in corpus order; the XL trainer streams them, carries `mems` and checkpoints them
         from hf_scratch.tools.training_transfo_xl import TransfoXLTrainer as trainer_class

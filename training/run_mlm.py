@@ -18,9 +18,10 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling, Trainer
+from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
 from hf_scratch import ScratchBertConfig, ScratchLongformerConfig
+from hf_scratch.tools.trainer import ScratchTrainer
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     choose_column,
@@ -65,7 +66,7 @@ def main(args=None, callbacks=None) -> dict:
     data = tokenize_text_blocks(
         raw, tokenizer, text_column, data_args, mlm_args.line_by_line, training_args, special_tokens=True
     )
-    trainer = Trainer(
+    trainer = ScratchTrainer(
         model=model,
         args=training_args,
         train_dataset=data["train"],

@@ -25,9 +25,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
+from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice
 
 from hf_scratch import ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig
+from hf_scratch.tools.trainer import ScratchTrainer
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     column_names,
@@ -224,7 +225,7 @@ def main(args=None, callbacks=None) -> dict:
         model, data, collator = encoder_model_data_collator(
             model_args, data_args, mc_args, training_args, raw, tokenizer, num_choices
         )
-    trainer = Trainer(
+    trainer = ScratchTrainer(
         model=model,
         args=training_args,
         train_dataset=data["train"],

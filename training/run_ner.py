@@ -20,9 +20,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, Trainer
+from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification
 
 from hf_scratch import ScratchBertConfig, ScratchLongformerConfig
+from hf_scratch.tools.trainer import ScratchTrainer
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     choose_column,
@@ -160,7 +161,7 @@ def main(args=None, callbacks=None) -> dict:
         label2id={n: i for i, n in enumerate(names)},
     )
     data = tokenize_and_align_tags(raw, tokenizer, tags, data_args, ner_args, training_args)
-    trainer = Trainer(
+    trainer = ScratchTrainer(
         model=model,
         args=training_args,
         train_dataset=data["train"],

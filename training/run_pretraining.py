@@ -26,10 +26,11 @@ if __package__ in (None, ""):
 
 import datasets
 import numpy as np
-from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, DataCollatorForLanguageModeling, Trainer
+from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, DataCollatorForLanguageModeling
 
 from hf_scratch import ScratchBertConfig
 from hf_scratch.tools.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
+from hf_scratch.tools.trainer import ScratchTrainer
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     choose_column,
@@ -121,7 +122,7 @@ def main(args=None, callbacks=None) -> dict:
         data = data.remove_columns("next_sentence_label")
     training_args.label_names = ["labels", "next_sentence_label"] if nsp else ["labels"]
     collator = DataCollatorForBertPreTraining if nsp else DataCollatorForLanguageModeling
-    trainer = Trainer(
+    trainer = ScratchTrainer(
         model=model,
         args=training_args,
         train_dataset=data["train"],

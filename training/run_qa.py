@@ -21,9 +21,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer
+from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
 
 from hf_scratch import ScratchBertConfig, ScratchLongformerConfig
+from hf_scratch.tools.trainer import ScratchTrainer
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     create_model,
@@ -184,7 +185,7 @@ def main(args=None, callbacks=None) -> dict:
         )
         return {f"eval_{name}": value for name, value in scores.items()}
 
-    trainer = Trainer(
+    trainer = ScratchTrainer(
         model=model,
         args=training_args,
         train_dataset=train,

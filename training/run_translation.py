@@ -23,9 +23,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
+from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
 
 from hf_scratch import ScratchRNNConfig, ScratchTransformerConfig
+from hf_scratch.tools.trainer import ScratchSeq2SeqTrainer
 from training.arguments import check_model_type, parse_arguments, run_script
 from training.common import (
     create_model,
@@ -136,7 +137,7 @@ def main(args=None, callbacks=None) -> dict:
     training_args.generation_max_length = training_args.generation_max_length or tr_args.max_target_length
     model.generation_config.max_length = training_args.generation_max_length
     data = tokenize_pairs(raw, tokenizer, data_args, tr_args, training_args)
-    trainer = Seq2SeqTrainer(
+    trainer = ScratchSeq2SeqTrainer(
         model=model,
         args=training_args,
         train_dataset=data["train"],

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import DataCollatorForLanguageModeling
+from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -80,7 +80,7 @@ def make_nsp_examples(
     return examples
 
 
-def _tokenized_sentences(documents: Sequence[str], tokenizer) -> list[list[list[int]]]:
+def _tokenized_sentences(documents: Sequence[str], tokenizer: PreTrainedTokenizerBase) -> list[list[list[int]]]:
     """Each document's sentences as token ids (no special tokens; empty ones dropped), after checking that there
     are two documents with text and that the tokenizer has [CLS] and [SEP]."""
     sentences_of = [split_sentences(document) for document in documents]

@@ -10,10 +10,11 @@ Transformer-XL learns to use the memory only if consecutive batches continue eac
   several data-parallel ranks each rank gets its own ``batch_size`` streams (accelerate hands out whole batches
   round-robin, rank r taking batches r, r+W, …, and the sampler orders the batches so that this gives each rank
   its streams in order);
-- ``TransfoXLTrainer``: a small ``Trainer`` subclass that uses the sampler for training and evaluation, feeds the
-  memory of the previous step as ``mems`` and keeps the new one, resets it at the start of every epoch and of every
-  evaluation, saves it with each checkpoint (``transfo_xl_mems_<rank>.pt``, one file per process) so that
-  ``train(resume_from_checkpoint=...)`` continues exactly, and adds ``eval_perplexity`` = exp(eval_loss).
+- ``TransfoXLTrainer``: a small ``ScratchTrainer`` subclass (``trainer.py``: atomic checkpoints) that uses the
+  sampler for training and evaluation, feeds the memory of the previous step as ``mems`` and keeps the new one,
+  resets it at the start of every epoch and of every evaluation, saves it with each checkpoint
+  (``transfo_xl_mems_<rank>.pt``, one file per process) so that ``train(resume_from_checkpoint=...)`` continues
+  exactly, and adds ``eval_perplexity`` = exp(eval_loss).
 
 Usage::
 
@@ -37,27 +38,19 @@ the last row of streams are skipped.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch.utils.data import Dataset, Sampler
-from transformers import Trainer, TrainerCallback
+from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from ..losses import perplexity
+from .trainer import ScratchTrainer
+
 MEMORY_FILE = "transfo_xl_mems_{rank}.pt"
-
-# Perplexity is exp(loss). math.exp raises OverflowError above ln(max float) ≈ 709.78, which a diverged run's loss can
-# reach: the loss is capped just below, so such a run reports a huge but finite perplexity (≈ 1e304) instead of
-# failing its evaluation. Every loss a working model has is far below the cap, where the value is exact.
-MAX_LOG_PERPLEXITY = 700.0
-
-
-def perplexity(loss: float) -> float:
-    """exp(loss) of a mean cross-entropy in nats, with the loss capped at ``MAX_LOG_PERPLEXITY`` (see there). The
-    Trainer here and the training scripts (``training/common.py``) report ``eval_perplexity`` with it."""
-    return math.exp(min(loss, MAX_LOG_PERPLEXITY))
 
 
 class SegmentDataset(Dataset):
@@ -119,8 +112,9 @@ class _ResetMemoryAtEpochStart(TrainerCallback):
         self.trainer._train_mems = None
 
 
-class TransfoXLTrainer(Trainer):
-    """``Trainer`` that carries Transformer-XL's memory from step to step (see the module docstring)."""
+class TransfoXLTrainer(ScratchTrainer):
+    """``ScratchTrainer`` (atomic checkpoints, unsharded saving, the run's model card) that carries Transformer-XL's
+    memory from step to step (see the module docstring)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -173,8 +167,9 @@ class TransfoXLTrainer(Trainer):
         return output
 
     # -- checkpoints -----------------------------------------------------------------------------------------
-    def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
+    def _write_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
+        """The checkpoint's files, and this process's memory (written before the checkpoint is published)."""
+        super()._write_checkpoint(model, trial)
         output_dir = os.path.join(
             self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
         )
