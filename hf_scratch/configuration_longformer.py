@@ -53,6 +53,8 @@ class ScratchLongformerConfig(BertShapedConfig):
     def max_input_tokens(self) -> int:
         """RoBERTa's position ids start at ``pad_token_id + 1``: ``max_position_embeddings - pad_token_id - 1`` tokens
         (4098 - 2 = 4096 for longformer-base, what its tokenizer says)."""
+        if self.pad_token_id is None:
+            raise ValueError("ScratchLongformerConfig.pad_token_id is None: positions start at pad_token_id + 1.")
         return self.max_position_embeddings - self.pad_token_id - 1
 
     def check(self) -> None:
@@ -95,18 +97,22 @@ class ScratchLongformerConfig(BertShapedConfig):
                     f"ScratchLongformerConfig.attention_dilation has {len(dilation)} entries for "
                     f"{self.num_hidden_layers} layers (num_hidden_layers): give one entry per layer, or a single int."
                 )
-            dilation = dilation[layer]
+            layer_dilation = dilation[layer]
+        else:
+            layer_dilation = dilation
         heads = self.num_attention_heads
-        per_head = list(dilation) if isinstance(dilation, (list, tuple)) else [dilation] * heads
+        per_head = list(layer_dilation) if isinstance(layer_dilation, (list, tuple)) else [layer_dilation] * heads
         if len(per_head) != heads:
             raise ValueError(
                 f"ScratchLongformerConfig.attention_dilation for layer {layer} has {len(per_head)} per-head values "
                 f"but the layer has {heads} heads (num_attention_heads): give one value per head, or a single int."
             )
+        checked: list[int] = []
         for value in per_head:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(
                     f"ScratchLongformerConfig.attention_dilation values must be ints ≥ 1 (1 = no gaps), got {value!r} "
                     f"in layer {layer}."
                 )
-        return tuple(per_head)
+            checked.append(value)
+        return tuple(checked)

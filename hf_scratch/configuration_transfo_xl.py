@@ -125,28 +125,43 @@ class ScratchTransfoXLConfig(ScratchConfig):
                 "ScratchTransfoXLConfig: same_length=True makes every query attend mem_len keys, so it needs "
                 "mem_len > 0; set mem_len or same_length=False."
             )
-        bounds = [0] + self.cutoffs + [self.vocab_size]
+        cutoffs, tie_projs = self.filled_cutoffs, self.filled_tie_projs
+        bounds = [0] + cutoffs + [self.vocab_size]
         if any(low >= high for low, high in zip(bounds, bounds[1:])):
             raise ValueError(
-                f"ScratchTransfoXLConfig.cutoffs={self.cutoffs} must increase strictly and lie inside (0, vocab_size="
+                f"ScratchTransfoXLConfig.cutoffs={cutoffs} must increase strictly and lie inside (0, vocab_size="
                 f"{self.vocab_size}): e.g. cutoffs=[{self.vocab_size // 4}, {self.vocab_size // 2}], or [] for a plain "
                 "softmax."
             )
-        if len(self.tie_projs) != len(self.cutoffs) + 1:
+        if len(tie_projs) != len(cutoffs) + 1:
             raise ValueError(
-                f"ScratchTransfoXLConfig.tie_projs has {len(self.tie_projs)} entries but there are "
-                f"{len(self.cutoffs) + 1} clusters (len(cutoffs) + 1): give one flag per cluster or leave it None."
+                f"ScratchTransfoXLConfig.tie_projs has {len(tie_projs)} entries but there are "
+                f"{len(cutoffs) + 1} clusters (len(cutoffs) + 1): give one flag per cluster or leave it None."
             )
-        if self.div_val > 1 and self.embedding_size // self.div_val ** len(self.cutoffs) == 0:
+        if self.div_val > 1 and self.embedding_size // self.div_val ** len(cutoffs) == 0:
             raise ValueError(
-                f"ScratchTransfoXLConfig: embedding_size={self.embedding_size} // div_val**{len(self.cutoffs)} is 0, "
+                f"ScratchTransfoXLConfig: embedding_size={self.embedding_size} // div_val**{len(cutoffs)} is 0, "
                 "so the last cluster would have no dimensions: lower div_val or use fewer cutoffs."
             )
 
     @property
+    def filled_cutoffs(self) -> list[int]:
+        """``cutoffs`` as ``derive_defaults`` filled them in (None only before it runs)."""
+        if self.cutoffs is None:
+            raise ValueError("ScratchTransfoXLConfig.cutoffs is None: give a list of ints ([] for a plain softmax).")
+        return self.cutoffs
+
+    @property
+    def filled_tie_projs(self) -> list[bool]:
+        """``tie_projs`` as ``derive_defaults`` filled them in (None only before it runs)."""
+        if self.tie_projs is None:
+            raise ValueError("ScratchTransfoXLConfig.tie_projs is None: give one bool per cluster.")
+        return self.tie_projs
+
+    @property
     def num_clusters(self) -> int:
         """Clusters of the adaptive softmax: the head (frequent words) plus one per cutoff."""
-        return len(self.cutoffs) + 1
+        return len(self.filled_cutoffs) + 1
 
     @property
     def has_projection(self) -> bool:
@@ -155,7 +170,7 @@ class ScratchTransfoXLConfig(ScratchConfig):
 
     def cluster_bounds(self) -> list[tuple[int, int]]:
         """[low, high) vocabulary ranges of the clusters."""
-        ends = [0] + self.cutoffs + [self.vocab_size]
+        ends = [0] + self.filled_cutoffs + [self.vocab_size]
         return list(zip(ends, ends[1:]))
 
     def cluster_embedding_size(self, cluster: int) -> int:

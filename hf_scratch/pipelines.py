@@ -15,12 +15,22 @@ registers both tasks with ``PIPELINE_REGISTRY`` for models built in memory.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
 import torch
 from transformers.pipelines.base import ChunkPipeline, Pipeline
 
+if TYPE_CHECKING:
+    from tokenizers import Encoding
+    from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+
+# (transformers types the preprocess / _forward / postprocess hooks as taking only **kwargs, and the _load_* flags as
+# None: the "type: ignore"s below are for those)
+
 # task → what transformers' pipeline() reads from config.json's "custom_pipelines": the class ("file.Class",
 # resolved in the checkpoint's directory), the Auto class that loads the model ("pt") and the input type.
-SCRATCH_PIPELINES = {
+SCRATCH_PIPELINES: dict[str, dict[str, Any]] = {
     "scratch-question-answering": {
         "impl": "pipelines.ScratchQuestionAnsweringPipeline",
         "pt": ["AutoModelForQuestionAnswering"],
@@ -30,12 +40,12 @@ SCRATCH_PIPELINES = {
 }
 
 
-def _refuse_unknown(pipeline_name: str, unknown: dict, known: str) -> None:
+def _refuse_unknown(pipeline_name: str, unknown: dict[str, Any], known: str) -> None:
     if unknown:
         raise ValueError(f"{pipeline_name} got unknown arguments {sorted(unknown)}: it takes {known}.")
 
 
-def _positive_int(name: str, value, minimum: int = 1) -> int:
+def _positive_int(name: str, value: object, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}.")
     return value
@@ -44,7 +54,7 @@ def _positive_int(name: str, value, minimum: int = 1) -> int:
 # ---- extractive question answering ---------------------------------------------------------------------------
 
 
-def _question_answering_example(item) -> dict:
+def _question_answering_example(item: Any) -> dict[str, str]:
     """A {"question", "context"} dict from a dict with those keys or a SquadExample-like object
     (``question_text`` / ``context_text``), with both fields non-empty strings."""
     if isinstance(item, dict):
@@ -87,24 +97,24 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
     ``top_k`` > 1, and one result per input for a list of inputs.
     """
 
-    _load_tokenizer = True
-    _load_processor = False
-    _load_image_processor = False
-    _load_feature_extractor = False
+    _load_tokenizer = True  # type: ignore[assignment]
+    _load_processor = False  # type: ignore[assignment]
+    _load_image_processor = False  # type: ignore[assignment]
+    _load_feature_extractor = False  # type: ignore[assignment]
 
     def _sanitize_parameters(
         self,
-        top_k=None,
-        topk=None,
-        doc_stride=None,
-        max_answer_len=None,
-        max_seq_len=None,
-        max_question_len=None,
-        handle_impossible_answer=None,
-        align_to_words=None,
-        padding=None,
-        **unknown,
-    ):
+        top_k: int | None = None,
+        topk: int | None = None,
+        doc_stride: int | None = None,
+        max_answer_len: int | None = None,
+        max_seq_len: int | None = None,
+        max_question_len: int | None = None,
+        handle_impossible_answer: bool | None = None,
+        align_to_words: bool | None = None,
+        padding: bool | str | None = None,
+        **unknown: Any,
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         _refuse_unknown(
             "scratch-question-answering",
             unknown,
@@ -113,7 +123,8 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
         )
         if topk is not None and top_k is None:  # v4's deprecated spelling
             top_k = topk
-        preprocess, postprocess = {}, {}
+        preprocess: dict[str, Any] = {}
+        postprocess: dict[str, Any] = {}
         if max_seq_len is not None:
             preprocess["max_seq_len"] = _positive_int("max_seq_len", max_seq_len, 2)
         if doc_stride is not None:
@@ -132,7 +143,7 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
             postprocess["align_to_words"] = bool(align_to_words)
         return preprocess, {}, postprocess
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Answer the question(s) from the context(s): see the class docstring for the inputs and arguments."""
         if len(args) == 2 and all(isinstance(a, str) for a in args):
             items = [{"question": args[0], "context": args[1]}]
@@ -163,27 +174,39 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
         examples = [_question_answering_example(item) for item in items]
         return super().__call__(examples[0] if len(examples) == 1 else examples, **kwargs)
 
-    def _window_length(self) -> int:
-        """The default window: 384 tokens (transformers' default), or less where the tokenizer or the model reads
-        less (ours know their input limit; transformers' configs, their position table)."""
-        config = self.model.config
-        positions = getattr(config, "max_input_tokens", getattr(config, "max_position_embeddings", None))
-        limits = [384, self.tokenizer.model_max_length, positions]
-        return min(limit for limit in limits if limit is not None)
-
-    def _cut_question(self, question: str, max_question_len: int) -> tuple[str, int]:
-        """The question cut after its ``max_question_len``-th token, and its length in tokens."""
-        tokens = self.tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)
-        if len(tokens["input_ids"]) > max_question_len:
-            question = question[: tokens["offset_mapping"][max_question_len - 1][1]]
-        return question, min(len(tokens["input_ids"]), max_question_len)
-
-    def preprocess(self, example, padding="do_not_pad", doc_stride=None, max_question_len=64, max_seq_len=None):
+    def _fast_tokenizer(self) -> PreTrainedTokenizerBase:
+        """The pipeline's tokenizer, which must be a fast one (character offsets)."""
         tokenizer = self.tokenizer
         if tokenizer is None or not tokenizer.is_fast:
             raise ValueError(
                 "scratch-question-answering needs a fast tokenizer (character offsets): pass tokenizer=...."
             )
+        return tokenizer
+
+    def _window_length(self) -> int:
+        """The default window: 384 tokens (transformers' default), or less where the tokenizer or the model reads
+        less (ours know their input limit; transformers' configs, their position table)."""
+        config = self.model.config
+        positions = getattr(config, "max_input_tokens", getattr(config, "max_position_embeddings", None))
+        limits = [384, self._fast_tokenizer().model_max_length, positions]
+        return min(limit for limit in limits if limit is not None)
+
+    def _cut_question(self, question: str, max_question_len: int) -> tuple[str, int]:
+        """The question cut after its ``max_question_len``-th token, and its length in tokens."""
+        tokens = self._fast_tokenizer()(question, add_special_tokens=False, return_offsets_mapping=True)
+        if len(tokens["input_ids"]) > max_question_len:
+            question = question[: tokens["offset_mapping"][max_question_len - 1][1]]
+        return question, min(len(tokens["input_ids"]), max_question_len)
+
+    def preprocess(  # type: ignore[override]
+        self,
+        example: dict[str, str],
+        padding: bool | str = "do_not_pad",
+        doc_stride: int | None = None,
+        max_question_len: int = 64,
+        max_seq_len: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        tokenizer = self._fast_tokenizer()
         if max_seq_len is None:
             max_seq_len = self._window_length()
         if doc_stride is None:
@@ -222,8 +245,8 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
                 **model_inputs,
             }
 
-    def _forward(self, inputs):
-        model_inputs = {name: inputs[name] for name in self.tokenizer.model_input_names if name in inputs}
+    def _forward(self, inputs: dict[str, Any]) -> dict[str, Any]:  # type: ignore[override]
+        model_inputs = {name: inputs[name] for name in self._fast_tokenizer().model_input_names if name in inputs}
         outputs = self.model(**model_inputs)
         return {
             "start_logits": outputs.start_logits,
@@ -233,16 +256,25 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
             "is_last": inputs["is_last"],
         }
 
-    def postprocess(self, all_outputs, top_k=1, handle_impossible_answer=False, max_answer_len=15, align_to_words=True):
-        answers, null_score = {}, None
+    def postprocess(  # type: ignore[override]
+        self,
+        all_outputs: list[dict[str, Any]],
+        top_k: int = 1,
+        handle_impossible_answer: bool = False,
+        max_answer_len: int = 15,
+        align_to_words: bool = True,
+    ) -> dict[str, Any] | list[dict[str, Any]]:
+        tokenizer = self._fast_tokenizer()
+        answers: dict[tuple[int, int], dict[str, Any]] = {}
+        null_score: float | None = None
         for output in all_outputs:
             encoding, context = output["encoding"], output["example"]["context"]
             length = len(encoding.ids)
-            shift = output["start_logits"].shape[-1] - length if self.tokenizer.padding_side == "left" else 0
+            shift = output["start_logits"].shape[-1] - length if tokenizer.padding_side == "left" else 0
             start_logits = output["start_logits"][0, shift : shift + length].float()
             end_logits = output["end_logits"][0, shift : shift + length].float()
             in_context = torch.tensor([sequence == 1 for sequence in encoding.sequence_ids])
-            cls_token_id = self.tokenizer.cls_token_id
+            cls_token_id = tokenizer.cls_token_id
             cls = encoding.ids.index(cls_token_id) if cls_token_id in encoding.ids else None
             in_softmax = in_context.clone()
             if cls is not None:  # [CLS] takes part in the normalisation (the "no answer" position), as in v4
@@ -261,7 +293,8 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
                 continue
             best = scores.masked_fill(~allowed, -1.0).flatten().topk(min(top_k, candidates))
             for score, index in zip(best.values.tolist(), best.indices.tolist()):
-                start, end = self._characters(encoding, *divmod(index, length), align_to_words)
+                start_token, end_token = divmod(index, length)
+                start, end = self._characters(encoding, start_token, end_token, align_to_words)
                 if (start, end) not in answers or answers[(start, end)]["score"] < score:  # windows overlap
                     answers[(start, end)] = {"score": score, "start": start, "end": end, "answer": context[start:end]}
         results = sorted(answers.values(), key=lambda answer: answer["score"], reverse=True)
@@ -277,12 +310,14 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
         return results[0] if len(results) == 1 else results
 
     @staticmethod
-    def _characters(encoding, start_token: int, end_token: int, align_to_words: bool) -> tuple[int, int]:
+    def _characters(encoding: Encoding, start_token: int, end_token: int, align_to_words: bool) -> tuple[int, int]:
         """Character span of tokens start..end in the context; with ``align_to_words``, widened to whole words."""
         if align_to_words:
             start_word, end_word = encoding.token_to_word(start_token), encoding.token_to_word(end_token)
             if start_word is not None and end_word is not None:
-                return encoding.word_to_chars(start_word, 1)[0], encoding.word_to_chars(end_word, 1)[1]
+                start_chars, end_chars = encoding.word_to_chars(start_word, 1), encoding.word_to_chars(end_word, 1)
+                if start_chars is not None and end_chars is not None:  # (words of the context: never None)
+                    return start_chars[0], end_chars[1]
         return encoding.offsets[start_token][0], encoding.offsets[end_token][1]
 
 
@@ -304,25 +339,32 @@ class ScratchSeq2SeqPipeline(Pipeline):
     """
 
     _pipeline_calls_generate = True
-    _load_tokenizer = True
-    _load_processor = False
-    _load_image_processor = False
-    _load_feature_extractor = False
+    _load_tokenizer = True  # type: ignore[assignment]
+    _load_processor = False  # type: ignore[assignment]
+    _load_image_processor = False  # type: ignore[assignment]
+    _load_feature_extractor = False  # type: ignore[assignment]
     return_name = "generated"
+
+    def _tokenizer(self) -> PreTrainedTokenizerBase:
+        """The pipeline's tokenizer (ValueError without one)."""
+        if self.tokenizer is None:
+            raise ValueError("scratch-seq2seq needs a tokenizer: pass tokenizer=... to pipeline().")
+        return self.tokenizer
 
     def _sanitize_parameters(
         self,
-        return_tensors=None,
-        return_text=None,
-        return_type=None,
-        clean_up_tokenization_spaces=None,
-        skip_special_tokens=None,
-        truncation=None,
-        max_source_length=None,
-        stop_sequence=None,
-        **generate_kwargs,
-    ):
-        preprocess, postprocess = {}, {}
+        return_tensors: bool | None = None,
+        return_text: bool | None = None,
+        return_type: Any = None,
+        clean_up_tokenization_spaces: bool | None = None,
+        skip_special_tokens: bool | None = None,
+        truncation: bool | str | None = None,
+        max_source_length: int | None = None,
+        stop_sequence: str | None = None,
+        **generate_kwargs: Any,
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        preprocess: dict[str, Any] = {}
+        postprocess: dict[str, Any] = {}
         if truncation is not None:
             preprocess["truncation"] = truncation
         if max_source_length is not None:
@@ -341,13 +383,13 @@ class ScratchSeq2SeqPipeline(Pipeline):
         if skip_special_tokens is not None:
             postprocess["skip_special_tokens"] = skip_special_tokens
         if stop_sequence is not None:
-            stop_ids = self.tokenizer.encode(stop_sequence, add_special_tokens=False)
+            stop_ids = self._tokenizer().encode(stop_sequence, add_special_tokens=False)
             if not stop_ids:
                 raise ValueError(f"stop_sequence {stop_sequence!r} encodes to no token.")
             generate_kwargs["eos_token_id"] = stop_ids[0]
         return preprocess, generate_kwargs, postprocess
 
-    def __call__(self, inputs=None, *args, **kwargs):
+    def __call__(self, inputs: str | list[str] | tuple[str, ...] | None = None, *args: Any, **kwargs: Any) -> Any:
         """Generate from one string or a list of strings: see the class docstring."""
         if inputs is None:
             inputs = kwargs.pop("text_inputs", None) or kwargs.pop("text", None)
@@ -364,20 +406,20 @@ class ScratchSeq2SeqPipeline(Pipeline):
             return [one[0] for one in result]
         return result
 
-    def preprocess(self, inputs, truncation=False, max_source_length=None):
-        if self.tokenizer is None:
-            raise ValueError("scratch-seq2seq needs a tokenizer: pass tokenizer=... to pipeline().")
+    def preprocess(  # type: ignore[override]
+        self, inputs: str, truncation: bool | str = False, max_source_length: int | None = None
+    ) -> dict[str, Any]:
+        tokenizer = self._tokenizer()
         prefix = getattr(self, "prefix", None) or ""
         if max_source_length is not None:
             truncation = True
-        encoded = self.tokenizer(
-            prefix + inputs, return_tensors="pt", truncation=truncation, max_length=max_source_length
-        )
+        encoded = tokenizer(prefix + inputs, return_tensors="pt", truncation=truncation, max_length=max_source_length)
         encoded.pop("token_type_ids", None)  # encoder-decoders take none (as v4)
         return encoded
 
-    def _forward(self, model_inputs, **generate_kwargs):
-        if not hasattr(self.model, "generate"):
+    def _forward(self, model_inputs: dict[str, Any], **generate_kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        generate = getattr(self.model, "generate", None)
+        if generate is None:
             raise ValueError(
                 f"{type(self.model).__name__} has no generate(): scratch-seq2seq needs a generative model."
             )
@@ -385,11 +427,11 @@ class ScratchSeq2SeqPipeline(Pipeline):
             generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
         inputs_batch = model_inputs["input_ids"].shape[0]
         generate_kwargs = self._new_tokens_as_max_length(generate_kwargs)
-        output_ids = self.model.generate(**model_inputs, **generate_kwargs)
+        output_ids = generate(**model_inputs, **generate_kwargs)
         # (batch · sequences, length) → (batch, sequences, length): the pipeline unbatches along dimension 0
         return {"output_ids": output_ids.reshape(inputs_batch, -1, output_ids.shape[-1])}
 
-    def _new_tokens_as_max_length(self, generate_kwargs: dict) -> dict:
+    def _new_tokens_as_max_length(self, generate_kwargs: dict[str, Any]) -> dict[str, Any]:
         """``max_new_tokens`` (and no ``max_length``) as the same limit in ``max_length``: the decoder starts from its
         one start token, so N new tokens are a length of N + 1. A checkpoint trained by the scripts saves
         ``max_length`` in its generation config, and generate() warns "Both `max_new_tokens` and `max_length` seem
@@ -407,15 +449,19 @@ class ScratchSeq2SeqPipeline(Pipeline):
         generate_kwargs["max_length"] = new_tokens + 1
         return generate_kwargs
 
-    def postprocess(
-        self, model_outputs, return_type="text", clean_up_tokenization_spaces=False, skip_special_tokens=True
-    ):
+    def postprocess(  # type: ignore[override]
+        self,
+        model_outputs: dict[str, Any],
+        return_type: str = "text",
+        clean_up_tokenization_spaces: bool = False,
+        skip_special_tokens: bool = True,
+    ) -> list[dict[str, Any]]:
         records = []
         for ids in model_outputs["output_ids"][0]:
             if return_type == "tensors":
                 records.append({f"{self.return_name}_token_ids": ids})
             else:
-                text = self.tokenizer.decode(
+                text = self._tokenizer().decode(
                     ids,
                     skip_special_tokens=skip_special_tokens,
                     clean_up_tokenization_spaces=clean_up_tokenization_spaces,

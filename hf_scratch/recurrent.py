@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -22,6 +24,8 @@ from .configuration_rnn import ScratchRNNConfig
 # A layer's recurrent state: (hidden, cell), each (directions, batch, hidden per direction) as torch.nn's h_n / c_n;
 # cell is None except for the LSTM.
 LayerState = tuple[torch.Tensor, torch.Tensor | None]
+# A cell's equations: (x_projected, state, weight_hh, bias_hh, nonlinearity) → the next state.
+Cell = Callable[[torch.Tensor, LayerState, torch.Tensor, torch.Tensor, str], LayerState]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -29,7 +33,9 @@ LayerState = tuple[torch.Tensor, torch.Tensor | None]
 # --------------------------------------------------------------------------------------------------------------
 
 
-def rnn_cell(x_projected, state: LayerState, weight_hh, bias_hh, nonlinearity: str) -> LayerState:
+def rnn_cell(
+    x_projected: torch.Tensor, state: LayerState, weight_hh: torch.Tensor, bias_hh: torch.Tensor, nonlinearity: str
+) -> LayerState:
     """Elman's RNN (Elman 1990; the RNN of Sutskever et al. 2014 §2): s_t = f(U x_t + W s_{t-1} + b), f = tanh (or
     relu)."""
     hidden, _ = state
@@ -37,7 +43,9 @@ def rnn_cell(x_projected, state: LayerState, weight_hh, bias_hh, nonlinearity: s
     return (torch.tanh(pre_activation) if nonlinearity == "tanh" else torch.relu(pre_activation)), None
 
 
-def lstm_cell(x_projected, state: LayerState, weight_hh, bias_hh, nonlinearity: str = "") -> LayerState:
+def lstm_cell(
+    x_projected: torch.Tensor, state: LayerState, weight_hh: torch.Tensor, bias_hh: torch.Tensor, nonlinearity: str = ""
+) -> LayerState:
     """The LSTM (Hochreiter & Schmidhuber 1997) with the forget gate of Gers et al. 2000, as torch.nn.LSTM has it:
     f_t = σ(W_f[h_{t-1}, x_t] + b_f)             forget gate
     i_t = σ(W_i[h_{t-1}, x_t] + b_i)             input gate
@@ -47,6 +55,8 @@ def lstm_cell(x_projected, state: LayerState, weight_hh, bias_hh, nonlinearity: 
     h_t = o_t · tanh(c_t)
     (rows of W in torch's order: i, f, c̃, o)."""
     hidden, cell = state
+    if cell is None:
+        raise ValueError("the LSTM's state needs a cell state c_{t-1}: give (hidden, cell), not (hidden, None)")
     i, f, c, o = (x_projected + F.linear(hidden, weight_hh, bias_hh)).chunk(4, dim=-1)
     forget_gate, input_gate, output_gate = torch.sigmoid(f), torch.sigmoid(i), torch.sigmoid(o)
     candidate = torch.tanh(c)
@@ -54,7 +64,9 @@ def lstm_cell(x_projected, state: LayerState, weight_hh, bias_hh, nonlinearity: 
     return output_gate * torch.tanh(cell), cell
 
 
-def gru_cell(x_projected, state: LayerState, weight_hh, bias_hh, nonlinearity: str = "") -> LayerState:
+def gru_cell(
+    x_projected: torch.Tensor, state: LayerState, weight_hh: torch.Tensor, bias_hh: torch.Tensor, nonlinearity: str = ""
+) -> LayerState:
     """torch.nn.GRU's variant — the reset gate is applied after the hidden matmul and z keeps the old state:
     r_t = σ(W_ir x_t + b_ir + W_hr h_{t-1} + b_hr); z_t = σ(W_iz x_t + b_iz + W_hz h_{t-1} + b_hz)
     n_t = tanh(W_in x_t + b_in + r_t · (W_hn h_{t-1} + b_hn)); h_t = (1 − z_t) · n_t + z_t · h_{t-1}."""
@@ -67,7 +79,9 @@ def gru_cell(x_projected, state: LayerState, weight_hh, bias_hh, nonlinearity: s
     return (1 - update_gate) * candidate + update_gate * hidden, None
 
 
-def gru_cho_cell(x_projected, state: LayerState, weight_hh, bias_hh, nonlinearity: str = "") -> LayerState:
+def gru_cho_cell(
+    x_projected: torch.Tensor, state: LayerState, weight_hh: torch.Tensor, bias_hh: torch.Tensor, nonlinearity: str = ""
+) -> LayerState:
     """The GRU of Cho et al. 2014 (§2.3, eq. 5-8) — the reset gate is applied before the matmul:
     r_t = σ(W_r[h_{t-1}, x_t] + b_r)            reset gate
     h̃_t = tanh(W[r_t · h_{t-1}, x_t] + b)       candidate hidden state
@@ -88,7 +102,7 @@ def gru_cho_cell(x_projected, state: LayerState, weight_hh, bias_hh, nonlinearit
 
 
 # cell_type → (the torch.nn module that holds the weights (and runs the fused kernel), the cell equations)
-CELLS = {
+CELLS: dict[str, tuple[Callable[..., nn.RNNBase], Cell]] = {
     "rnn": (nn.RNN, rnn_cell),
     "lstm": (nn.LSTM, lstm_cell),
     "gru": (nn.GRU, gru_cell),
@@ -116,7 +130,10 @@ def reverse_padded(sequence: torch.Tensor, is_real: torch.Tensor | None) -> torc
 
 def select_state(keep_old: torch.Tensor, old: LayerState, new: LayerState) -> LayerState:
     """Per batch row, the old state where ``keep_old`` (broadcastable bool) and the new one elsewhere."""
-    return tuple(torch.where(keep_old, o, n) if n is not None else None for o, n in zip(old, new))
+    (old_hidden, old_cell), (new_hidden, new_cell) = old, new
+    hidden = torch.where(keep_old, old_hidden, new_hidden)
+    cell = torch.where(keep_old, old_cell, new_cell) if old_cell is not None and new_cell is not None else None
+    return hidden, cell
 
 
 class ScratchRNNLayer(GradientCheckpointingLayer):
@@ -163,17 +180,25 @@ class ScratchRNNLayer(GradientCheckpointingLayer):
             outputs, final = self._cells(inputs, is_real, state)
         return outputs, *final
 
-    def _fused(self, inputs, is_real, state: LayerState):
+    def _fused(
+        self, inputs: torch.Tensor, is_real: torch.Tensor | None, state: LayerState
+    ) -> tuple[torch.Tensor, LayerState]:
         if inputs.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
             # oneDNN's fused recurrence has no bfloat16 kernel on CPUs without native bfloat16 ("could not create a
             # primitive descriptor"): run it outside autocast, in the precision of the weights
-            dtype = self.recurrence.weight_ih_l0.dtype
+            # (torch types a module's attributes Tensor | Module)
+            dtype: torch.dtype = self.recurrence.weight_ih_l0.dtype  # type: ignore[assignment]
             with torch.autocast("cpu", enabled=False):
-                state = tuple(None if s is None else s.to(dtype) for s in state)
+                state = (state[0].to(dtype), None if state[1] is None else state[1].to(dtype))
                 return self._fused(inputs.to(dtype), is_real, state)
         # cuDNN refuses a non-contiguous initial state ("rnn: hx is not contiguous"); the decoder's is a slice of the
         # encoder's (batch, layers, hidden) final states
-        initial = tuple(s.contiguous() for s in state) if self.has_cell_state else state[0].contiguous()
+        hidden, cell = state
+        initial = (
+            (hidden.contiguous(), cell.contiguous())
+            if self.has_cell_state and cell is not None
+            else hidden.contiguous()
+        )
         if is_real is None:
             outputs, final = self.recurrence(inputs, initial)
             # torch.nn.LSTM returns batch-first outputs as a view (transposed): give them their own memory (a view
@@ -192,9 +217,11 @@ class ScratchRNNLayer(GradientCheckpointingLayer):
             final = select_state((is_real.sum(-1) == 0)[None, :, None], state, final)
         return outputs, final
 
-    def _cells(self, inputs, is_real, state: LayerState):
+    def _cells(
+        self, inputs: torch.Tensor, is_real: torch.Tensor | None, state: LayerState
+    ) -> tuple[torch.Tensor, LayerState]:
         hidden, cell = state
-        outputs, final_hidden, final_cell = [], [], []
+        outputs, final_hidden, final_cell = [], [], []  # final_cell: the LSTM's only
         for direction in range(self.num_directions):
             suffix = "_l0_reverse" if direction else "_l0"
             names = ("weight_ih", "bias_ih", "weight_hh", "bias_hh")
@@ -204,11 +231,21 @@ class ScratchRNNLayer(GradientCheckpointingLayer):
             output, (h, c) = self._run_direction(sequence, is_real, direction_state, *weights)
             outputs.append(reverse_padded(output, is_real) if direction else output)
             final_hidden.append(h)
-            final_cell.append(c)
+            if c is not None:
+                final_cell.append(c)
         final = (torch.stack(final_hidden), torch.stack(final_cell) if self.has_cell_state else None)
         return torch.cat(outputs, dim=-1), final
 
-    def _run_direction(self, sequence, is_real, state, weight_ih, bias_ih, weight_hh, bias_hh):
+    def _run_direction(
+        self,
+        sequence: torch.Tensor,
+        is_real: torch.Tensor | None,
+        state: LayerState,
+        weight_ih: torch.Tensor,
+        bias_ih: torch.Tensor,
+        weight_hh: torch.Tensor,
+        bias_hh: torch.Tensor,
+    ) -> tuple[torch.Tensor, LayerState]:
         x_projected = F.linear(sequence, weight_ih, bias_ih)  # W_ih x_t + b_ih for every t in one matmul
         steps = []
         for t in range(sequence.shape[1]):
@@ -236,9 +273,16 @@ class ScratchRNNStack(nn.Module):
         )
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, inputs, is_real=None, states: list[LayerState] | None = None, output_hidden_states=False):
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        is_real: torch.Tensor | None = None,
+        states: list[LayerState] | None = None,
+        output_hidden_states: bool = False,
+    ) -> tuple[torch.Tensor, list[LayerState], tuple[torch.Tensor, ...]]:
         """(top-layer outputs, final state of every layer, every layer's outputs if asked)."""
-        hidden, finals, all_hidden = inputs, [], ()
+        hidden, finals = inputs, []
+        all_hidden: tuple[torch.Tensor, ...] = ()
         for index, layer in enumerate(self.layers):
             if index > 0:
                 hidden = self.dropout(hidden)
@@ -252,11 +296,11 @@ class ScratchRNNStack(nn.Module):
 def stack_states(states: list[LayerState]) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-layer states → batch-first (batch, layers, hidden) tensors, the directions of a layer concatenated."""
 
-    def batch_first(tensors):
+    def batch_first(tensors: list[torch.Tensor]) -> torch.Tensor:
         return torch.stack([t.permute(1, 0, 2).reshape(t.shape[1], -1) for t in tensors], dim=1)
 
     hidden = batch_first([h for h, _ in states])
-    cell = batch_first([c for _, c in states]) if states[0][1] is not None else None
+    cell = batch_first([c for _, c in states if c is not None]) if states[0][1] is not None else None
     return hidden, cell
 
 

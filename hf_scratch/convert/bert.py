@@ -6,7 +6,10 @@ implementation keeps BERT's weight names (``longformer.py``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..configuration_bert import ScratchBertConfig
+from ..configuration_common import BertShapedConfig
 from .engine import (
     TASK_FIELDS,
     Conversion,
@@ -42,13 +45,13 @@ BERT_SHARED_FIELDS = (
 _FIELD_NAMES = FieldNames.of(ScratchBertConfig, same=BERT_SHARED_FIELDS + TASK_FIELDS)
 
 
-def _config_to_ours(reference: dict) -> ScratchBertConfig:
+def _config_to_ours(reference: dict[str, Any]) -> ScratchBertConfig:
     if reference.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError("Only BERT with absolute position embeddings can be converted (position_embedding_type).")
     return ScratchBertConfig(**_FIELD_NAMES.to_ours(reference))
 
 
-def _config_to_reference(config) -> dict:
+def _config_to_reference(config: ScratchBertConfig) -> dict[str, Any]:
     return _FIELD_NAMES.to_reference(config.to_dict())
 
 
@@ -74,7 +77,7 @@ def encoder_rules(prefix: str) -> list[WeightRule]:
 
 
 def mlm_head_rules(
-    config, transform: tuple[str, str], bias: str, decoder: str
+    config: BertShapedConfig, transform: tuple[str, str], bias: str, decoder: str
 ) -> tuple[list[WeightRule], list[str], dict[str, str]]:
     """Our ``mlm_head`` ← the reference's masked-LM head: the transform (``transform`` = its dense layer and
     LayerNorm), the decoder weight unless it is tied to the word embeddings, and the output bias. The reference keeps
@@ -92,7 +95,7 @@ def mlm_head_rules(
     return rules, [], {bias: f"{decoder}.bias"}
 
 
-def _weight_map(config) -> WeightMap:
+def _weight_map(config: ScratchBertConfig) -> WeightMap:
     mlm_head, mlm_ignore, mlm_aliases = mlm_head_rules(
         config,
         ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm"),

@@ -18,15 +18,22 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig, PreTrainedModel
+
+# a value transform of one weight (reshaping, reordering rows), applied on the way in or out
+TensorFn = Callable[[torch.Tensor], torch.Tensor]
 
 # --------------------------------------------------------------------------------------------------------------
 # Weight maps
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _template_regex(template: str) -> re.Pattern:
+def _template_regex(template: str) -> re.Pattern[str]:
     pattern = re.escape(template)
     pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>\\d+)", pattern)
     return re.compile(f"^{pattern}$")
@@ -42,16 +49,21 @@ class WeightRule:
     transpose: bool = False
     dim: int = 0
     # optional value transforms, applied after transposition/concatenation (ref→ours) and before (ours→ref)
-    to_ours_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
-    to_reference_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
+    to_ours_fn: TensorFn | None = None
+    to_reference_fn: TensorFn | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if isinstance(self.reference, str):
             object.__setattr__(self, "reference", (self.reference,))
 
 
 def rule(
-    ours: str, *reference: str, transpose: bool = False, dim: int = 0, to_ours_fn=None, to_reference_fn=None
+    ours: str,
+    *reference: str,
+    transpose: bool = False,
+    dim: int = 0,
+    to_ours_fn: TensorFn | None = None,
+    to_reference_fn: TensorFn | None = None,
 ) -> WeightRule:
     return WeightRule(ours, tuple(reference), transpose, dim, to_ours_fn, to_reference_fn)
 
@@ -85,8 +97,9 @@ class WeightMap:
         ours: dict[str, torch.Tensor] = {}
         for weight_rule in self.rules:
             first = _template_regex(weight_rule.reference[0])
-            for key in [k for k in pending if first.match(k)]:
-                names = first.match(key).groupdict()
+            matches = [match for k in pending if (match := first.match(k)) is not None]
+            for match in matches:
+                names = match.groupdict()
                 reference_keys = [t.format(**names) for t in weight_rule.reference]
                 if not all(k in pending for k in reference_keys):
                     continue
@@ -111,8 +124,9 @@ class WeightMap:
         reference: dict[str, torch.Tensor] = {}
         for weight_rule in self.rules:
             pattern = _template_regex(weight_rule.ours)
-            for key in [k for k in pending if pattern.match(k)]:
-                names = pattern.match(key).groupdict()
+            matches = {k: match for k in pending if (match := pattern.match(k)) is not None}
+            for key, match in matches.items():
+                names = match.groupdict()
                 value = pending.pop(key)
                 if weight_rule.to_reference_fn is not None:
                     value = weight_rule.to_reference_fn(value)
@@ -145,12 +159,13 @@ class Conversion:
     heads: dict[
         str, str
     ]  # reference class name → hf_scratch class name, e.g. {"BertForMaskedLM": "ScratchBertForMaskedLM"}
-    config_to_ours: Callable[[dict], object]  # reference config dict → hf_scratch config
-    config_to_reference: Callable[[object], dict]  # hf_scratch config → kwargs of the reference config
-    weight_map: Callable[[object], WeightMap]  # hf_scratch config → its WeightMap (layouts may depend on it)
+    # (the callables take the family's own config class: Any, as Callable's parameters cannot narrow in a subclass)
+    config_to_ours: Callable[[dict[str, Any]], PreTrainedConfig]  # reference config dict → hf_scratch config
+    config_to_reference: Callable[[Any], dict[str, Any]]  # hf_scratch config → kwargs of the reference config
+    weight_map: Callable[[Any], WeightMap]  # hf_scratch config → its WeightMap (layouts may depend on it)
     # for families with several reference types (scratch-gpt ← gpt2, openai-gpt): does this conversion produce
     # the given hf_scratch config when going back?
-    accepts: Callable[[object], bool] = field(default=lambda config: True)
+    accepts: Callable[[Any], bool] = field(default=lambda config: True)
 
     def our_head(self, reference_class_name: str) -> str:
         if reference_class_name not in self.heads:
@@ -201,7 +216,7 @@ def _conversion_for_reference(model_type: str) -> Conversion:
     return _BY_REFERENCE[model_type]
 
 
-def _conversion_for_scratch(config) -> Conversion:
+def _conversion_for_scratch(config: PreTrainedConfig) -> Conversion:
     for conversion in _BY_SCRATCH.get(config.model_type, []):
         if conversion.accepts(config):
             return conversion
@@ -216,7 +231,7 @@ def _conversion_for_scratch(config) -> Conversion:
 TASK_FIELDS = ("id2label", "label2id", "problem_type", "bos_token_id", "eos_token_id")
 
 
-def copy_fields(source: dict, names: Sequence[str]) -> dict:
+def copy_fields(source: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
     """The fields ``names`` of the config dict ``source`` that are set (present and not None)."""
     return {name: source[name] for name in names if name in source and source[name] is not None}
 
@@ -232,7 +247,7 @@ class FieldNames:
     @classmethod
     def of(
         cls,
-        config_class,
+        config_class: type[PreTrainedConfig],
         same: Sequence[str] = (),
         other: Mapping[str, str] | None = None,
         without: Sequence[str] = (),
@@ -244,11 +259,11 @@ class FieldNames:
         names.update({name: name for name in same})
         return cls(names)
 
-    def to_ours(self, reference: Mapping) -> dict:
+    def to_ours(self, reference: Mapping[str, Any]) -> dict[str, Any]:
         """The fields set (not None) in the reference config dict ``reference``, under our names."""
         return {ours: reference[name] for name, ours in self.names.items() if reference.get(name) is not None}
 
-    def to_reference(self, ours: Mapping) -> dict:
+    def to_reference(self, ours: Mapping[str, Any]) -> dict[str, Any]:
         """Our config dict's fields that are set (not None), under the reference's names (one name per field)."""
         reference_name = {field_name: name for name, field_name in self.names.items()}
         return {name: ours[field] for field, name in reference_name.items() if ours.get(field) is not None}
@@ -259,25 +274,25 @@ class FieldNames:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _scratch_class(name: str):
+def _scratch_class(name: str) -> type[PreTrainedModel]:
     import hf_scratch
 
     return getattr(hf_scratch, name)
 
 
-def _is_base_model(model) -> bool:
+def _is_base_model(model: PreTrainedModel) -> bool:
     return not hasattr(model, model.base_model_prefix)
 
 
-def _with_prefix(state: dict, prefix: str) -> dict:
+def _with_prefix(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
     return {k if k.startswith(prefix + ".") else f"{prefix}.{k}": v for k, v in state.items()}
 
 
-def _without_prefix(state: dict, prefix: str) -> dict:
+def _without_prefix(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
     return {k[len(prefix) + 1 :] if k.startswith(prefix + ".") else k: v for k, v in state.items()}
 
 
-def _tied_targets(model) -> dict[str, str]:
+def _tied_targets(model: PreTrainedModel) -> dict[str, str]:
     """{target: source} of the state-dict keys tied to (the same tensor as) another key in this model: targets are
     never converted separately. These are the ties the instance's config switches on (what ``model.tie_weights()``
     applies; transformers' ``all_tied_weights_keys`` once built), not the class's ``_tied_weights_keys``, which
@@ -285,7 +300,7 @@ def _tied_targets(model) -> dict[str, str]:
     return dict(model.get_expanded_tied_weights_keys(all_submodels=True))
 
 
-def _untied_state(model) -> dict[str, torch.Tensor]:
+def _untied_state(model: PreTrainedModel) -> dict[str, torch.Tensor]:
     """The state dict without tied targets; each target must hold its source's values (else the config, changed
     after the model was built, no longer describes the weights, and dropping the target would lose them)."""
     state = model.state_dict()
@@ -301,7 +316,7 @@ def _untied_state(model) -> dict[str, torch.Tensor]:
     return {k: v for k, v in state.items() if k not in tied}
 
 
-def _load_exactly(model, state: dict[str, torch.Tensor]) -> None:
+def _load_exactly(model: PreTrainedModel, state: dict[str, torch.Tensor]) -> None:
     """Load ``state`` into ``model``; everything must fit, except keys tied to another weight."""
     expected = model.state_dict()
     unexpected = sorted(set(state) - set(expected))
@@ -321,7 +336,12 @@ def _load_exactly(model, state: dict[str, torch.Tensor]) -> None:
     model.tie_weights()
 
 
-def _build_ours(conversion: Conversion, reference_config: dict, reference_class: str, reference_state: dict):
+def _build_ours(
+    conversion: Conversion,
+    reference_config: dict[str, Any],
+    reference_class: str,
+    reference_state: dict[str, torch.Tensor],
+) -> PreTrainedModel:
     config = conversion.config_to_ours(reference_config)
     model_class = _scratch_class(conversion.our_head(reference_class))
     model = model_class(config)
@@ -332,10 +352,11 @@ def _build_ours(conversion: Conversion, reference_config: dict, reference_class:
         state = _without_prefix(state, model.base_model_prefix)
     dtype = next((v.dtype for v in reference_state.values() if v.is_floating_point()), torch.float32)
     _load_exactly(model, {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()})
-    return model.to(dtype)
+    # (transformers declares PreTrainedModel.to with functools.wraps(nn.Module.to), which mypy reads as unbound)
+    return model.to(dtype)  # type: ignore[arg-type]
 
 
-def from_transformers(model):
+def from_transformers(model: PreTrainedModel) -> PreTrainedModel:
     """A transformers model → the hf_scratch model with the same head, config and weights (same train/eval mode,
     device and dtype)."""
     conversion = _conversion_for_reference(model.config.model_type)
@@ -346,10 +367,11 @@ def from_transformers(model):
     if getattr(model, "generation_config", None) is not None and getattr(ours, "generation_config", None) is not None:
         ours.generation_config = model.generation_config
     parameter = next(model.parameters())
-    return ours.to(device=parameter.device, dtype=parameter.dtype).train(model.training)
+    # (PreTrainedModel.to: see _build_ours)
+    return ours.to(device=parameter.device, dtype=parameter.dtype).train(model.training)  # type: ignore[call-arg]
 
 
-def to_transformers(model):
+def to_transformers(model: PreTrainedModel) -> PreTrainedModel:
     """An hf_scratch model → the transformers model with the same head and weights (same train/eval mode, device
     and dtype)."""
     import transformers
@@ -417,7 +439,7 @@ def read_reference_weights(path: Path) -> dict[str, torch.Tensor]:
     )
 
 
-def load_reference_checkpoint(path):
+def load_reference_checkpoint(path: str | Path) -> PreTrainedModel:
     """Read a reference checkpoint directory (``config.json`` + weights) and return the hf_scratch model for the
     head its ``architectures`` names. The reference class is never imported."""
     path = Path(path)
@@ -457,7 +479,7 @@ load it with `trust_remote_code=True` (no hf_scratch install needed), or with hf
 """
 
 
-def convert_directory(source, output) -> Path:
+def convert_directory(source: str | Path, output: str | Path) -> Path:
     """Convert a reference checkpoint directory into an hf_scratch one, with everything else that makes it the same
     model for its users: the tokenizer files, the model card (``README.md``, with a note on the conversion added at
     its end) and — for a sentence-transformers checkpoint — ``modules.json``, its configuration files and the module

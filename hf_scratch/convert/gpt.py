@@ -8,7 +8,12 @@ gpt2, "post" for openai-gpt) picks the reference type on the way back. Both stor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import torch
 
 from ..configuration_gpt import ScratchGPTConfig
 from .engine import TASK_FIELDS, Conversion, FieldNames, WeightMap, register_conversion, rule, weight_and_bias
@@ -42,7 +47,7 @@ def _check_reference_config(reference: dict) -> None:
             )
 
 
-def _config_to_ours(reference: dict, layer_norm_placement: str) -> ScratchGPTConfig:
+def _config_to_ours(reference: dict[str, Any], layer_norm_placement: str) -> ScratchGPTConfig:
     _check_reference_config(reference)
     fields = _FIELD_NAMES.to_ours(reference)
     if layer_norm_placement == "pre":  # GPT-2
@@ -64,7 +69,7 @@ def _config_to_ours(reference: dict, layer_norm_placement: str) -> ScratchGPTCon
     return ScratchGPTConfig(**{**defaults, **fields}, layer_norm_placement=layer_norm_placement)
 
 
-def _config_to_reference(config, layer_norm_placement: str) -> dict:
+def _config_to_reference(config: ScratchGPTConfig, layer_norm_placement: str) -> dict[str, Any]:
     reference = _FIELD_NAMES.to_reference(config.to_dict())
     if layer_norm_placement == "pre":
         reference.update(
@@ -98,13 +103,13 @@ class _GPTWeightMap(WeightMap):
 
     head_prefixes = ("transformer.", "lm_head.", "multiple_choice_head.", "score.")
 
-    def to_ours(self, reference_state):
+    def to_ours(self, reference_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         state = {k if k.startswith(self.head_prefixes) else f"transformer.{k}": v for k, v in reference_state.items()}
         if self.tied and self.word_embeddings not in state and "lm_head.weight" in state:
             state[self.word_embeddings] = state["lm_head.weight"]
         return super().to_ours(state)
 
-    def to_reference(self, our_state):
+    def to_reference(self, our_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         reference = super().to_reference(our_state)
         has_lm_head = any(k.startswith("multiple_choice_head.") for k in reference)
         if self.tied and has_lm_head and "lm_head.weight" not in reference:
@@ -112,8 +117,13 @@ class _GPTWeightMap(WeightMap):
         return reference
 
 
-def _weight_map(embeddings: tuple[str, str], final_norm: bool):
-    def build(config) -> WeightMap:
+def _has_placement(config: ScratchGPTConfig, layer_norm_placement: str) -> bool:
+    """Whether ``config`` is the GPT this conversion writes back (gpt2: "pre", openai-gpt: "post")."""
+    return config.layer_norm_placement == layer_norm_placement
+
+
+def _weight_map(embeddings: tuple[str, str], final_norm: bool) -> Callable[[ScratchGPTConfig], WeightMap]:
+    def build(config: ScratchGPTConfig) -> WeightMap:
         layer, ref = "model.layers.{i}", "transformer.h.{i}"
         word, position = embeddings
         rules = [
@@ -159,10 +169,10 @@ for _reference_type, _placement, _prefix, _embeddings in (
                 f"{_prefix}DoubleHeadsModel": "ScratchGPTDoubleHeadsModel",
                 f"{_prefix}ForSequenceClassification": "ScratchGPTForSequenceClassification",
             },
-            config_to_ours=lambda reference, placement=_placement: _config_to_ours(reference, placement),
-            config_to_reference=lambda config, placement=_placement: _config_to_reference(config, placement),
+            config_to_ours=partial(_config_to_ours, layer_norm_placement=_placement),
+            config_to_reference=partial(_config_to_reference, layer_norm_placement=_placement),
             weight_map=_weight_map(_embeddings, final_norm=_placement == "pre"),
-            accepts=lambda config, placement=_placement: config.layer_norm_placement == placement,
+            accepts=partial(_has_placement, layer_norm_placement=_placement),
         ),
         scratch_model_type="scratch-gpt",
     )

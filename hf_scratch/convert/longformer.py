@@ -7,6 +7,8 @@ with ``attention_dilation=1`` convert back.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..configuration_longformer import ScratchLongformerConfig
 from .bert import BERT_SHARED_FIELDS, encoder_rules, mlm_head_rules
 from .engine import (
@@ -31,11 +33,11 @@ _FIELD_NAMES = FieldNames.of(
 )
 
 
-def _config_to_ours(reference: dict) -> ScratchLongformerConfig:
+def _config_to_ours(reference: dict[str, Any]) -> ScratchLongformerConfig:
     return ScratchLongformerConfig(**_FIELD_NAMES.to_ours(reference))
 
 
-def _config_to_reference(config) -> dict:
+def _config_to_reference(config: ScratchLongformerConfig) -> dict[str, Any]:
     dilations = {d for layer in range(config.num_hidden_layers) for d in config.dilations_for_layer(layer)}
     if dilations != {1}:
         raise ValueError(
@@ -45,7 +47,7 @@ def _config_to_reference(config) -> dict:
     return _FIELD_NAMES.to_reference(config.to_dict())
 
 
-def _weight_map(config) -> WeightMap:
+def _weight_map(config: ScratchLongformerConfig) -> WeightMap:
     layer, attention = "model.layers.{i}.attention", "longformer.encoder.layer.{i}.attention.self"
     mlm_head, mlm_ignore, mlm_aliases = mlm_head_rules(
         config, ("lm_head.dense", "lm_head.layer_norm"), bias="lm_head.bias", decoder="lm_head.decoder"

@@ -9,6 +9,8 @@ the learned u, v biases (Dai et al. 2019, §3.3), shared or per layer (``untie_r
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..configuration_transfo_xl import ScratchTransfoXLConfig
 from .engine import (
     Conversion,
@@ -43,7 +45,7 @@ _FIELD_NAMES = FieldNames.of(
 )
 
 
-def _config_to_ours(reference: dict) -> ScratchTransfoXLConfig:
+def _config_to_ours(reference: dict[str, Any]) -> ScratchTransfoXLConfig:
     if reference.get("attn_type", 0) != 0:
         raise ValueError(
             f"Only Transformer-XL's relative attention (attn_type=0) can be converted, got attn_type="
@@ -58,11 +60,11 @@ def _config_to_ours(reference: dict) -> ScratchTransfoXLConfig:
     return ScratchTransfoXLConfig(**fields, **copy_fields(reference, ("id2label", "label2id", "bos_token_id")))
 
 
-def _config_to_reference(config) -> dict:
+def _config_to_reference(config: ScratchTransfoXLConfig) -> dict[str, Any]:
     return _FIELD_NAMES.to_reference(config.to_dict())
 
 
-def _has_no_transformers_class(config) -> bool:
+def _has_no_transformers_class(config: ScratchTransfoXLConfig) -> bool:
     raise ValueError(
         "transformers 5 no longer ships Transformer-XL (TransfoXLLMHeadModel was removed), so to_transformers cannot "
         "build one: share the hf_scratch model itself (save_pretrained carries its code for trust_remote_code=True). "
@@ -70,7 +72,7 @@ def _has_no_transformers_class(config) -> bool:
     )
 
 
-def _weight_map(config) -> WeightMap:
+def _weight_map(config: ScratchTransfoXLConfig) -> WeightMap:
     layer, ref = "model.layers.{i}", "transformer.layers.{i}"
     rules = [
         rule("model.word_embeddings.embeddings.{i}.weight", "transformer.word_emb.emb_layers.{i}.weight"),
@@ -103,7 +105,7 @@ def _weight_map(config) -> WeightMap:
         ignore.append("crit.out_layers.{i}.weight")
     else:
         rules.append(rule("lm_head.weights.{i}", "crit.out_layers.{i}.weight"))
-    for cluster, tied in enumerate(config.tie_projs):
+    for cluster, tied in enumerate(config.filled_tie_projs):
         if config.has_projection and not tied:
             rules.append(rule(f"lm_head.projections.{cluster}", f"crit.out_projs.{cluster}"))
         else:

@@ -8,11 +8,22 @@ only models configured that way (``sinusoidal_layout="split"``, ``pre_norm=False
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..configuration_transformer import ScratchTransformerConfig
 from ..positional import sinusoidal_table
-from .engine import Conversion, FieldNames, WeightMap, copy_fields, register_conversion, rule, weight_and_bias
+from .engine import (
+    Conversion,
+    FieldNames,
+    WeightMap,
+    WeightRule,
+    copy_fields,
+    register_conversion,
+    rule,
+    weight_and_bias,
+)
 
 # MarianConfig's names → ours: ScratchTransformerConfig's attribute_map (less the shared names it reads as the
 # encoder's, which are not Marian's) and the fields named alike. Marian is post-LN with split sinusoids and LayerNorm
@@ -43,7 +54,7 @@ _FIELD_NAMES = FieldNames.of(
 _MARIAN_LAYER_NORM_EPS = 1e-5  # Marian's nn.LayerNorm default
 
 
-def _config_to_ours(reference: dict) -> ScratchTransformerConfig:
+def _config_to_ours(reference: dict[str, Any]) -> ScratchTransformerConfig:
     for name in ("encoder_layerdrop", "decoder_layerdrop"):
         if reference.get(name, 0.0):
             raise ValueError(f"Marian {name}={reference[name]} (LayerDrop) has no counterpart in scratch-transformer.")
@@ -71,7 +82,7 @@ def _config_to_ours(reference: dict) -> ScratchTransformerConfig:
     )
 
 
-def _config_to_reference(config) -> dict:
+def _config_to_reference(config: ScratchTransformerConfig) -> dict[str, Any]:
     differences = {
         "sinusoidal_layout": (config.sinusoidal_layout, "split"),
         "pre_norm": (config.pre_norm, False),
@@ -99,14 +110,14 @@ class _MarianWeightMap(WeightMap):
     position_keys = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
     token_keys = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
 
-    def __init__(self, rules, config, **kwargs):
+    def __init__(self, rules: list[WeightRule], config: ScratchTransformerConfig, **kwargs: Any) -> None:
         super().__init__(rules, **kwargs)
         self.config = config
 
     def _table(self) -> torch.Tensor:
         return sinusoidal_table(self.config.max_position_embeddings, self.config.hidden_size, "split")
 
-    def to_ours(self, reference_state):
+    def to_ours(self, reference_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         reference_state = dict(reference_state)
         if not self.config.share_encoder_decoder_embeddings and "model.shared.weight" in reference_state:
             shared = reference_state.pop("model.shared.weight")
@@ -124,14 +135,14 @@ class _MarianWeightMap(WeightMap):
                 )
         return super().to_ours(reference_state)
 
-    def to_reference(self, our_state):
+    def to_reference(self, our_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         reference = super().to_reference(our_state)
         for key in self.position_keys:
             reference[key] = self._table()
         return reference
 
 
-def _layer_rules(layer: str, cross_attention: bool) -> list:
+def _layer_rules(layer: str, cross_attention: bool) -> list[WeightRule]:
     """One layer's weights, named alike by Marian and us under ``layer`` (``model.encoder.layers.{i}`` or
     ``model.decoder.layers.{i}``): self-attention (separate q, k, v → our fused ``qkv_proj``), in the decoder the
     cross-attention over the encoder's states (k, v → our fused ``kv_proj``), and the feed-forward, each with its
@@ -161,7 +172,7 @@ def _layer_rules(layer: str, cross_attention: bool) -> list:
     return rules
 
 
-def _weight_map(config) -> WeightMap:
+def _weight_map(config: ScratchTransformerConfig) -> WeightMap:
     rules = [
         *_layer_rules("model.encoder.layers.{i}", cross_attention=False),
         *_layer_rules("model.decoder.layers.{i}", cross_attention=True),
