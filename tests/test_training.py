@@ -710,3 +710,64 @@ def test_quickstart_runs_end_to_end(tmp_path, capsys):
         assert step in printed
     assert outcome["sample"].startswith("HAMLET.") and len(outcome["sample"]) > len("HAMLET.")
     assert (tmp_path / "qs" / "README.md").is_file() and (tmp_path / "qs" / "modeling_gpt.py").is_file()
+
+
+# ---- size presets, auto_map, the trainer -------------------------------------------------------------------------
+
+
+def test_size_presets_are_one_table_in_each_familys_own_names():
+    """``--model_size`` reads one table (``SIZE_PRESETS``, shared names) that each config writes in its own names: an
+    encoder-decoder sizes both sides, a family without a field (the RNN has no heads) leaves it out, and a family's
+    own additions (Transformer-XL's memory) come on top; "base" keeps the paper's defaults."""
+    import hf_scratch
+    from hf_scratch.configuration_common import SIZE_PRESETS
+
+    tiny = SIZE_PRESETS["tiny"]
+    sides = lambda name, value: {f"encoder_{name}": value, f"decoder_{name}": value}  # noqa: E731
+    assert hf_scratch.ScratchGPTConfig().size_preset("tiny") == tiny
+    assert hf_scratch.ScratchTransformerConfig().size_preset("small") == {
+        "hidden_size": 256,
+        **sides("layers", 4),
+        **sides("attention_heads", 4),
+        **sides("ffn_dim", 1024),
+    }
+    assert hf_scratch.ScratchRNNConfig().size_preset("tiny") == {"hidden_size": 64, **sides("layers", 2)}
+    transfo_xl = hf_scratch.ScratchTransfoXLConfig
+    assert transfo_xl().size_preset("tiny") == {**tiny, **transfo_xl.size_presets["tiny"]}
+    assert transfo_xl().size_preset("tiny")["mem_len"] == 32
+    assert hf_scratch.ScratchBertConfig().size_preset("base") == {}
+
+
+def test_auto_map_is_the_familys_full_map_completed_once(tmp_path):
+    """A config gets its family's full ``auto_map`` when built (``ScratchConfig.__post_init__``, the one place it
+    is set); a saved config whose map lacks heads (an older folder) gets them back when loaded, and an entry it
+    names for a class of its own is kept."""
+    from hf_scratch import ScratchGPTConfig
+
+    assert ScratchGPTConfig().auto_map == ScratchGPTConfig.default_auto_map
+    config = ScratchGPTConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["auto_map"] == ScratchGPTConfig.default_auto_map
+    saved["auto_map"] = {"AutoConfig": saved["auto_map"]["AutoConfig"], "AutoModel": "my_code.MyGPTModel"}
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    loaded = ScratchGPTConfig.from_pretrained(tmp_path).auto_map
+    assert loaded == {**ScratchGPTConfig.default_auto_map, "AutoModel": "my_code.MyGPTModel"}
+
+
+def test_train_evaluate_save_needs_a_scratch_trainer(tmp_path):
+    """Atomic checkpoints, the unsharded save and the model card are ``ScratchTrainer`` methods: a plain ``Trainer``
+    is refused before anything runs."""
+    from transformers import Trainer, TrainingArguments
+
+    from hf_scratch import ScratchGPTConfig, ScratchGPTLMHeadModel
+    from training.common import train_evaluate_save
+    from training.model_card import CardInfo
+
+    model = ScratchGPTLMHeadModel(
+        ScratchGPTConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2)
+    )
+    trainer = Trainer(model=model, args=TrainingArguments(str(tmp_path), report_to=[], use_cpu=True))
+    card = CardInfo(task="causal language modelling", pipeline_tag="text-generation", dataset="none")
+    with pytest.raises(TypeError, match="ScratchTrainer"):
+        train_evaluate_save(trainer, None, None, trainer.args, card)
