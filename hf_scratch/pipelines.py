@@ -297,13 +297,10 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
                 start, end = self._characters(encoding, start_token, end_token, align_to_words)
                 if (start, end) not in answers or answers[(start, end)]["score"] < score:  # windows overlap
                     answers[(start, end)] = {"score": score, "start": start, "end": end, "answer": context[start:end]}
-        results = sorted(answers.values(), key=lambda answer: answer["score"], reverse=True)
+        results = list(answers.values())
         if handle_impossible_answer and null_score is not None:
-            results = sorted(
-                results + [{"score": null_score, "start": 0, "end": 0, "answer": ""}],
-                key=lambda answer: answer["score"],
-                reverse=True,
-            )
+            results.append({"score": null_score, "start": 0, "end": 0, "answer": ""})
+        results.sort(key=lambda answer: answer["score"], reverse=True)  # stable: the empty answer last among equals
         if not results:
             raise ValueError("The context is empty after tokenization: there is nothing to extract an answer from.")
         results = results[:top_k]
