@@ -13,6 +13,14 @@ family files keep the papers' code and go through this module for:
   ``use_cache`` from the config when they are not given, applies ``return_dict``, drops the few names transformers
   passes that no model of ours reads (``IGNORED_FROM_TRANSFORMERS``), and refuses every other unknown keyword with a
   ``TypeError`` naming it and the nearest accepted name — nothing a caller passes is silently lost;
+- ``already_normalised``: inputs are normalised once, at the public edge. A head's public forward has normalised its
+  inputs when it calls its base model (or an encoder-decoder its encoder and decoder), so it says so:
+  ``self.model(input_ids=…, past_key_values=…, use_cache=use_cache, …, **already_normalised())``. The callee's
+  decorator then runs the forward body as it is — no binding, refusal, flag resolution, cache renaming or warning —
+  while the call still goes through the module's ``__call__``, so that hooks (FSDP's unshard, accelerate's device
+  map, forward hooks, peft) see it. The caller passes every argument by keyword under the forward's own names (the
+  cache as ``past_key_values``), the flags as bools, and gets a ``ModelOutput`` back; what the head has validated
+  (``check_one_input``, the vocabulary, the mask) the body does not validate again;
 - ``cache_output`` / ``returned_cache``: the output field holding the cache, under the installed release's name;
 - ``ScratchGenerationMixin``: the hooks ``generate`` calls (the static cache's mask, carrying a family's own decoding
   state such as Transformer-XL's memory between steps), for whichever supported release is installed;
@@ -68,6 +76,10 @@ IGNORED_FROM_TRANSFORMERS = {
 # Arguments the wrapper handles itself: they are accepted by every decorated forward.
 RETURN_DICT = "return_dict"
 CONFIG_FLAGS = ("output_attentions", "output_hidden_states", "use_cache")
+
+# The keyword a head adds (``already_normalised()``) when it calls a submodule with inputs its own public forward has
+# normalised; the decorator pops it first, and ``inspect.signature`` never shows it.
+NORMALISED_BY_CALLER = "_inputs_normalised_by_caller"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -152,6 +164,13 @@ def refuse_unknown(arguments: dict, accepted: set[str], owner: str) -> None:
     raise TypeError(f"{owner} got an unexpected keyword argument {name!r}.{hint} It takes: {', '.join(listed)}.")
 
 
+def already_normalised() -> dict:
+    """``{NORMALISED_BY_CALLER: True}``, for a head calling its base model (or an encoder-decoder its encoder and
+    decoder) with inputs its own public forward has normalised: ``self.model(…, **already_normalised())``. The
+    callee's forward body then runs as it is (see the module docstring for what the caller passes)."""
+    return {NORMALISED_BY_CALLER: True}
+
+
 def checkpointing_activations(model) -> bool:
     """Whether activation (gradient) checkpointing is on (also for the encoders and decoders that are plain modules)."""
     return any(getattr(module, "gradient_checkpointing", False) for module in model.modules())
@@ -193,6 +212,8 @@ def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
 
     @functools.wraps(forward)
     def normalised_forward(self, *args, **kwargs):
+        if kwargs.pop(NORMALISED_BY_CALLER, False):  # a head's public forward has normalised these: run the body
+            return forward(self, *args, **kwargs)
         owner = f"{type(self).__name__}.forward()"
         old_cache_name_typed = "past_key_values" in kwargs and "cache" not in kwargs  # by the caller, by name
         if len(args) > len(positional):
