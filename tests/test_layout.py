@@ -1,4 +1,5 @@
-"""The documents that say where things live agree with the code: CONTRIBUTING's "A family, step by step" names
+"""The documents that say where things live agree with the code: the contributing page of the documentation site
+(docs/contributing.md; CONTRIBUTING.md points there) writes the layout once and its "A family, step by step" names
 every place a new family must touch, found from the code rather than from a list kept here."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 import hf_scratch
 
 REPO = Path(__file__).resolve().parents[1]
+CONTRIBUTING = "docs/contributing.md"  # the one place the layout and the steps are written
 SEARCHED_FOR_TABLES = ("hf_scratch", "training", "tests", "benchmarks", "replications")
 
 
@@ -73,7 +75,7 @@ def test_family_tables_are_found():
 
 
 def test_contributing_steps_name_every_place_a_new_family_touches():
-    steps = section("CONTRIBUTING.md", "A family, step by step")
+    steps = section(CONTRIBUTING, "A family, step by step")
     missing = sorted(place for place in places_a_family_touches() if f"`{place}`" not in steps)
     assert not missing, f"CONTRIBUTING's 'A family, step by step' does not name {missing}"
 
@@ -90,7 +92,7 @@ def test_family_files_exist_for_every_registered_family():
         assert re.fullmatch(r"scratch-[a-z-]+", config.model_type), config.model_type
 
 
-# ---- the layout lists of README and CONTRIBUTING -----------------------------------------------------------------
+# ---- the layout list of the contributing page --------------------------------------------------------------------
 PACKAGE = REPO / "hf_scratch"
 
 
@@ -136,7 +138,7 @@ def test_no_carried_file_imports_a_sub_package():
 def test_layout_lists_name_exactly_the_files_that_exist():
     flat = {path.name for path in PACKAGE.glob("*.py")}
     sub_packages = {path.parent.name: path.parent for path in PACKAGE.glob("*/__init__.py")}
-    for document in ("README.md", "CONTRIBUTING.md"):
+    for document in (CONTRIBUTING,):
         entries = layout_entries(document)
         patterns = [re.sub(r"\*|<family>", "*", name) for name in entries if not name.endswith("/")]
         for pattern in patterns:
@@ -147,3 +149,12 @@ def test_layout_lists_name_exactly_the_files_that_exist():
         for name, folder in sub_packages.items():
             named = set(re.findall(r"\b\w+\.py\b", entries[f"{name}/"]))
             assert named == {path.name for path in folder.glob("*.py")} - {"__init__.py"}, (document, name)
+
+
+def test_the_layout_is_written_once():
+    """Only the contributing page lists the layout: the README and CONTRIBUTING.md link to it."""
+    assert "\nhf_scratch/" in section(CONTRIBUTING, "Layout")
+    for document in ("README.md", "CONTRIBUTING.md"):
+        text = (REPO / document).read_text()
+        assert "## Layout" not in text and "\nhf_scratch/ " not in text, document
+        assert "docs/contributing.md" in text, document

@@ -1,0 +1,93 @@
+"""The API reference of the documentation site covers the package: every public name of ``hf_scratch`` (each class
+and function ``import hf_scratch`` exports) has a ``::: identifier`` entry in docs/, directly or through the module
+that defines it, every entry names something that exists, and every family has its page with its classes. (``mkdocs
+build --strict`` fails on an entry that names nothing; this test also catches a public name with no entry.)"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import hf_scratch
+
+REPO = Path(__file__).resolve().parents[1]
+ENTRY = re.compile(r"^:::\s+([\w.]+)\s*$", re.M)
+
+
+def entries() -> dict[str, str]:
+    """``::: identifier`` → the page that holds it, over every Markdown page of docs/."""
+    found = {}
+    for page in sorted((REPO / "docs").rglob("*.md")):
+        for identifier in ENTRY.findall(page.read_text(encoding="utf-8")):
+            found[identifier] = page.relative_to(REPO / "docs").as_posix()
+    return found
+
+
+def resolve(identifier: str):
+    """The object an entry names: a module, or an attribute reached from the longest importable module prefix."""
+    parts = identifier.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            target = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for name in parts[split:]:
+            target = getattr(target, name)
+        return target
+    raise ImportError(identifier)
+
+
+def public_names() -> dict[str, object]:
+    """What ``import hf_scratch`` exports: ``__all__`` when the package declares it, else every public class and
+    function defined in hf_scratch."""
+    names = getattr(hf_scratch, "__all__", None) or [
+        name
+        for name, value in vars(hf_scratch).items()
+        if not name.startswith("_")
+        and (inspect.isclass(value) or inspect.isfunction(value))
+        and value.__module__.startswith("hf_scratch")
+    ]
+    return {name: getattr(hf_scratch, name) for name in names}
+
+
+def documented() -> set[int]:
+    """The ids of the objects the entries render: each entry's object, and a module entry's own public members."""
+    objects = set()
+    for identifier in entries():
+        target = resolve(identifier)
+        objects.add(id(target))
+        if inspect.ismodule(target):
+            objects.update(
+                id(value)
+                for name, value in vars(target).items()
+                if not name.startswith("_") and getattr(value, "__module__", None) == target.__name__
+            )
+    return objects
+
+
+def test_every_entry_names_something():
+    for identifier, page in entries().items():
+        assert identifier.startswith("hf_scratch"), (page, identifier)
+        resolve(identifier)  # raises for a name that does not exist
+
+
+def test_every_public_name_has_an_api_entry():
+    names = public_names()
+    assert len(names) > 40 and "ScratchBertModel" in names
+    covered = documented()
+    missing = sorted(name for name, value in names.items() if id(value) not in covered)
+    assert not missing, f"no '::: hf_scratch.…' entry in docs/ documents {missing}"
+
+
+def test_every_public_class_of_a_family_is_on_its_family_page():
+    """The classes of a family (its config, models and heads: those named after it) are documented on its page."""
+    pages = {identifier.rsplit(".", 1)[-1]: page for identifier, page in entries().items()}
+    for config in hf_scratch.FAMILY_CONFIGS:
+        prefix = config.__name__.removesuffix("Config")
+        page = pages.get(config.__name__)
+        assert page is not None and page.startswith("families/"), (config.__name__, page)
+        for name in public_names():
+            if name.startswith(prefix):
+                assert pages.get(name) == page, (name, pages.get(name), page)
