@@ -129,8 +129,12 @@ def flatten_choices(x: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def choice_dimensions(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> tuple[int, int, int]:
-    """(batch, num_choices, length) of multiple-choice inputs, or a ValueError if they are not shaped that way."""
-    reference = check_one_input(input_ids, inputs_embeds)
+    """(batch, num_choices, length) of multiple-choice inputs, or a ValueError if they are not shaped that way. The
+    one-of rule is checked once, by the base model the flattened choices go to (``check_one_input``); here only
+    when neither input is given, since there are no dimensions to read then."""
+    reference = input_ids if input_ids is not None else inputs_embeds
+    if reference is None:
+        reference = check_one_input(input_ids, inputs_embeds)  # raises: neither is given
     if reference.dim() != (3 if input_ids is not None else 4):
         raise ValueError(
             f"Multiple-choice inputs must be shaped (batch, num_choices, length), got {tuple(reference.shape)}: "

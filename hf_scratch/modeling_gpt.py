@@ -45,7 +45,7 @@ from .masks import AttentionMask, cache_layout, decoder_self_attention_mask
 from .modeling_common import (
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
-    cache_argument,
+    already_normalised,
     cache_output,
     normalise_inputs,
     returned_cache,
@@ -274,7 +274,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
         positions only (0: all); ``generate`` asks for 1."""
         outputs = self.model(
             input_ids=input_ids,
-            **cache_argument(past_key_values),
+            past_key_values=past_key_values,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
             position_ids=position_ids,
@@ -282,7 +282,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **already_normalised(),
         )
         hidden_states = outputs.last_hidden_state
         if logits_to_keep:  # generation needs only the last position's distribution
@@ -313,7 +313,10 @@ def auxiliary_objective(task_loss, lm_loss, lm_loss_weight: float):
 def last_real_token_index(attention_mask, input_ids, pad_token_id, length: int, batch: int, device) -> torch.Tensor:
     """Index of each row's last non-padding token — the extract token h_l^m that classification reads. From the
     (batch, length) attention mask when given (left or right padding; a custom 4-D mask relates queries to keys and
-    does not say which tokens are padding), else from ``pad_token_id``, else the last position."""
+    does not say which tokens are padding), else from ``pad_token_id``, else the last position.
+
+    Called after the base model, which validated the mask (``checks.check_attention_mask``: 0/1 or bool, shaped
+    (batch, length)); the mask is read as that check returns it, ``attention_mask != 0``, and not checked again."""
     positions = torch.arange(length, device=device)
     if attention_mask is not None and attention_mask.dim() == 2:
         return (positions * (attention_mask != 0).long()).argmax(-1)
@@ -367,9 +370,8 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         output_hidden_states: bool | None = None,
         lm_labels: torch.Tensor | None = None,
     ) -> SequenceClassifierOutputWithPast:
-        given = check_one_input(input_ids, inputs_embeds)
-        several_orderings = given.dim() == (3 if input_ids is not None else 4)
-        leading = given.shape[: 2 if several_orderings else 1]
+        given = input_ids if input_ids is not None else inputs_embeds  # the base model checks the one-of rule
+        several_orderings = given is not None and given.dim() == (3 if input_ids is not None else 4)
         flat = flatten_choices if several_orderings else (lambda x: x)
         input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = (
             flat(x) for x in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
@@ -383,7 +385,7 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
             use_cache=False,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **already_normalised(),
         )
         hidden_states = outputs.last_hidden_state
         batch, length = hidden_states.shape[:2]
@@ -392,7 +394,7 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         )
         final_states = hidden_states[torch.arange(batch, device=hidden_states.device), extract]
         if several_orderings:  # h = Σ_orderings h_l^m
-            final_states = final_states.view(*leading, -1).sum(dim=1)
+            final_states = final_states.view(*given.shape[:2], -1).sum(dim=1)
         logits = self.score(final_states)
 
         task_loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
@@ -482,7 +484,7 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
         output_hidden_states: bool | None = None,
     ) -> ScratchGPTDoubleHeadsModelOutput:
         batch, num_choices, length = choice_dimensions(input_ids, inputs_embeds)
-        device = check_one_input(input_ids, inputs_embeds).device
+        device = (input_ids if input_ids is not None else inputs_embeds).device
         mc_token_ids = extract_positions(mc_token_ids, batch, num_choices, length, device)
         outputs = self.model(
             input_ids=flatten_choices(input_ids),
@@ -493,7 +495,7 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
             use_cache=False,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **already_normalised(),
         )
         hidden_states = outputs.last_hidden_state.view(batch, num_choices, length, -1)
         lm_logits = self.lm_head(hidden_states)
@@ -561,7 +563,7 @@ class ScratchGPTForMultipleChoice(ScratchGPTPreTrainedModel):
             use_cache=False,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **already_normalised(),
         )
         hidden_states = outputs.last_hidden_state.view(batch, num_choices, length, -1)
         extract = last_real_token_index(

@@ -41,7 +41,13 @@ from .kernels import attend
 from .layers import FeedForward, ResidualNorm, run_layers
 from .losses import IGNORE_INDEX, causal_lm_loss, next_token_labels, per_item
 from .masks import AttentionMask, causal_mask, causal_window_mask, combine_masks, padding_mask, padding_or_none
-from .modeling_common import ScratchGenerationMixin, ScratchPreTrainedModel, normalise_inputs, take_generation_cache
+from .modeling_common import (
+    ScratchGenerationMixin,
+    ScratchPreTrainedModel,
+    already_normalised,
+    normalise_inputs,
+    take_generation_cache,
+)
 from .positional import relative_sinusoidal_embedding
 
 # --------------------------------------------------------------------------------------------------------------
@@ -453,7 +459,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **already_normalised(),
         )
         hidden_states = outputs.last_hidden_state
         logits = self.lm_head(hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states)
