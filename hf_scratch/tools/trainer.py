@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import PreTrainedModel, Seq2SeqTrainer, Trainer
@@ -157,7 +157,7 @@ class ScratchTrainer(Trainer):
         Checkpoints written during training stay of the plugin's kind, which resuming reads."""
         if not self.is_fsdp_enabled or self._staging is not None:
             return super().save_model(output_dir, _internal_call)
-        self._save_unsharded(output_dir if output_dir is not None else self.args.output_dir)
+        self._save_unsharded(output_dir if output_dir is not None else str(self.args.output_dir))
         if self.args.push_to_hub and not _internal_call:  # as the Trainer's: a save the user asks for is pushed
             self.push_to_hub(commit_message="Model save", revision=self.args.hub_revision)
 
@@ -171,7 +171,7 @@ class ScratchTrainer(Trainer):
         state_dict = self.accelerator.get_state_dict(self.model)
         if self.args.should_save:
             os.makedirs(output_dir, exist_ok=True)
-            unsharded_model(self.model, state_dict).save_pretrained(output_dir)
+            unsharded_model(cast(PreTrainedModel, self.model), state_dict).save_pretrained(output_dir)
             if self.processing_class is not None:
                 self.processing_class.save_pretrained(output_dir)
             torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
@@ -183,7 +183,7 @@ class ScratchTrainer(Trainer):
         if self.model_card is None:
             return super().create_model_card(*args, **kwargs)
         if self.args.should_save:  # where the weights are written
-            self.model_card(self.args.output_dir)
+            self.model_card(str(self.args.output_dir))
 
 
 class ScratchSeq2SeqTrainer(ScratchTrainer, Seq2SeqTrainer):
