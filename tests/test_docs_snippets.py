@@ -21,7 +21,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])
 LANGUAGES = ("python", "bash")
-SKIP = re.compile(r"<!--\s*snippet:\s*skip\s*(?:[—–:-]+\s*(?P<reason>.*?))?\s*-->")
+SKIP = re.compile(r"^\s*<!--\s*snippet:\s*skip\s*(?:[—–:-]+\s*(?P<reason>.*?))?\s*-->\s*$")  # a line of its own
 # what a snippet's folder links to: the repository's scripts and data, as when a reader runs it from the root
 LINKED = ("training", "benchmarks", "replications", "docs", "model_cards")
 
@@ -78,7 +78,8 @@ def test_skip_marks_stand_before_a_snippet():
     for path in DOCUMENTS:
         lines = path.read_text(encoding="utf-8").splitlines()
         for number, line in enumerate(lines):
-            if SKIP.search(line):
+            if line.lstrip().startswith("<!-- snippet"):
+                assert SKIP.search(line), (path.name, number + 1, "not a skip mark: <!-- snippet: skip — why -->")
                 after = next((later for later in lines[number + 1 :] if later.strip()), "")
                 assert re.match(r"^ *`{3,}(python|bash)\s*$", after), (path.name, number + 1, after)
 
