@@ -340,7 +340,7 @@ def test_labels_round_trip_and_a_head_with_other_labels_reloads(folders, family,
 def test_resize_for_added_tokens_then_train_on_them(folders, family):
     """run_clm / run_mlm / run_translation: ``if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
     model.resize_token_embeddings(len(tokenizer))`` and the new ids must then train. (Transformer-XL's adaptive
-    input has a ``weight`` when it is one table, as here; with several clusters it has none: see the README.)"""
+    input has a ``weight`` when it is one table, as here; with several clusters it has none: see docs/training.md.)"""
     folder = folders[family]
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = hf_scratch.__dict__[FAMILIES[family][0]].from_pretrained(folder)
