@@ -38,13 +38,13 @@ from .configuration_rnn import ATTENDING_TYPES, BAHDANAU_DECODERS, ScratchRNNCon
 from .kernels import masked_softmax
 from .layers import classifier_dropout
 from .losses import sequence_classification_loss, token_cross_entropy
-from .masks import padding_mask, padding_or_none
+from .masks import AttentionMask, padding_mask, padding_or_none
 from .modeling_common import (
     CACHE_NAME,
     DecoderInputsFromLabelsMixin,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
-    cache_argument,
+    already_normalised,
     cache_output,
     normalise_inputs,
     returned_cache,
@@ -91,13 +91,18 @@ class ScratchRNNEncoder(nn.Module):
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | AttentionMask | None = None,
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> ScratchRNNEncoderOutput:
+        """``attention_mask``: the source's 0/1 mask, or the ``AttentionMask`` the model has built from it
+        (``ScratchRNNModel`` checks it once for the encoder and the attention), used as it is."""
         hidden_states = self.embed(input_ids, inputs_embeds)
-        key_is_real = source_padding(attention_mask, hidden_states.shape[:2])
+        if isinstance(attention_mask, AttentionMask):
+            key_is_real = attention_mask.key_padding
+        else:
+            key_is_real = source_padding(attention_mask, hidden_states.shape[:2])
         outputs, finals, all_hidden = self.stack(hidden_states, key_is_real, None, output_hidden_states)
         final_hidden, final_cell = stack_states(finals)
         return ScratchRNNEncoderOutput(
@@ -126,6 +131,18 @@ def source_padding(attention_mask: torch.Tensor | None, shape) -> torch.Tensor |
     if key_is_real is not None:
         check_right_padded(key_is_real)
     return key_is_real
+
+
+def checked_source(
+    attention_mask: torch.Tensor | None, source: torch.Tensor | None
+) -> AttentionMask | torch.Tensor | None:
+    """The source's padding, checked once (``source_padding``) for the encoder and the attention over its states:
+    sized by ``source``, the encoder's output when given, else the input the encoder reads. Without a source of
+    (batch, length, …) the mask is handed on as it is: the encoder refuses those inputs first (``check_one_input``,
+    ``check_input_ids``)."""
+    if source is None or source.dim() < 2:
+        return attention_mask
+    return AttentionMask(key_padding=source_padding(attention_mask, source.shape[:2]))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -389,18 +406,27 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
     ) -> Seq2SeqModelOutput:
         if self.decoder is None:
             raise ValueError("This ScratchRNNModel was built with add_decoder=False: call model.encoder(...) instead.")
+        given = (
+            encoder_outputs[0] if encoder_outputs is not None else input_ids if input_ids is not None else inputs_embeds
+        )
+        source = checked_source(attention_mask, given)
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
-                attention_mask=attention_mask,
+                attention_mask=source,
                 inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions,
                 output_hidden_states=output_hidden_states,
-                return_dict=True,
+                **already_normalised(),
             )
         elif not isinstance(encoder_outputs, ScratchRNNEncoderOutput):
             encoder_outputs = ScratchRNNEncoderOutput(*encoder_outputs)
         encoder_states = encoder_outputs.last_hidden_state
-        key_is_real = source_padding(attention_mask, encoder_states.shape[:2])
+        key_is_real = (
+            source.key_padding
+            if isinstance(source, AttentionMask)
+            else source_padding(source, encoder_states.shape[:2])
+        )
 
         target = self.encoder.embed(decoder_input_ids, decoder_inputs_embeds, name="decoder_input_ids")
         states, seen = self.decoder_start(past_key_values, encoder_outputs)
@@ -471,13 +497,13 @@ class ScratchRNNForConditionalGeneration(
             decoder_input_ids=self.decoder_inputs_for(labels, decoder_input_ids, decoder_inputs_embeds),
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            **cache_argument(past_key_values),
+            past_key_values=past_key_values,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache and labels is None,  # (training: the whole target at once)
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **already_normalised(),
         )
         logits = self.lm_head(self.dropout(outputs.last_hidden_state))
         loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
@@ -519,8 +545,9 @@ class ScratchRNNForSequenceClassification(ScratchRNNPreTrainedModel):
             input_ids=input_ids,
             attention_mask=attention_mask,
             inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **already_normalised(),
         )
         logits = self.classifier(self.dropout(outputs.final_hidden_state[:, -1]))
         loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None

@@ -44,7 +44,7 @@ from .modeling_common import (
     DecoderInputsFromLabelsMixin,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
-    cache_argument,
+    already_normalised,
     cache_output,
     normalise_inputs,
     returned_cache,
@@ -141,14 +141,18 @@ class ScratchTransformerEncoder(nn.Module):
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | AttentionMask | None = None,
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> BaseModelOutput:
+        """``attention_mask``: the source's 0/1 padding mask (or a 4-D relation), or the ``AttentionMask`` the model
+        has built from it (``source_for_both_sides``), used as it is."""
         check_one_input(input_ids, inputs_embeds)
         batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
-        mask = padding_or_relation(attention_mask, batch, length, length)
+        mask = attention_mask  # as the model built it
+        if not isinstance(mask, AttentionMask):
+            mask = padding_or_relation(attention_mask, batch, length, length)
 
         hidden_states = self.embeddings(input_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
@@ -265,6 +269,18 @@ def source_mask(encoder_attention_mask, encoder_hidden_states: torch.Tensor) -> 
     return AttentionMask(key_padding=padding_or_none(source_is_real))
 
 
+def source_for_both_sides(attention_mask, input_ids, inputs_embeds, encoder_outputs) -> torch.Tensor | AttentionMask:
+    """The source's padding, checked once for the encoder's self-attention and the decoder's cross-attention (every
+    query may attend the source's real tokens), which both take the ``AttentionMask`` as it is: built from the
+    (batch, source_length) 0/1 mask (``source_mask``), sized by the encoder's output when given, else by the source
+    the encoder reads. With neither source given, the user's mask is handed on as it is: the encoder's
+    ``check_one_input`` refuses the call first."""
+    source = (
+        encoder_outputs[0] if encoder_outputs is not None else input_ids if input_ids is not None else inputs_embeds
+    )
+    return attention_mask if source is None else source_mask(attention_mask, source)
+
+
 class ScratchTransformerDecoder(nn.Module):
     """Target embeddings (positions continue after the cached tokens) → N decoder layers (→ final LN when pre-LN).
     ``shared_tokens``: the source token embedding module, used as is when the two sides share their embeddings."""
@@ -282,7 +298,7 @@ class ScratchTransformerDecoder(nn.Module):
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | AttentionMask | None = None,
         past_key_values=None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -293,7 +309,9 @@ class ScratchTransformerDecoder(nn.Module):
         past_key_values = decoder_cache(past_key_values, use_cache)
         key_length, cache_positions, static = cache_layout(past_key_values, length, encoder_hidden_states.device)
         self_mask = target_mask(attention_mask, batch, key_length, cache_positions, static)
-        cross_mask = source_mask(encoder_attention_mask, encoder_hidden_states)
+        cross_mask = encoder_attention_mask  # as the model built it
+        if not isinstance(cross_mask, AttentionMask):
+            cross_mask = source_mask(encoder_attention_mask, encoder_hidden_states)
         hidden_states = self.embeddings(input_ids, inputs_embeds, cache_positions[None, :], name="decoder_input_ids")
         hidden_states, all_hidden_states, (all_self_attentions, all_cross_attentions) = run_layers(
             self.layers,
@@ -400,14 +418,15 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> Seq2SeqModelOutput:
+        source = source_for_both_sides(attention_mask, input_ids, inputs_embeds, encoder_outputs)
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
-                attention_mask=attention_mask,
+                attention_mask=source,
                 inputs_embeds=inputs_embeds,
                 output_attentions=output_attentions,
                 output_hidden_states=output_hidden_states,
-                return_dict=True,
+                **already_normalised(),
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
@@ -415,13 +434,13 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
             input_ids=decoder_input_ids,
             attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state,
-            encoder_attention_mask=attention_mask,
-            **cache_argument(past_key_values),
+            encoder_attention_mask=source,
+            past_key_values=past_key_values,
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **already_normalised(),
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
@@ -494,13 +513,13 @@ class ScratchTransformerForConditionalGeneration(
             decoder_input_ids=self.decoder_inputs_for(labels, decoder_input_ids, decoder_inputs_embeds),
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            **cache_argument(past_key_values),
+            past_key_values=past_key_values,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache and labels is None,  # (training: the whole target at once)
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **already_normalised(),
         )
         logits = self.lm_head(outputs.last_hidden_state)
         loss = None
