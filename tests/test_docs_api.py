@@ -91,3 +91,20 @@ def test_every_public_class_of_a_family_is_on_its_family_page():
         for name in public_names():
             if name.startswith(prefix):
                 assert pages.get(name) == page, (name, pages.get(name), page)
+
+
+def test_readme_and_contributing_links_resolve():
+    """The README and CONTRIBUTING.md link into docs/ as files (GitHub shows them; ``mkdocs build --strict`` checks the
+    site's own links, not these): every relative link names a file that exists, and every #anchor a heading there."""
+    for document in ("README.md", "CONTRIBUTING.md"):
+        text = (REPO / document).read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = REPO / (path or document)
+            assert linked.exists(), (document, target)
+            if anchor:
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(encoding="utf-8"), re.M)
+                slugs = {re.sub(r"[^\w\- ]", "", heading).strip().lower().replace(" ", "-") for heading in headings}
+                assert anchor in slugs, (document, target, sorted(slugs))
