@@ -1,18 +1,23 @@
 """Building blocks shared by the families: the position-wise feed-forward network, the residual + LayerNorm wrapper
-(post-LN and pre-LN), the stack of N layers, the MLM head, and the input representation and pooler of the BERT-style
-encoders. Input checks are in ``checks.py``, the training objectives in ``losses.py``."""
+(post-LN and pre-LN), the encoder layer that BERT, GPT and the Transformer's encoder share, the stack of N layers,
+the MLM head, and the input representation and pooler of the BERT-style encoders. Input checks are in
+``checks.py``, the training objectives in ``losses.py``, the encoders' task heads in ``encoder_heads.py``."""
 
 from __future__ import annotations
 
 import functools
 import inspect
+from typing import ClassVar
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 from transformers.activations import ACT2FN
+from transformers.modeling_layers import GradientCheckpointingLayer
 
+from .attention import MultiHeadAttention
 from .checks import check_input_ids, embedding_rows
+from .masks import AttentionMask
 from .positional import LearnedPositionalEmbedding
 
 # The tanh approximation of GELU, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) — GPT-2's "gelu_new" — is written in
@@ -120,6 +125,59 @@ class ResidualNorm(nn.Module):
     def after(self, residual: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
         out = residual + self.dropout(sublayer_output)
         return out if self.pre_norm else self.norm(out)
+
+
+class EncoderLayer(GradientCheckpointingLayer):
+    """One Transformer encoder layer (Vaswani et al. 2017 §3.1 "Encoder"): multi-head self-attention (§3.2.2), then
+    the position-wise feed-forward network (§3.3), each a residual sub-layer with its LayerNorm (``ResidualNorm``):
+
+    post-LN, LayerNorm(x + Sublayer(x)) — the paper, GPT-1 (Radford et al. 2018 §3.1), BERT (Devlin et al. 2019 §3):
+        h = LN(x + Dropout(MultiHead(x, x, x))),   out = LN(h + Dropout(FFN(h)))
+    pre-LN (``pre_norm``: GPT-2, Radford et al. 2019 §2.3; the Transformer as an option):
+        h = x + Dropout(MultiHead(LN(x))),         out = h + Dropout(FFN(LN(h)))
+
+    The mask says what each position attends: padding in BERT and the Transformer's encoder, causal ∧ padding in
+    GPT (a decoder without cross-attention is this layer under a causal mask), whose cache ``past_key_values`` the
+    attention reads and extends. The families subclass it under their own names; ``attention_name`` is the name of
+    the attention and of its residual in the weights (``attention``; the Transformer's ``self_attention``, as in
+    its decoder)."""
+
+    attention_name: ClassVar[str] = "attention"
+
+    def __init__(
+        self,
+        config,
+        layer_idx: int,
+        num_heads: int,
+        intermediate_size: int,
+        pre_norm: bool = False,
+        activation_dropout: float = 0.0,
+    ):
+        super().__init__()
+        hidden, eps, dropout = config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob
+        attention = MultiHeadAttention(
+            config, hidden, num_heads, config.attention_probs_dropout_prob, layer_idx=layer_idx
+        )
+        self.add_module(self.attention_name, attention)
+        self.add_module(f"{self.attention_name}_residual", ResidualNorm(hidden, eps, dropout, pre_norm=pre_norm))
+        self.feed_forward = FeedForward(hidden, intermediate_size, config.hidden_act, activation_dropout)
+        self.feed_forward_residual = ResidualNorm(hidden, eps, dropout, pre_norm=pre_norm)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        mask: AttentionMask | None = None,
+        output_attentions: bool = False,
+        past_key_values=None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attention = getattr(self, self.attention_name)
+        residual = getattr(self, f"{self.attention_name}_residual")
+        attended, weights = attention(
+            residual.before(hidden_states), mask, past_key_values=past_key_values, output_attentions=output_attentions
+        )
+        hidden_states = residual.after(hidden_states, attended)
+        transformed = self.feed_forward(self.feed_forward_residual.before(hidden_states))
+        return self.feed_forward_residual.after(hidden_states, transformed), weights
 
 
 def run_layers(

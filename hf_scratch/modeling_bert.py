@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPooling,
     MaskedLMOutput,
@@ -27,47 +26,28 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import MultiHeadAttention
 from .checks import check_one_input, choice_dimensions, flatten_choices
 from .configuration_bert import ScratchBertConfig
 from .layers import (
     EncoderEmbeddings,
-    FeedForward,
+    EncoderLayer,
     MaskedLMHead,
     MaskedLMOutputEmbeddings,
     Pooler,
-    ResidualNorm,
     classifier_dropout,
     run_layers,
 )
 from .losses import sequence_classification_loss, span_loss, token_cross_entropy
-from .masks import AttentionMask, padding_or_relation
+from .masks import padding_or_relation
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
 
-class ScratchBertLayer(GradientCheckpointingLayer):
-    """One encoder layer: h = LN(x + MultiHead(x, x, x)), out = LN(h + FFN(h)) (Vaswani et al. 2017 §3.1-3.3)."""
+class ScratchBertLayer(EncoderLayer):
+    """One encoder layer, post-LN: h = LN(x + MultiHead(x, x, x)), out = LN(h + FFN(h)) (Vaswani et al. 2017
+    §3.1-3.3; ``layers.EncoderLayer``) over the padding mask, with GELU in the feed-forward network."""
 
     def __init__(self, config: ScratchBertConfig, layer_idx: int):
-        super().__init__()
-        self.attention = MultiHeadAttention(
-            config,
-            config.hidden_size,
-            config.num_attention_heads,
-            config.attention_probs_dropout_prob,
-            layer_idx=layer_idx,
-        )
-        self.attention_residual = ResidualNorm(config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob)
-        self.feed_forward = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act)
-        self.feed_forward_residual = ResidualNorm(config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob)
-
-    def forward(self, hidden_states, mask: AttentionMask | None = None, output_attentions: bool = False):
-        attended, weights = self.attention(
-            self.attention_residual.before(hidden_states), mask, output_attentions=output_attentions
-        )
-        hidden_states = self.attention_residual.after(hidden_states, attended)
-        transformed = self.feed_forward(self.feed_forward_residual.before(hidden_states))
-        return self.feed_forward_residual.after(hidden_states, transformed), weights
+        super().__init__(config, layer_idx, config.num_attention_heads, config.intermediate_size)
 
 
 class ScratchBertPreTrainedModel(ScratchPreTrainedModel):

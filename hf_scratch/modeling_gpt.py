@@ -27,7 +27,6 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 from transformers import initialization as init
-from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
     CausalLMOutputWithPast,
@@ -36,12 +35,11 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import MultiHeadAttention
 from .checks import check_input_ids, check_one_input, choice_dimensions, embedding_rows, flatten_choices, values_pass
 from .configuration_gpt import ScratchGPTConfig
-from .layers import FeedForward, ResidualNorm, get_activation, run_layers
+from .layers import EncoderLayer, get_activation, run_layers
 from .losses import causal_lm_loss, sequence_classification_loss, token_cross_entropy
-from .masks import AttentionMask, cache_layout, decoder_self_attention_mask
+from .masks import cache_layout, decoder_self_attention_mask
 from .modeling_common import (
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
@@ -96,36 +94,21 @@ class ScratchGPTEmbeddings(nn.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
-class ScratchGPTLayer(GradientCheckpointingLayer):
+class ScratchGPTLayer(EncoderLayer):
     """GPT-1 (post-LN):  h = LN(x + MaskedMultiHead(x)),       out = LN(h + FFN(h))
     GPT-2 (pre-LN):   h = x + MaskedMultiHead(LN(x)),       out = h + FFN(LN(h))
 
     The causal mask lets position i attend positions ≤ i only — the LM objective of GPT-1 eq. 1 conditions on the
     preceding tokens, so predicting B in "A B C D" must not see B, C or D (the decoder's masking, Vaswani et al.
-    2017 §3.2.3); the cached keys of earlier steps are read from and appended to ``past_key_values``.
+    2017 §3.2.3); the cached keys of earlier steps are read from and appended to ``past_key_values``. The layer is
+    the encoder's (``layers.EncoderLayer``) under the causal mask: a decoder block without cross-attention.
     """
 
     def __init__(self, config: ScratchGPTConfig, layer_idx: int):
-        super().__init__()
-        hidden, eps, dropout = config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob
-        self.attention = MultiHeadAttention(
-            config, hidden, config.num_attention_heads, config.attention_probs_dropout_prob, layer_idx=layer_idx
-        )
-        self.attention_residual = ResidualNorm(hidden, eps, dropout, pre_norm=config.pre_norm)
         # GPT's "gelu_new" (the tanh approximation of GELU) runs as torch's fused kernel: see layers.get_activation
-        self.feed_forward = FeedForward(hidden, config.intermediate_size, config.hidden_act)
-        self.feed_forward_residual = ResidualNorm(hidden, eps, dropout, pre_norm=config.pre_norm)
-
-    def forward(self, hidden_states, mask: AttentionMask, past_key_values=None, output_attentions: bool = False):
-        attended, weights = self.attention(
-            self.attention_residual.before(hidden_states),
-            mask,
-            past_key_values=past_key_values,
-            output_attentions=output_attentions,
+        super().__init__(
+            config, layer_idx, config.num_attention_heads, config.intermediate_size, pre_norm=config.pre_norm
         )
-        hidden_states = self.attention_residual.after(hidden_states, attended)
-        transformed = self.feed_forward(self.feed_forward_residual.before(hidden_states))
-        return self.feed_forward_residual.after(hidden_states, transformed), weights
 
 
 class ScratchGPTPreTrainedModel(ScratchPreTrainedModel):

@@ -36,7 +36,7 @@ from transformers.modeling_outputs import (
 from .attention import MultiHeadAttention
 from .checks import check_attention_mask, check_input_ids, check_one_input, embedding_rows
 from .configuration_transformer import ScratchTransformerConfig
-from .layers import FeedForward, ResidualNorm, run_layers
+from .layers import EncoderLayer, FeedForward, ResidualNorm, run_layers
 from .losses import token_cross_entropy
 from .masks import AttentionMask, cache_layout, decoder_self_attention_mask, padding_or_none, padding_or_relation
 from .modeling_common import (
@@ -102,29 +102,22 @@ class ScratchTransformerEmbeddings(nn.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
-class ScratchTransformerEncoderLayer(GradientCheckpointingLayer):
+class ScratchTransformerEncoderLayer(EncoderLayer):
     """h = LN(x + SelfAttention(x)) with the source padding mask; out = LN(h + FFN(h)) (§3.1 "Encoder": multi-head
-    self-attention §3.2.2, the feed-forward network §3.3 eq. 2)."""
+    self-attention §3.2.2, the feed-forward network §3.3 eq. 2; ``layers.EncoderLayer``), pre-LN as an option. Its
+    attention is ``self_attention``, as in the decoder layer (and the converted Marian weights)."""
+
+    attention_name = "self_attention"
 
     def __init__(self, config: ScratchTransformerConfig, layer_idx: int):
-        super().__init__()
-        size, eps, dropout = config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob
-        self.self_attention = MultiHeadAttention(
-            config, size, config.encoder_attention_heads, config.attention_probs_dropout_prob, layer_idx=layer_idx
+        super().__init__(
+            config,
+            layer_idx,
+            config.encoder_attention_heads,
+            config.encoder_ffn_dim,
+            pre_norm=config.pre_norm,
+            activation_dropout=config.activation_dropout,
         )
-        self.self_attention_residual = ResidualNorm(size, eps, dropout, pre_norm=config.pre_norm)
-        self.feed_forward = FeedForward(size, config.encoder_ffn_dim, config.hidden_act, config.activation_dropout)
-        self.feed_forward_residual = ResidualNorm(size, eps, dropout, pre_norm=config.pre_norm)
-
-    def forward(self, hidden_states, mask: AttentionMask, output_attentions: bool = False):
-        residual = self.self_attention_residual
-        attended, weights = self.self_attention(
-            residual.before(hidden_states), mask, output_attentions=output_attentions
-        )
-        hidden_states = residual.after(hidden_states, attended)
-        residual = self.feed_forward_residual
-        hidden_states = residual.after(hidden_states, self.feed_forward(residual.before(hidden_states)))
-        return hidden_states, weights
 
 
 class ScratchTransformerEncoder(nn.Module):
