@@ -3,10 +3,14 @@
 1. input representation: token + segment + learned position embeddings, LayerNorm, dropout (§3, Figure 2;
    ``layers.EncoderEmbeddings``);
 2. a stack of post-LN Transformer encoder layers (Vaswani et al. 2017 §3.1): multi-head self-attention with the
-   padding mask, position-wise feed-forward with GELU, each wrapped as LayerNorm(x + Dropout(Sublayer(x)));
+   padding mask, position-wise feed-forward with GELU, each wrapped as LayerNorm(x + Dropout(Sublayer(x)))
+   (``layers.EncoderLayer``);
 3. the pooler: tanh(W h_[CLS] + b), the sentence representation used by NSP and classification (``layers.Pooler``);
 4. pre-training heads (§3.1): masked LM (tied to the word embeddings) and next-sentence prediction;
 5. fine-tuning heads (§3.2, §4): sequence classification, token classification, extractive QA, multiple choice.
+
+The masked-LM and fine-tuning heads are the BERT-style encoders' shared ones (``encoder_heads``), which Longformer
+uses too; BERT names its base model and what it chooses (the pooled [CLS] for classification, the dropout).
 """
 
 from __future__ import annotations
@@ -15,19 +19,19 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers.modeling_outputs import (
-    BaseModelOutputWithPooling,
-    MaskedLMOutput,
-    MultipleChoiceModelOutput,
-    NextSentencePredictorOutput,
-    QuestionAnsweringModelOutput,
-    SequenceClassifierOutput,
-    TokenClassifierOutput,
-)
+from transformers.modeling_outputs import BaseModelOutputWithPooling, NextSentencePredictorOutput
 from transformers.utils import ModelOutput
 
-from .checks import check_one_input, choice_dimensions, flatten_choices
+from .checks import check_one_input
 from .configuration_bert import ScratchBertConfig
+from .encoder_heads import (
+    EncoderForMaskedLM,
+    EncoderForMultipleChoice,
+    EncoderForQuestionAnswering,
+    EncoderForSequenceClassification,
+    EncoderForTokenClassification,
+    EncoderHead,
+)
 from .layers import (
     EncoderEmbeddings,
     EncoderLayer,
@@ -37,7 +41,7 @@ from .layers import (
     classifier_dropout,
     run_layers,
 )
-from .losses import sequence_classification_loss, span_loss, token_cross_entropy
+from .losses import token_cross_entropy
 from .masks import padding_or_relation
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
@@ -100,7 +104,7 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
         )
 
 
-# ---- pre-training heads --------------------------------------------------------------------------------------
+# ---- pre-training heads (Devlin et al. 2019 §3.1) -------------------------------------------------------------
 
 
 @dataclass
@@ -114,14 +118,16 @@ class ScratchBertForPreTrainingOutput(ModelOutput):
     attentions: tuple[torch.Tensor, ...] | None = None
 
 
-class ScratchBertForPreTraining(MaskedLMOutputEmbeddings, ScratchBertPreTrainedModel):
+class ScratchBertForPreTraining(MaskedLMOutputEmbeddings, EncoderHead, ScratchBertPreTrainedModel):
     """Masked LM + next-sentence prediction, the two pre-training tasks of Devlin et al. 2019 §3.1."""
 
+    base_model_class = ScratchBertModel
+    output_class = ScratchBertForPreTrainingOutput
     _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
 
     def __init__(self, config: ScratchBertConfig):
         super().__init__(config)
-        self.model = ScratchBertModel(config)
+        self.build_base_model(config, add_pooling_layer=True)
         self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, config.hidden_act, config.layer_norm_eps)
         self.nsp_head = nn.Linear(config.hidden_size, 2)
         self.post_init()
@@ -129,18 +135,18 @@ class ScratchBertForPreTraining(MaskedLMOutputEmbeddings, ScratchBertPreTrainedM
     @normalise_inputs
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        next_sentence_label=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        num_items_in_batch=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        next_sentence_label: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | None = None,
     ) -> ScratchBertForPreTrainingOutput:
-        outputs = self.model(
+        outputs = self.encode(
             input_ids=input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
@@ -148,87 +154,50 @@ class ScratchBertForPreTraining(MaskedLMOutputEmbeddings, ScratchBertPreTrainedM
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
         )
         prediction_logits = self.mlm_head(outputs.last_hidden_state)
         seq_relationship_logits = self.nsp_head(outputs.pooler_output)
         loss = None
         if labels is not None and next_sentence_label is not None:
             mlm_loss = token_cross_entropy(prediction_logits, labels, num_items_in_batch)
-            nsp_loss = token_cross_entropy(seq_relationship_logits, next_sentence_label)
-            loss = mlm_loss + nsp_loss
-        return ScratchBertForPreTrainingOutput(
-            loss=loss,
-            prediction_logits=prediction_logits,
-            seq_relationship_logits=seq_relationship_logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
+            loss = mlm_loss + token_cross_entropy(seq_relationship_logits, next_sentence_label)
+        return self.head_output(
+            outputs, loss=loss, prediction_logits=prediction_logits, seq_relationship_logits=seq_relationship_logits
         )
 
 
-class ScratchBertForMaskedLM(MaskedLMOutputEmbeddings, ScratchBertPreTrainedModel):
-    """Predict the original token at masked positions (Devlin et al. 2019 §3.1, Task #1)."""
+class ScratchBertForMaskedLM(EncoderForMaskedLM, ScratchBertPreTrainedModel):
+    """Predict the original token at masked positions (Devlin et al. 2019 §3.1, Task #1):
+    logits = W_e · LN(act(W h + b)) + b_vocab, act = ``config.hidden_act`` (``encoder_heads.EncoderForMaskedLM``)."""
 
-    _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
-
-    def __init__(self, config: ScratchBertConfig):
-        super().__init__(config)
-        self.model = ScratchBertModel(config, add_pooling_layer=False)
-        self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, config.hidden_act, config.layer_norm_eps)
-        self.post_init()
-
-    @normalise_inputs
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        num_items_in_batch=None,
-    ) -> MaskedLMOutput:
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
-        )
-        logits = self.mlm_head(outputs.last_hidden_state)
-        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
-        return MaskedLMOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+    base_model_class = ScratchBertModel
 
 
-class ScratchBertForNextSentencePrediction(ScratchBertPreTrainedModel):
+class ScratchBertForNextSentencePrediction(EncoderHead, ScratchBertPreTrainedModel):
     """Is sentence B the sentence that follows A? (Devlin et al. 2019 §3.1, Task #2; label 0 = IsNext, 1 = NotNext)."""
 
+    base_model_class = ScratchBertModel
+    output_class = NextSentencePredictorOutput
+
     def __init__(self, config: ScratchBertConfig):
         super().__init__(config)
-        self.model = ScratchBertModel(config)
+        self.build_base_model(config, add_pooling_layer=True)
         self.nsp_head = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
     @normalise_inputs
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> NextSentencePredictorOutput:
-        outputs = self.model(
+        outputs = self.encode(
             input_ids=input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
@@ -236,183 +205,56 @@ class ScratchBertForNextSentencePrediction(ScratchBertPreTrainedModel):
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
         )
         logits = self.nsp_head(outputs.pooler_output)
         loss = token_cross_entropy(logits, labels) if labels is not None else None
-        return NextSentencePredictorOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        return self.head_output(outputs, loss=loss, logits=logits)
 
 
-# ---- fine-tuning heads (Devlin et al. 2019 §3.2, §4) ---------------------------------------------------------
+# ---- fine-tuning heads (Devlin et al. 2019 §3.2, §4; shared with Longformer: encoder_heads.py) ----------------
 
 
-class ScratchBertForSequenceClassification(ScratchBertPreTrainedModel):
-    """logits = W · Dropout(pooled) — regression, single- or multi-label by ``config.problem_type``."""
+class ScratchBertForSequenceClassification(EncoderForSequenceClassification, ScratchBertPreTrainedModel):
+    """logits = W · Dropout(pooled), the pooled [CLS] state (§4.1) — regression, single- or multi-label by
+    ``config.problem_type``."""
 
-    def __init__(self, config: ScratchBertConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.model = ScratchBertModel(config)
-        self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    @normalise_inputs
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-    ) -> SequenceClassifierOutput:
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
-        )
-        logits = self.classifier(self.dropout(outputs.pooler_output))
-        loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
-        return SequenceClassifierOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
-
-
-class ScratchBertForTokenClassification(ScratchBertPreTrainedModel):
-    """A label per token (e.g. NER): logits_t = W · Dropout(h_t)."""
+    base_model_class = ScratchBertModel
 
     def __init__(self, config: ScratchBertConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.model = ScratchBertModel(config, add_pooling_layer=False)
+        self.build_base_model(config, add_pooling_layer=True)
         self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    @normalise_inputs
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        num_items_in_batch=None,
-    ) -> TokenClassifierOutput:
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
-        )
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
-        return TokenClassifierOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+    def sequence_logits(self, outputs: BaseModelOutputWithPooling) -> torch.Tensor:
+        return self.classifier(self.dropout(outputs.pooler_output))
 
 
-class ScratchBertForQuestionAnswering(ScratchBertPreTrainedModel):
+class ScratchBertForTokenClassification(EncoderForTokenClassification, ScratchBertPreTrainedModel):
+    """A label per token (e.g. NER, §5.3): logits_t = W · Dropout(h_t)."""
+
+    base_model_class = ScratchBertModel
+
+    def __init__(self, config: ScratchBertConfig):
+        super().__init__(config, dropout=classifier_dropout(config))
+
+
+class ScratchBertForQuestionAnswering(EncoderForQuestionAnswering, ScratchBertPreTrainedModel):
     """Extractive QA (Devlin et al. 2019 §4.2): a start and an end score per token, (start, end) = W · h_t."""
 
-    def __init__(self, config: ScratchBertConfig):
-        super().__init__(config)
-        self.model = ScratchBertModel(config, add_pooling_layer=False)
-        self.qa_outputs = nn.Linear(config.hidden_size, 2)
-        self.post_init()
-
-    @normalise_inputs
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        start_positions=None,
-        end_positions=None,
-        output_attentions=None,
-        output_hidden_states=None,
-    ) -> QuestionAnsweringModelOutput:
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
-        )
-        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = span_loss(start_logits, end_logits, start_positions, end_positions)
-        return QuestionAnsweringModelOutput(
-            loss=loss,
-            start_logits=start_logits.contiguous(),
-            end_logits=end_logits.contiguous(),
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-        )
+    base_model_class = ScratchBertModel
 
 
-class ScratchBertForMultipleChoice(ScratchBertPreTrainedModel):
+class ScratchBertForMultipleChoice(EncoderForMultipleChoice, ScratchBertPreTrainedModel):
     """Inputs (batch, choices, length); each choice's pooled vector gets a score; softmax over choices (SWAG,
     Devlin et al. 2019 §4.4)."""
 
-    def __init__(self, config: ScratchBertConfig):
-        super().__init__(config)
-        self.model = ScratchBertModel(config)
-        self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, 1)
-        self.post_init()
+    base_model_class = ScratchBertModel
 
-    @normalise_inputs
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-    ) -> MultipleChoiceModelOutput:
-        _, num_choices, _ = choice_dimensions(input_ids, inputs_embeds)
-        outputs = self.model(
-            input_ids=flatten_choices(input_ids),
-            attention_mask=flatten_choices(attention_mask),
-            token_type_ids=flatten_choices(token_type_ids),
-            position_ids=flatten_choices(position_ids),
-            inputs_embeds=flatten_choices(inputs_embeds),
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
-        )
-        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
-        loss = token_cross_entropy(logits, labels) if labels is not None else None
-        return MultipleChoiceModelOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+    def __init__(self, config: ScratchBertConfig):
+        super().__init__(config, dropout=classifier_dropout(config))
 
 
 __all__ = [

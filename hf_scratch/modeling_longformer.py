@@ -36,21 +36,25 @@ from transformers.modeling_outputs import (
 
 from .attention import split_heads
 from .banded_attention import BandedPattern, GlobalTokens, keep_attention_kernels
-from .checks import check_attention_mask, check_one_input, choice_dimensions, flatten_choices, values_pass
+from .checks import check_attention_mask, check_one_input, values_pass
 from .configuration_longformer import ScratchLongformerConfig
+from .encoder_heads import (
+    EncoderForMaskedLM,
+    EncoderForMultipleChoice,
+    EncoderForQuestionAnswering,
+    EncoderForSequenceClassification,
+    EncoderForTokenClassification,
+)
 from .kernels import masked_softmax
 from .layers import (
     EncoderEmbeddings,
     FeedForward,
-    MaskedLMHead,
-    MaskedLMOutputEmbeddings,
     Pooler,
     ResidualNorm,
     feed_forward_recomputing_activation,
     run_layers,
     selective_checkpoint,
 )
-from .losses import sequence_classification_loss, span_loss, token_cross_entropy
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
 # ---- 1. input representation ---------------------------------------------------------------------------------
@@ -183,12 +187,18 @@ class ScratchLongformerLayer(GradientCheckpointingLayer):
 
 
 @dataclass
-class ScratchLongformerModelOutput(BaseModelOutputWithPooling):
-    """``attentions``: per layer (batch, heads, n, G + w + 1) — weights on the G global tokens, then on key offsets
-    -w/2 … w/2 (times the head's dilation); ``global_attentions``: (batch, heads, n, G), the global tokens' weights
-    on every token."""
+class GlobalAttentions:
+    """The field Longformer's outputs add to transformers' (a dataclass mixin, placed first so that the field comes
+    last): ``global_attentions``, per layer (batch, heads, n, G), the global tokens' weights on every token; None
+    when no token is global. ``attentions`` are then, per layer, (batch, heads, n, G + w + 1) — weights on the G
+    global tokens, then on key offsets -w/2 … w/2 (times the head's dilation)."""
 
     global_attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class ScratchLongformerModelOutput(GlobalAttentions, BaseModelOutputWithPooling):
+    """transformers' ``BaseModelOutputWithPooling`` with ``global_attentions``."""
 
 
 class ScratchLongformerPreTrainedModel(ScratchPreTrainedModel):
@@ -276,63 +286,66 @@ def tokens_before_first(input_ids: torch.Tensor | None, token_id: int | None, wh
     return torch.arange(input_ids.shape[-1], device=input_ids.device)[None, :] < first_sep
 
 
-def _output_fields(outputs) -> dict:
-    return dict(
-        hidden_states=outputs.hidden_states, attentions=outputs.attentions, global_attentions=outputs.global_attentions
-    )
+def tokens_after_first_pair(input_ids: torch.Tensor | None, token_id: int | None) -> torch.Tensor:
+    """(…, n) bool: True after the first pair of separators of each row (the choice, for multiple choice: positions
+    > first separator + 1, as in transformers)."""
+    before_pair = tokens_before_first(input_ids, token_id, "on the choice")
+    return ~F.pad(before_pair, (2, 0), value=True)[..., :-2]
 
 
 @dataclass
-class ScratchLongformerMaskedLMOutput(MaskedLMOutput):
-    global_attentions: tuple[torch.Tensor, ...] | None = None
+class ScratchLongformerMaskedLMOutput(GlobalAttentions, MaskedLMOutput):
+    """transformers' ``MaskedLMOutput`` with ``global_attentions``."""
 
 
 @dataclass
-class ScratchLongformerSequenceClassifierOutput(SequenceClassifierOutput):
-    global_attentions: tuple[torch.Tensor, ...] | None = None
+class ScratchLongformerSequenceClassifierOutput(GlobalAttentions, SequenceClassifierOutput):
+    """transformers' ``SequenceClassifierOutput`` with ``global_attentions``."""
 
 
 @dataclass
-class ScratchLongformerTokenClassifierOutput(TokenClassifierOutput):
-    global_attentions: tuple[torch.Tensor, ...] | None = None
+class ScratchLongformerTokenClassifierOutput(GlobalAttentions, TokenClassifierOutput):
+    """transformers' ``TokenClassifierOutput`` with ``global_attentions``."""
 
 
 @dataclass
-class ScratchLongformerQuestionAnsweringOutput(QuestionAnsweringModelOutput):
-    global_attentions: tuple[torch.Tensor, ...] | None = None
+class ScratchLongformerQuestionAnsweringOutput(GlobalAttentions, QuestionAnsweringModelOutput):
+    """transformers' ``QuestionAnsweringModelOutput`` with ``global_attentions``."""
 
 
 @dataclass
-class ScratchLongformerMultipleChoiceOutput(MultipleChoiceModelOutput):
-    global_attentions: tuple[torch.Tensor, ...] | None = None
+class ScratchLongformerMultipleChoiceOutput(GlobalAttentions, MultipleChoiceModelOutput):
+    """transformers' ``MultipleChoiceModelOutput`` with ``global_attentions``."""
 
 
-class ScratchLongformerForMaskedLM(MaskedLMOutputEmbeddings, ScratchLongformerPreTrainedModel):
+# The heads are the BERT-style encoders' shared ones (encoder_heads.py); each forward here adds
+# ``global_attention_mask`` and, where the task has one, its default.
+
+
+class ScratchLongformerForMaskedLM(EncoderForMaskedLM, ScratchLongformerPreTrainedModel):
     """Masked LM with RoBERTa's head: logits = W_e · LN(gelu(W h + b)) + b_vocab."""
 
-    _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
-
-    def __init__(self, config: ScratchLongformerConfig):
-        super().__init__(config)
-        self.model = ScratchLongformerModel(config, add_pooling_layer=False)
-        self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, "gelu", config.layer_norm_eps)
-        self.post_init()
+    base_model_class = ScratchLongformerModel
+    output_class = ScratchLongformerMaskedLMOutput
+    mlm_activation = "gelu"
 
     @normalise_inputs
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        global_attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        num_items_in_batch=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        global_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | None = None,
     ) -> ScratchLongformerMaskedLMOutput:
-        outputs = self.model(
+        return self.predict_masked(
+            labels,
+            num_items_in_batch,
             input_ids=input_ids,
             attention_mask=attention_mask,
             global_attention_mask=global_attention_mask,
@@ -341,11 +354,7 @@ class ScratchLongformerForMaskedLM(MaskedLMOutputEmbeddings, ScratchLongformerPr
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
         )
-        logits = self.mlm_head(outputs.last_hidden_state)
-        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
-        return ScratchLongformerMaskedLMOutput(loss=loss, logits=logits, **_output_fields(outputs))
 
 
 class ScratchLongformerClassificationHead(nn.Module):
@@ -362,34 +371,38 @@ class ScratchLongformerClassificationHead(nn.Module):
         return self.out_proj(self.dropout(pooled))
 
 
-class ScratchLongformerForSequenceClassification(ScratchLongformerPreTrainedModel):
+class ScratchLongformerForSequenceClassification(EncoderForSequenceClassification, ScratchLongformerPreTrainedModel):
     """Classification/regression from the first token, which gets global attention unless told otherwise."""
+
+    base_model_class = ScratchLongformerModel
+    output_class = ScratchLongformerSequenceClassifierOutput
 
     def __init__(self, config: ScratchLongformerConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.model = ScratchLongformerModel(config, add_pooling_layer=False)
+        self.build_base_model(config, add_pooling_layer=False)
         self.classifier = ScratchLongformerClassificationHead(config)
         self.post_init()
 
     @normalise_inputs
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        global_attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        global_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> ScratchLongformerSequenceClassifierOutput:
-        if global_attention_mask is None:
-            given = check_one_input(input_ids, inputs_embeds)
-            global_attention_mask = torch.zeros(given.shape[:2], dtype=torch.long, device=given.device)
-            global_attention_mask[:, 0] = 1
-        outputs = self.model(
+        given = input_ids if input_ids is not None else inputs_embeds  # (the base model checks the one-of rule)
+        if global_attention_mask is None and given is not None:
+            first = torch.arange(given.shape[1], device=given.device) == 0
+            global_attention_mask = first.expand(given.shape[:2]).long()
+        return self.classify_sequence(
+            labels,
             input_ids=input_ids,
             attention_mask=attention_mask,
             global_attention_mask=global_attention_mask,
@@ -398,39 +411,38 @@ class ScratchLongformerForSequenceClassification(ScratchLongformerPreTrainedMode
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
         )
-        logits = self.classifier(outputs.last_hidden_state)
-        loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
-        return ScratchLongformerSequenceClassifierOutput(loss=loss, logits=logits, **_output_fields(outputs))
+
+    def sequence_logits(self, outputs: ScratchLongformerModelOutput) -> torch.Tensor:
+        return self.classifier(outputs.last_hidden_state)
 
 
-class ScratchLongformerForTokenClassification(ScratchLongformerPreTrainedModel):
+class ScratchLongformerForTokenClassification(EncoderForTokenClassification, ScratchLongformerPreTrainedModel):
     """A label per token: logits_t = W · Dropout(h_t)."""
 
+    base_model_class = ScratchLongformerModel
+    output_class = ScratchLongformerTokenClassifierOutput
+
     def __init__(self, config: ScratchLongformerConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.model = ScratchLongformerModel(config, add_pooling_layer=False)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
+        super().__init__(config, dropout=config.hidden_dropout_prob)
 
     @normalise_inputs
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        global_attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        num_items_in_batch=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        global_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | None = None,
     ) -> ScratchLongformerTokenClassifierOutput:
-        outputs = self.model(
+        return self.classify_tokens(
+            labels,
+            num_items_in_batch,
             input_ids=input_ids,
             attention_mask=attention_mask,
             global_attention_mask=global_attention_mask,
@@ -439,39 +451,34 @@ class ScratchLongformerForTokenClassification(ScratchLongformerPreTrainedModel):
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
         )
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
-        return ScratchLongformerTokenClassifierOutput(loss=loss, logits=logits, **_output_fields(outputs))
 
 
-class ScratchLongformerForQuestionAnswering(ScratchLongformerPreTrainedModel):
+class ScratchLongformerForQuestionAnswering(EncoderForQuestionAnswering, ScratchLongformerPreTrainedModel):
     """Extractive QA: (start, end) = W · h_t; the question (tokens before the first separator) is global by default."""
 
-    def __init__(self, config: ScratchLongformerConfig):
-        super().__init__(config)
-        self.model = ScratchLongformerModel(config, add_pooling_layer=False)
-        self.qa_outputs = nn.Linear(config.hidden_size, 2)
-        self.post_init()
+    base_model_class = ScratchLongformerModel
+    output_class = ScratchLongformerQuestionAnsweringOutput
 
     @normalise_inputs
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        global_attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        start_positions=None,
-        end_positions=None,
-        output_attentions=None,
-        output_hidden_states=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        global_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> ScratchLongformerQuestionAnsweringOutput:
         if global_attention_mask is None:
             global_attention_mask = tokens_before_first(input_ids, self.config.sep_token_id, "on the question")
-        outputs = self.model(
+        return self.find_span(
+            start_positions,
+            end_positions,
             input_ids=input_ids,
             attention_mask=attention_mask,
             global_attention_mask=global_attention_mask,
@@ -480,65 +487,45 @@ class ScratchLongformerForQuestionAnswering(ScratchLongformerPreTrainedModel):
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
-        )
-        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = span_loss(start_logits, end_logits, start_positions, end_positions)
-        return ScratchLongformerQuestionAnsweringOutput(
-            loss=loss,
-            start_logits=start_logits.contiguous(),
-            end_logits=end_logits.contiguous(),
-            **_output_fields(outputs),
         )
 
 
-class ScratchLongformerForMultipleChoice(ScratchLongformerPreTrainedModel):
+class ScratchLongformerForMultipleChoice(EncoderForMultipleChoice, ScratchLongformerPreTrainedModel):
     """Inputs (batch, choices, n); each choice's pooled vector gets a score. By default (as in transformers) the
     tokens after the first separator pair — the choice — get global attention."""
 
+    base_model_class = ScratchLongformerModel
+    output_class = ScratchLongformerMultipleChoiceOutput
+
     def __init__(self, config: ScratchLongformerConfig):
-        super().__init__(config)
-        self.model = ScratchLongformerModel(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, 1)
-        self.post_init()
+        super().__init__(config, dropout=config.hidden_dropout_prob)
 
     @normalise_inputs
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        global_attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        global_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> ScratchLongformerMultipleChoiceOutput:
-        _, num_choices, _ = choice_dimensions(input_ids, inputs_embeds)
-        flat = flatten_choices
         if global_attention_mask is None:
-            before_pair = tokens_before_first(flat(input_ids), self.config.sep_token_id, "on the choice")
-            flat_global = ~F.pad(before_pair, (2, 0), value=True)[:, :-2]  # positions > first separator + 1
-        else:
-            flat_global = flat(global_attention_mask)
-        outputs = self.model(
-            input_ids=flat(input_ids),
-            attention_mask=flat(attention_mask),
-            global_attention_mask=flat_global,
-            token_type_ids=flat(token_type_ids),
-            position_ids=flat(position_ids),
-            inputs_embeds=flat(inputs_embeds),
+            global_attention_mask = tokens_after_first_pair(input_ids, self.config.sep_token_id)
+        return self.choose(
+            labels,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            global_attention_mask=global_attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=True,
         )
-        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
-        loss = token_cross_entropy(logits, labels) if labels is not None else None
-        return ScratchLongformerMultipleChoiceOutput(loss=loss, logits=logits, **_output_fields(outputs))
 
 
 __all__ = [

@@ -1,0 +1,294 @@
+"""The task heads of the BERT-style encoders, shared by BERT (Devlin et al. 2019 §3.1, §4) and Longformer (Beltagy
+et al. 2020 §6, which fine-tunes RoBERTa's heads, BERT's own): masked LM, sequence classification, token
+classification, extractive question answering and multiple choice.
+
+Each head is a mixin that a family combines with its pre-trained model class and names its base model class:
+
+    class ScratchBertForTokenClassification(EncoderForTokenClassification, ScratchBertPreTrainedModel):
+        base_model_class = ScratchBertModel
+
+The base model sits under ``model`` (weights ``model.*``) and is called through the module with the inputs the
+head's public forward has normalised (``EncoderHead.encode``: ``modeling_common.already_normalised``). The public
+``forward``s here take BERT's inputs; a family whose base model takes more (Longformer's ``global_attention_mask``)
+writes its own ``forward`` with them and calls the same computation (``predict_masked``, ``classify_sequence``,
+``classify_tokens``, ``find_span``, ``choose``). The head's output is ``output_class``, which carries every field of
+the base model's output it declares (``hidden_states``, ``attentions``, Longformer's ``global_attentions``).
+
+Imports no family file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from transformers.modeling_outputs import (
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.utils import ModelOutput
+
+from .checks import choice_dimensions, flatten_choices
+from .layers import MaskedLMHead, MaskedLMOutputEmbeddings
+from .losses import sequence_classification_loss, span_loss, token_cross_entropy
+from .modeling_common import already_normalised, normalise_inputs
+
+
+class EncoderHead:
+    """What every head of a BERT-style encoder does around its base model: build it (``base_model_class``, with or
+    without the pooler), call it once per public call with normalised inputs, and hand its hidden states and
+    attentions on in the head's ``output_class``."""
+
+    base_model_class: ClassVar[type[nn.Module]]
+    output_class: ClassVar[type[ModelOutput]]
+    config: Any
+    model: nn.Module
+
+    def build_base_model(self, config, add_pooling_layer: bool) -> None:
+        self.model = self.base_model_class(config, add_pooling_layer=add_pooling_layer)
+
+    def encode(self, **inputs) -> ModelOutput:
+        """The base model's output for ``inputs`` (its own parameter names, the flags as bools) that this head's
+        public forward has normalised: its decorator does not normalise them again."""
+        return self.model(**inputs, **already_normalised())
+
+    def head_output(self, outputs: ModelOutput, **head_fields) -> ModelOutput:
+        """``output_class(**head_fields, …)`` with the fields of the base model's ``outputs`` that it declares."""
+        given = {field.name for field in dataclasses.fields(outputs)}
+        declared = [field.name for field in dataclasses.fields(self.output_class)]
+        carried = {name: getattr(outputs, name) for name in declared if name in given}
+        return self.output_class(**head_fields, **carried)
+
+
+class EncoderForMaskedLM(MaskedLMOutputEmbeddings, EncoderHead):
+    """Predict the original token at masked positions (Devlin et al. 2019 §3.1, Task #1): logits = W_e ·
+    LN(act(W h + b)) + b_vocab, the decoder tied to the word embeddings. ``mlm_activation``: act, None for the
+    config's ``hidden_act``."""
+
+    output_class = MaskedLMOutput
+    mlm_activation: ClassVar[str | None] = None
+    _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.build_base_model(config, add_pooling_layer=False)
+        activation = self.mlm_activation or config.hidden_act
+        self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, activation, config.layer_norm_eps)
+        self.post_init()
+
+    @normalise_inputs
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | None = None,
+    ) -> MaskedLMOutput:
+        return self.predict_masked(
+            labels,
+            num_items_in_batch,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+
+    def predict_masked(self, labels: torch.Tensor | None, num_items_in_batch: int | None, **inputs) -> ModelOutput:
+        outputs = self.encode(**inputs)
+        logits = self.mlm_head(outputs.last_hidden_state)
+        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
+        return self.head_output(outputs, loss=loss, logits=logits)
+
+
+class EncoderForSequenceClassification(EncoderHead):
+    """One label (or value) per sequence — regression, single- or multi-label by ``config.problem_type`` (Devlin et
+    al. 2019 §4.1). The family builds the layers in ``__init__`` and reads the logits off the base model's output
+    in ``sequence_logits``: BERT from the pooled [CLS], Longformer with RoBERTa's head on <s>."""
+
+    output_class = SequenceClassifierOutput
+
+    @normalise_inputs
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> SequenceClassifierOutput:
+        return self.classify_sequence(
+            labels,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+
+    def sequence_logits(self, outputs: ModelOutput) -> torch.Tensor:
+        raise NotImplementedError
+
+    def classify_sequence(self, labels: torch.Tensor | None, **inputs) -> ModelOutput:
+        outputs = self.encode(**inputs)
+        logits = self.sequence_logits(outputs)
+        loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
+        return self.head_output(outputs, loss=loss, logits=logits)
+
+
+class EncoderForTokenClassification(EncoderHead):
+    """A label per token, e.g. named entities (Devlin et al. 2019 §5.3): logits_t = W · Dropout(h_t)."""
+
+    output_class = TokenClassifierOutput
+
+    def __init__(self, config, dropout: float):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.build_base_model(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @normalise_inputs
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | None = None,
+    ) -> TokenClassifierOutput:
+        return self.classify_tokens(
+            labels,
+            num_items_in_batch,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+
+    def classify_tokens(self, labels: torch.Tensor | None, num_items_in_batch: int | None, **inputs) -> ModelOutput:
+        outputs = self.encode(**inputs)
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
+        return self.head_output(outputs, loss=loss, logits=logits)
+
+
+class EncoderForQuestionAnswering(EncoderHead):
+    """Extractive QA (Devlin et al. 2019 §4.2): a start and an end score per token, (start, end) = W · h_t; the loss
+    is the mean of the start and end cross-entropies."""
+
+    output_class = QuestionAnsweringModelOutput
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.build_base_model(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    @normalise_inputs
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> QuestionAnsweringModelOutput:
+        return self.find_span(
+            start_positions,
+            end_positions,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+
+    def find_span(
+        self, start_positions: torch.Tensor | None, end_positions: torch.Tensor | None, **inputs
+    ) -> ModelOutput:
+        outputs = self.encode(**inputs)
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = span_loss(start_logits, end_logits, start_positions, end_positions)
+        return self.head_output(
+            outputs, loss=loss, start_logits=start_logits.contiguous(), end_logits=end_logits.contiguous()
+        )
+
+
+class EncoderForMultipleChoice(EncoderHead):
+    """Inputs (batch, choices, length): each choice runs as its own sequence, its pooled vector gets a score
+    W · Dropout(pooled), and a softmax over the choices gives P(choice) (SWAG, Devlin et al. 2019 §4.4)."""
+
+    output_class = MultipleChoiceModelOutput
+
+    def __init__(self, config, dropout: float):
+        super().__init__(config)
+        self.build_base_model(config, add_pooling_layer=True)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    @normalise_inputs
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> MultipleChoiceModelOutput:
+        return self.choose(
+            labels,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+
+    def choose(self, labels: torch.Tensor | None, **inputs) -> ModelOutput:
+        """``inputs``: the tensors shaped (batch, choices, …), flattened here to (batch·choices, …)."""
+        _, num_choices, _ = choice_dimensions(inputs["input_ids"], inputs["inputs_embeds"])
+        flat = {name: flatten_choices(value) if torch.is_tensor(value) else value for name, value in inputs.items()}
+        outputs = self.encode(**flat)
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
+        loss = token_cross_entropy(logits, labels) if labels is not None else None
+        return self.head_output(outputs, loss=loss, logits=logits)
