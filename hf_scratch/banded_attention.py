@@ -21,18 +21,20 @@ times as many as an undilated head (the residue classes above avoid that cost; f
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import BlockMask
-from torch.utils.checkpoint import CheckpointPolicy
+from torch.utils.checkpoint import CheckpointPolicy, SelectiveCheckpointContext
 
 from .kernels import attend, flex_kernel
 from .masks import AttentionMask
 
 
-def pad_length(x: torch.Tensor, multiple: int, value=0) -> torch.Tensor:
+def pad_length(x: torch.Tensor, multiple: int, value: float = 0) -> torch.Tensor:
     """Pad dim 1 of ``x`` (batch, length, …) at the end up to a multiple of ``multiple``."""
     missing = -x.shape[1] % multiple
     if missing == 0:
@@ -94,7 +96,7 @@ def block_mask(
     return (allowed & query_ok).reshape(batch * blocks, 1, block, allowed.shape[-1])
 
 
-def band_mask(block: int, device) -> torch.Tensor:
+def band_mask(block: int, device: torch.device) -> torch.Tensor:
     """(block, 3·block) bool: query r of a block may attend column s of its key window iff |s - block - r| ≤ block."""
     rows = torch.arange(block, device=device)[:, None]
     columns = torch.arange(3 * block, device=device)[None, :]
@@ -126,7 +128,15 @@ def from_blocks(x: torch.Tensor, batch: int) -> torch.Tensor:
     )
 
 
-def block_attention(queries, keys, values, allowed, implementation: str, dropout: float, output_attentions: bool):
+def block_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    allowed: torch.Tensor,
+    implementation: str,
+    dropout: float,
+    output_attentions: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(Q Kᵀ/√d + M) V in every block at once, by the one dispatcher (``kernels.attend``, which chooses the
     kernel): ``queries`` (blocks, heads, w/2, d) against ``keys`` / ``values`` (blocks, heads, G + 3·w/2, d) from
     ``key_windows``, M from ``block_mask``. Returns (output, weights or None)."""
@@ -156,7 +166,7 @@ ATTENTION_KERNELS = frozenset(
 )
 
 
-def keep_attention_kernels(ctx, op, *args, **kwargs) -> CheckpointPolicy:
+def keep_attention_kernels(ctx: SelectiveCheckpointContext, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
     """Selective-checkpoint policy: save the attention kernel's outputs, recompute everything else."""
     return CheckpointPolicy.MUST_SAVE if op in ATTENTION_KERNELS else CheckpointPolicy.PREFER_RECOMPUTE
 
@@ -168,7 +178,7 @@ FLEX_BLOCK_SIZE = 128  # flex_attention's tile (its default sparse block size): 
 
 def longformer_mask_mod(
     key_is_real: torch.Tensor, is_global: torch.Tensor, one_sided_window: int, dilations: torch.Tensor
-):
+) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
     """flex_attention's ``mask_mod`` for the local rows of Beltagy et al. 2020 §3.1, the banded kernel's relation:
 
         may_attend(b, h, i, j) = [(|i - j| ≤ w/2·d_h ∧ d_h | i - j) ∨ global_b(j)] ∧ real_b(i) ∧ real_b(j)
@@ -178,7 +188,7 @@ def longformer_mask_mod(
     their own projections (``ScratchLongformerSelfAttention._global``), not this relation."""
     reach = one_sided_window * dilations
 
-    def may_attend(b, h, q_idx, kv_idx):
+    def may_attend(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
         offset = q_idx - kv_idx
         in_window = (offset.abs() <= reach[h]) & (offset % dilations[h] == 0)
         return key_is_real[b, q_idx] & key_is_real[b, kv_idx] & (in_window | is_global[b, kv_idx])
@@ -186,7 +196,9 @@ def longformer_mask_mod(
     return may_attend
 
 
-def window_tiles(num_tiles: int, tile: int, one_sided_window: int, dilations: torch.Tensor):
+def window_tiles(
+    num_tiles: int, tile: int, one_sided_window: int, dilations: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(touched, covered), each (heads, query tiles, key tiles) bool: the tiles where the (dilated) band holds some
     pair, and those it holds entirely. Tile (i, j) holds the offsets tile·(i - j) ± (tile - 1); head h reaches
     |offset| ≤ w/2·d_h on every d_h-th offset, so it touches the tile at most when the nearest offset is in reach
@@ -224,7 +236,7 @@ def flex_block_mask(
     shared = len(set(dilations)) == 1  # then one head dimension serves all heads
     touched, covered = window_tiles(num_tiles, tile, one_sided_window, per_head[:1] if shared else per_head)
 
-    def by_key(x):  # (batch, key tiles) → (batch, 1, 1, key tiles)
+    def by_key(x: torch.Tensor) -> torch.Tensor:  # (batch, key tiles) → (batch, 1, 1, key tiles)
         return x[:, None, None, :]
 
     some_local, some_global = by_key((real_tiles & ~global_tiles).any(-1)), by_key(global_tiles.any(-1))
@@ -249,13 +261,14 @@ class GlobalTokens:
     is_global: torch.Tensor  # (batch, n) bool, already ∧ real
     positions: torch.Tensor
     is_real: torch.Tensor
-    block_masks: dict = field(default_factory=dict)
+    block_masks: dict[tuple[int, int, int], torch.Tensor] = field(default_factory=dict)
+    flex_block_masks: dict[tuple[int, tuple[int, ...]], BlockMask] = field(default_factory=dict)
 
     def block_mask(self, key_is_real: torch.Tensor, block: int, dilation: int, multiple: int) -> torch.Tensor:
         """``block_mask`` for the residue classes of ``dilation``, the length padded to a multiple of ``multiple``."""
         if (block, dilation, multiple) not in self.block_masks:
 
-            def prepare(x):
+            def prepare(x: torch.Tensor) -> torch.Tensor:
                 return split_residues(pad_length(x, multiple, False), dilation)
 
             slots = self.is_real.repeat_interleave(dilation, dim=0) if self.present else None
@@ -264,12 +277,14 @@ class GlobalTokens:
             )
         return self.block_masks[block, dilation, multiple]
 
-    def flex_block_mask(self, key_is_real: torch.Tensor, one_sided_window: int, dilations: tuple) -> BlockMask:
+    def flex_block_mask(
+        self, key_is_real: torch.Tensor, one_sided_window: int, dilations: tuple[int, ...]
+    ) -> BlockMask:
         """``flex_block_mask`` for a window and the dilation of each head, built once per forward pass."""
-        key = ("flex", one_sided_window, dilations)
-        if key not in self.block_masks:
-            self.block_masks[key] = flex_block_mask(key_is_real, self.is_global, one_sided_window, dilations)
-        return self.block_masks[key]
+        key = (one_sided_window, dilations)
+        if key not in self.flex_block_masks:
+            self.flex_block_masks[key] = flex_block_mask(key_is_real, self.is_global, one_sided_window, dilations)
+        return self.flex_block_masks[key]
 
     @classmethod
     def from_mask(cls, is_global: torch.Tensor) -> GlobalTokens:
@@ -312,7 +327,7 @@ class BandedPattern:
     """One layer's sliding-window pattern — ``one_sided_window`` w/2 and a dilation per head — and the banded
     attention over it. Heads that share a dilation run together (``head_groups``: {dilation: head indices})."""
 
-    def __init__(self, one_sided_window: int, dilations: tuple[int, ...]):
+    def __init__(self, one_sided_window: int, dilations: tuple[int, ...]) -> None:
         self.one_sided_window = one_sided_window
         self.dilations = dilations
         self.num_heads = len(dilations)
@@ -320,13 +335,14 @@ class BandedPattern:
 
     def groups(self) -> list[tuple[int, slice]]:
         """(dilation, heads) of each head group, the heads as a slice of the heads sorted by dilation."""
-        groups, first = [], 0
+        groups: list[tuple[int, slice]] = []
+        first = 0
         for dilation, heads in self.head_groups.items():
             groups.append((dilation, slice(first, first + len(heads))))
             first += len(heads)
         return groups
 
-    def block_masks(self, key_is_real, globals_: GlobalTokens) -> torch.Tensor:
+    def block_masks(self, key_is_real: torch.Tensor, globals_: GlobalTokens) -> torch.Tensor:
         """The block masks of ``attend`` for every head group, stacked along the heads (one broadcast mask when all
         heads share a dilation: an expanded one would be materialised). Built before ``attend`` runs, so that a
         checkpointed ``attend`` reads them and changes nothing outside itself (torch.compile requires that)."""
@@ -343,7 +359,15 @@ class BandedPattern:
             dim=1,
         )
 
-    def attend_flex(self, query, key, value, key_is_real, globals_: GlobalTokens, dropout: float) -> torch.Tensor:
+    def attend_flex(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_is_real: torch.Tensor,
+        globals_: GlobalTokens,
+        dropout: float,
+    ) -> torch.Tensor:
         """``attend``'s output through torch's flex_attention: ``query``, ``key``, ``value`` (batch, n, heads, d) as
         they are, the relation in the block mask (``GlobalTokens.flex_block_mask``); returns (batch, n, heads, d)."""
         if dropout > 0.0:
@@ -355,7 +379,18 @@ class BandedPattern:
         query, key, value = (x.transpose(1, 2) for x in (query, key, value))  # (batch, heads, n, d), as flex takes them
         return flex_kernel(query.device.type)(query, key, value, block_mask=block_mask).transpose(1, 2)
 
-    def attend(self, query, key, value, key_is_real, allowed, globals_, implementation, dropout, output_attentions):
+    def attend(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_is_real: torch.Tensor,
+        allowed: torch.Tensor,
+        globals_: GlobalTokens,
+        implementation: str,
+        dropout: float,
+        output_attentions: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Sliding-window (+ global keys) attention for every head in one kernel call: ``query``, ``key``, ``value``
         (batch, n, heads, d), ``allowed`` from ``block_masks``; returns (output (batch, n, heads, d), weights
         (batch, heads, n, G + w + 1) or None).
@@ -364,43 +399,66 @@ class BandedPattern:
         a multiple of w/2 · lcm(dilations) every group has the same number of blocks, so the groups stack along
         the head dimension, each with its own block mask."""
         batch, length = key_is_real.shape
-        block = self.one_sided_window
-        multiple = block * math.lcm(*self.head_groups)
-        global_keys = globals_.gather(key) if globals_.present else None
-        global_values = globals_.gather(value) if globals_.present else None
         # heads sorted by dilation (a no-op when they already are), then each group is a view of consecutive heads
         head_order = sorted(range(self.num_heads), key=lambda h: self.dilations[h])
         sorted_already = head_order == list(range(self.num_heads))
 
-        def by_dilation(x):
-            return x if x is None or sorted_already else x[:, :, head_order]
+        def by_dilation(x: torch.Tensor) -> torch.Tensor:
+            return x if sorted_already else x[:, :, head_order]
 
-        query, key, value, global_keys, global_values = map(
-            by_dilation, (query, key, value, global_keys, global_values)
-        )
+        global_keys = by_dilation(globals_.gather(key)) if globals_.present else None
+        global_values = by_dilation(globals_.gather(value)) if globals_.present else None
         groups = self.groups()
-
-        def stacked(make):
-            parts = [make(dilation, group) for dilation, group in groups]
-            return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
-
-        def residues(x, dilation, group):
-            return split_residues(pad_length(x[:, :, group], multiple), dilation)
-
-        def shared(x, dilation, group):
-            return None if x is None else x[:, :, group].repeat_interleave(dilation, dim=0)
-
-        queries = stacked(lambda d, g: query_blocks(residues(query, d, g), block))
-        keys = stacked(lambda d, g: key_windows(residues(key, d, g), block, shared(global_keys, d, g)))
-        values = stacked(lambda d, g: key_windows(residues(value, d, g), block, shared(global_values, d, g)))
+        queries, keys, values = self._blocks(
+            by_dilation(query), by_dilation(key), by_dilation(value), global_keys, global_values, groups
+        )
         output, weights = block_attention(queries, keys, values, allowed, implementation, dropout, output_attentions)
-        output, weights = self._unblock(output, weights, groups, keys.shape[2] - 3 * block, batch, length)
+        num_global = keys.shape[2] - 3 * self.one_sided_window
+        output, weights = self._unblock(output, weights, groups, num_global, batch, length)
         if not sorted_already:
             inverse = torch.argsort(torch.tensor(head_order, device=output.device))
             output, weights = output[:, :, inverse], (None if weights is None else weights[:, inverse])
         return output, weights
 
-    def _unblock(self, output, weights, groups, num_global: int, batch: int, length: int):
+    def _blocks(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        global_keys: torch.Tensor | None,
+        global_values: torch.Tensor | None,
+        groups: list[tuple[int, slice]],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What ``block_attention`` takes, for heads sorted by dilation: the query blocks (``query_blocks``) and the
+        key and value windows after the global keys (``key_windows``) of every dilation group's residue classes,
+        the groups stacked along the heads."""
+        block = self.one_sided_window
+        multiple = block * math.lcm(*self.head_groups)
+
+        def stacked(make: Callable[[int, slice], torch.Tensor]) -> torch.Tensor:
+            parts = [make(dilation, group) for dilation, group in groups]
+            return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+
+        def residues(x: torch.Tensor, dilation: int, group: slice) -> torch.Tensor:
+            return split_residues(pad_length(x[:, :, group], multiple), dilation)
+
+        def shared(x: torch.Tensor | None, dilation: int, group: slice) -> torch.Tensor | None:
+            return None if x is None else x[:, :, group].repeat_interleave(dilation, dim=0)
+
+        queries = stacked(lambda d, g: query_blocks(residues(query, d, g), block))
+        keys = stacked(lambda d, g: key_windows(residues(key, d, g), block, shared(global_keys, d, g)))
+        values = stacked(lambda d, g: key_windows(residues(value, d, g), block, shared(global_values, d, g)))
+        return queries, keys, values
+
+    def _unblock(
+        self,
+        output: torch.Tensor,
+        weights: torch.Tensor | None,
+        groups: list[tuple[int, slice]],
+        num_global: int,
+        batch: int,
+        length: int,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The blocks of every dilation group back in sequence order: output (batch, n, heads, d) and weights
         (batch, heads, n, G + w + 1) — the global columns, then the key offsets -w/2 … w/2 — or None."""
         block = self.one_sided_window

@@ -88,11 +88,11 @@ def embedding_rows(embedding: nn.Module) -> int:
     ``resize_token_embeddings`` and ``set_input_embeddings``. A wrapper without that attribute (a peft adapter
     around the embedding) is asked for the layer it wraps (``get_base_layer()``)."""
     while not hasattr(embedding, "num_embeddings") and hasattr(embedding, "get_base_layer"):
-        base = embedding.get_base_layer()
+        base = embedding.get_base_layer()  # type: ignore[operator]  # peft's method; torch types attributes Tensor | Module
         if base is embedding:
             break
         embedding = base
-    return embedding.num_embeddings
+    return embedding.num_embeddings  # type: ignore[return-value]  # an int; torch types attributes Tensor | Module
 
 
 def check_input_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input_ids") -> None:
@@ -113,9 +113,11 @@ def check_input_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input
 def check_one_input(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
     """The one of ``input_ids`` / ``inputs_embeds`` that is given (its leading dimensions are the batch's shape);
     a ValueError unless exactly one is."""
-    if (input_ids is None) == (inputs_embeds is None):
-        raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
-    return input_ids if input_ids is not None else inputs_embeds
+    if input_ids is not None and inputs_embeds is None:
+        return input_ids
+    if inputs_embeds is not None and input_ids is None:
+        return inputs_embeds
+    raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -149,7 +150,7 @@ def sdpa_with_score_bias(
 
 
 def registered_attention(
-    module: nn.Module,
+    module: nn.Module | None,
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
@@ -176,19 +177,25 @@ def registered_attention(
     return output
 
 
+# torch's flex_attention as this package calls it: without return_lse / return_aux, it returns the output alone
+FlexAttention = Callable[..., torch.Tensor]
+
+
 @functools.cache
-def compiled_flex_attention(device_type: str):
+def compiled_flex_attention(device_type: str) -> FlexAttention:
     """flex_attention compiled once per device type. On the CPU for one shape at a time (``dynamic=False``: torch
     2.13's C++ template for flex_attention does not build with dynamic shapes, which torch.compile switches to when
     a second length arrives), elsewhere with torch.compile's defaults."""
     return torch.compile(flex_attention, dynamic=False if device_type == "cpu" else None)
 
 
-def flex_kernel(device_type: str):
+def flex_kernel(device_type: str) -> FlexAttention:
     """flex_attention as it runs fused and block-sparse: compiled (as transformers' models do), or as it is inside a
     graph that torch.compile is tracing. Called uncompiled, torch runs a dense reference that materialises the n×n
     scores. On the CPU torch 2.13 runs it without gradients only."""
-    return flex_attention if torch.compiler.is_compiling() else compiled_flex_attention(device_type)
+    if torch.compiler.is_compiling():
+        return flex_attention
+    return compiled_flex_attention(device_type)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from transformers import Cache
 
 from .checks import check_attention_mask, values_pass
 
@@ -196,7 +197,9 @@ class AttentionMask:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def cache_layout(past_key_values, query_length: int, device) -> tuple[int, torch.Tensor, bool]:
+def cache_layout(
+    past_key_values: Cache | None, query_length: int, device: torch.device
+) -> tuple[int, torch.Tensor, bool]:
     """(key_length, cache_positions, static) for this call's ``query_length`` new tokens.
 
     ``key_length``: the keys attention sees once the cache is updated — the cached tokens and the new ones for a
