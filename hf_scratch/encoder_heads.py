@@ -116,7 +116,8 @@ class EncoderForMaskedLM(MaskedLMOutputEmbeddings, EncoderHead):
 class EncoderForSequenceClassification(EncoderHead):
     """One label (or value) per sequence — regression, single- or multi-label by ``config.problem_type`` (Devlin et
     al. 2019 §4.1). The family builds the layers in ``__init__`` and reads the logits off the base model's output
-    in ``sequence_logits``: BERT from the pooled [CLS], Longformer with RoBERTa's head on <s>."""
+    in ``sequence_logits``: BERT from the pooled [CLS], Longformer with RoBERTa's head on <s>; BERT's next-sentence
+    prediction is the two-class case with its own loss (``sequence_loss``) and output class."""
 
     output_class = SequenceClassifierOutput
 
@@ -146,10 +147,13 @@ class EncoderForSequenceClassification(EncoderHead):
     def sequence_logits(self, outputs: ModelOutput) -> torch.Tensor:
         raise NotImplementedError
 
+    def sequence_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return sequence_classification_loss(logits, labels, self.config)
+
     def classify_sequence(self, labels: torch.Tensor | None, **inputs) -> ModelOutput:
         outputs = self.encode(**inputs)
         logits = self.sequence_logits(outputs)
-        loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
+        loss = self.sequence_loss(logits, labels) if labels is not None else None
         return self.head_output(outputs, loss=loss, logits=logits)
 
 

@@ -173,8 +173,10 @@ class ScratchBertForMaskedLM(EncoderForMaskedLM, ScratchBertPreTrainedModel):
     base_model_class = ScratchBertModel
 
 
-class ScratchBertForNextSentencePrediction(EncoderHead, ScratchBertPreTrainedModel):
-    """Is sentence B the sentence that follows A? (Devlin et al. 2019 §3.1, Task #2; label 0 = IsNext, 1 = NotNext)."""
+class ScratchBertForNextSentencePrediction(EncoderForSequenceClassification, ScratchBertPreTrainedModel):
+    """Is sentence B the sentence that follows A? (Devlin et al. 2019 §3.1, Task #2; label 0 = IsNext, 1 = NotNext):
+    a two-class classification of the pooled [CLS], logits = W_nsp · pooled, with the cross-entropy whatever
+    ``config.num_labels`` and ``problem_type`` say (they are the fine-tuning heads')."""
 
     base_model_class = ScratchBertModel
     output_class = NextSentencePredictorOutput
@@ -185,30 +187,11 @@ class ScratchBertForNextSentencePrediction(EncoderHead, ScratchBertPreTrainedMod
         self.nsp_head = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
-    @normalise_inputs
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-    ) -> NextSentencePredictorOutput:
-        outputs = self.encode(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-        logits = self.nsp_head(outputs.pooler_output)
-        loss = token_cross_entropy(logits, labels) if labels is not None else None
-        return self.head_output(outputs, loss=loss, logits=logits)
+    def sequence_logits(self, outputs: BaseModelOutputWithPooling) -> torch.Tensor:
+        return self.nsp_head(outputs.pooler_output)
+
+    def sequence_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return token_cross_entropy(logits, labels)
 
 
 # ---- fine-tuning heads (Devlin et al. 2019 §3.2, §4; shared with Longformer: encoder_heads.py) ----------------
