@@ -389,6 +389,37 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
             )
         return past_key_values.layer_states(), past_key_values.get_seq_length()
 
+    def encoded_source(
+        self,
+        input_ids,
+        attention_mask,
+        inputs_embeds,
+        encoder_outputs,
+        output_attentions: bool,
+        output_hidden_states: bool,
+    ) -> tuple[ScratchRNNEncoderOutput, torch.Tensor | None]:
+        """The encoder's output — as given (a tuple made a ``ScratchRNNEncoderOutput``), or the encoder run on the
+        source — and the source's padding, checked once for the encoder and the attention over its states
+        (``checked_source``)."""
+        given = (
+            encoder_outputs[0] if encoder_outputs is not None else input_ids if input_ids is not None else inputs_embeds
+        )
+        source = checked_source(attention_mask, given)
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=source,
+                inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+                **already_normalised(),
+            )
+        elif not isinstance(encoder_outputs, ScratchRNNEncoderOutput):
+            encoder_outputs = ScratchRNNEncoderOutput(*encoder_outputs)
+        if isinstance(source, AttentionMask):
+            return encoder_outputs, source.key_padding
+        return encoder_outputs, source_padding(source, encoder_outputs.last_hidden_state.shape[:2])
+
     @normalise_inputs
     def forward(
         self,
@@ -406,27 +437,10 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
     ) -> Seq2SeqModelOutput:
         if self.decoder is None:
             raise ValueError("This ScratchRNNModel was built with add_decoder=False: call model.encoder(...) instead.")
-        given = (
-            encoder_outputs[0] if encoder_outputs is not None else input_ids if input_ids is not None else inputs_embeds
+        encoder_outputs, key_is_real = self.encoded_source(
+            input_ids, attention_mask, inputs_embeds, encoder_outputs, output_attentions, output_hidden_states
         )
-        source = checked_source(attention_mask, given)
-        if encoder_outputs is None:
-            encoder_outputs = self.encoder(
-                input_ids=input_ids,
-                attention_mask=source,
-                inputs_embeds=inputs_embeds,
-                output_attentions=output_attentions,
-                output_hidden_states=output_hidden_states,
-                **already_normalised(),
-            )
-        elif not isinstance(encoder_outputs, ScratchRNNEncoderOutput):
-            encoder_outputs = ScratchRNNEncoderOutput(*encoder_outputs)
         encoder_states = encoder_outputs.last_hidden_state
-        key_is_real = (
-            source.key_padding
-            if isinstance(source, AttentionMask)
-            else source_padding(source, encoder_states.shape[:2])
-        )
 
         target = self.encoder.embed(decoder_input_ids, decoder_inputs_embeds, name="decoder_input_ids")
         states, seen = self.decoder_start(past_key_values, encoder_outputs)
