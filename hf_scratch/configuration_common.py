@@ -12,7 +12,9 @@ CONTRIBUTING.md ("Names across families")."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import os
+from collections.abc import Collection
+from typing import Any, ClassVar, Self
 
 from transformers import PreTrainedConfig
 
@@ -47,7 +49,7 @@ class ScratchConfig(PreTrainedConfig):
     size_presets: ClassVar[dict[str, dict]] = {}
     learning_rates: ClassVar[dict[str, float]] = {"tiny": 1e-3, "small": 5e-4, "base": 1e-4}
 
-    def __post_init__(self, **kwargs):
+    def __post_init__(self, **kwargs: Any) -> None:
         for other_name in [name for name in kwargs if name in self.attribute_map]:
             setattr(self, other_name, kwargs.pop(other_name))  # PreTrainedConfig.__setattr__ writes the field
         self.derive_defaults()
@@ -87,7 +89,7 @@ class ScratchConfig(PreTrainedConfig):
 
     # loading: a config of another model type is refused ----------------------------------------------------
     @classmethod
-    def from_dict(cls, config_dict, **kwargs):
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Self:
         """Refuse another model type's config instead of building a model of this type with random weights
         (transformers only warns). Whether the weights beside the config are whole is the model's business:
         safetensors checks them when they are loaded (``ScratchPreTrainedModel.from_pretrained``)."""
@@ -101,7 +103,7 @@ class ScratchConfig(PreTrainedConfig):
         return super().from_dict(config_dict, **kwargs)
 
     # saving: the checkpoint carries the code of every head and pipeline it names -----------------------------
-    def save_pretrained(self, save_directory, push_to_hub: bool = False, **kwargs):
+    def save_pretrained(self, save_directory: str | os.PathLike[str], push_to_hub: bool = False, **kwargs: Any) -> None:
         """As transformers', plus what a checkpoint needs where hf_scratch is not installed (``remote_code``):
         ``custom_pipelines`` for the pipelines that serve the saved head, and the code of every head and pipeline
         that ``auto_map`` and ``custom_pipelines`` name."""
@@ -137,7 +139,7 @@ class ScratchConfig(PreTrainedConfig):
                 f"(e.g. {next(h for h in range(min(heads, hidden), 0, -1) if hidden % h == 0)})."
             )
 
-    def require_choice(self, name: str, choices) -> None:
+    def require_choice(self, name: str, choices: Collection[object]) -> None:
         value = getattr(self, name)
         if value not in choices:
             raise ValueError(

@@ -14,6 +14,7 @@ import math
 
 import torch
 from torch.nn import functional as F
+from transformers import PreTrainedConfig
 
 IGNORE_INDEX = -100  # transformers' label for "nothing to predict here"
 
@@ -39,7 +40,7 @@ def token_cross_entropy(
     return per_item(total, num_items_in_batch)
 
 
-def next_token_labels(labels: torch.Tensor | None, shift_labels: torch.Tensor | None = None):
+def next_token_labels(labels: torch.Tensor | None, shift_labels: torch.Tensor | None = None) -> torch.Tensor | None:
     """What each position predicts: ``shift_labels`` when given (labels already shifted, as transformers passes them
     under context parallelism), else ``labels`` shifted left by one, ending in -100; None when neither is given.
     Works for any leading shape (batch[, choices], length)."""
@@ -65,7 +66,7 @@ def causal_lm_loss(
     return token_cross_entropy(logits, targets.to(logits.device), num_items_in_batch)
 
 
-def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:
+def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config: PreTrainedConfig) -> torch.Tensor:
     """Regression (MSE), single-label (cross-entropy) or multi-label (BCE) by ``config.problem_type``, inferred from
     ``num_labels`` and the label dtype when unset — the rule transformers' heads follow."""
     num_labels = logits.shape[-1]

@@ -19,12 +19,19 @@ import importlib
 import os
 import shutil
 import sys
+from typing import TYPE_CHECKING, Any
 
 import transformers
+from transformers import PreTrainedConfig
 from transformers.dynamic_module_utils import get_relative_import_files
 
+if TYPE_CHECKING:
+    from transformers import Pipeline
 
-def register_auto_classes(config_class, package: str) -> None:
+    from .configuration_common import ScratchConfig
+
+
+def register_auto_classes(config_class: type[ScratchConfig], package: str) -> None:
     """Register ``config_class`` and every head of its ``default_auto_map`` (modules of ``package``) with the Auto
     classes, and mark each for ``register_for_auto_class`` (what makes ``save_pretrained`` copy its code)."""
     transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
@@ -39,7 +46,7 @@ def register_auto_classes(config_class, package: str) -> None:
             model_class.register_for_auto_class(auto_class_name)
 
 
-def register_pipelines(pipeline_classes: dict) -> None:
+def register_pipelines(pipeline_classes: dict[str, type[Pipeline]]) -> None:
     """Register every pipeline of ``SCRATCH_PIPELINES`` (``pipeline_classes``: class name → class) for models built
     in memory; saved checkpoints carry them instead (``served_pipelines``)."""
     from transformers.pipelines import PIPELINE_REGISTRY
@@ -55,7 +62,7 @@ def register_pipelines(pipeline_classes: dict) -> None:
         )
 
 
-def served_pipelines(config) -> dict:
+def served_pipelines(config: PreTrainedConfig) -> dict[str, dict[str, Any]]:
     """The pipelines of ``SCRATCH_PIPELINES`` that serve the saved head: the class in ``architectures``
     (``model.save_pretrained`` sets it) is the one ``auto_map`` gives for the pipeline's Auto class."""
     from .pipelines import SCRATCH_PIPELINES  # a relative import: remote loading fetches pipelines.py with this file
@@ -68,7 +75,7 @@ def served_pipelines(config) -> dict:
     }
 
 
-def forget_registered_pipelines(config) -> None:
+def forget_registered_pipelines(config: PreTrainedConfig) -> None:
     """Drop the ``custom_pipelines`` of a loaded config that this process has registered already (``import
     hf_scratch`` does): transformers' ``pipeline()`` would otherwise insist on ``trust_remote_code=True`` for them.
     Where hf_scratch is not installed nothing is registered and the entries stay."""
@@ -83,7 +90,9 @@ def forget_registered_pipelines(config) -> None:
         del config.custom_pipelines
 
 
-def copy_code(config, served: dict, save_directory) -> None:
+def copy_code(
+    config: PreTrainedConfig, served: dict[str, dict[str, Any]], save_directory: str | os.PathLike[str]
+) -> None:
     """Copy every module that ``config.auto_map`` and the ``served`` pipelines name, with the flat siblings each
     imports, beside config.json (a config loaded as remote code has only the modules fetched so far)."""
     os.makedirs(save_directory, exist_ok=True)
