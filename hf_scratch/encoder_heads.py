@@ -19,7 +19,6 @@ Imports no family file.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, ClassVar
 
 import torch
@@ -59,9 +58,8 @@ class EncoderHead:
 
     def head_output(self, outputs: ModelOutput, **head_fields) -> ModelOutput:
         """``output_class(**head_fields, …)`` with the fields of the base model's ``outputs`` that it declares."""
-        given = {field.name for field in dataclasses.fields(outputs)}
-        declared = [field.name for field in dataclasses.fields(self.output_class)]
-        carried = {name: getattr(outputs, name) for name in declared if name in given}
+        declared = self.output_class.__dataclass_fields__  # (dataclasses.fields() breaks torch.compile's graph)
+        carried = {name: getattr(outputs, name) for name in declared if hasattr(outputs, name)}
         return self.output_class(**head_fields, **carried)
 
 
