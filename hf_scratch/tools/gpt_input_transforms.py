@@ -20,8 +20,12 @@ the extract token is each row's last real token. Only a tokenizer is needed (no 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 START_TOKEN, DELIMITER_TOKEN, EXTRACT_TOKEN = "<|start|>", "<|delimiter|>", "<|extract|>"
 
@@ -40,17 +44,18 @@ class GPTTaskInputs:
 
     def __init__(
         self,
-        tokenizer,
+        tokenizer: PreTrainedTokenizerBase,
         start: str = START_TOKEN,
         delimiter: str = DELIMITER_TOKEN,
         extract: str = EXTRACT_TOKEN,
         max_length: int | None = None,
-    ):
+    ) -> None:
         if len({start, delimiter, extract}) != 3:
             raise ValueError("The start, delimiter and extract tokens must be three different strings.")
         self.tokenizer = tokenizer
         tokenizer.add_tokens([start, delimiter, extract], special_tokens=True)
-        self.start_id, self.delimiter_id, self.extract_id = tokenizer.convert_tokens_to_ids([start, delimiter, extract])
+        ids = tokenizer.convert_tokens_to_ids([start, delimiter, extract])
+        self.start_id, self.delimiter_id, self.extract_id = ids  # type: ignore[misc]  # a list for a list; typed int | list[int]
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         if max_length is not None and max_length < 4:
             raise ValueError(
@@ -128,7 +133,7 @@ class GPTTaskInputs:
         num_choices = {len(answers) for answers in choices}
         if len(num_choices) != 1 or 0 in num_choices:
             raise ValueError(f"Every example needs the same, non-zero number of choices; got {sorted(num_choices)}.")
-        rows = []
+        rows: list[list[int]] = []
         for index, (context, answers) in enumerate(zip(contexts, choices)):
             prefix = [context] if questions is None else [context, questions[index]]
             rows.extend(self._sequence(prefix, [answer]) for answer in answers)

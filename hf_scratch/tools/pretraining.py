@@ -19,6 +19,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
@@ -48,7 +49,11 @@ def _trim_pair(first: list[int], second: list[int], max_tokens: int, rng: random
 
 
 def make_nsp_examples(
-    documents: Sequence[str], tokenizer, max_length: int = 128, seed: int = 0, short_seq_prob: float = 0.1
+    documents: Sequence[str],
+    tokenizer: PreTrainedTokenizerBase,
+    max_length: int = 128,
+    seed: int = 0,
+    short_seq_prob: float = 0.1,
 ) -> list[dict]:
     """Sentence-pair examples with ``input_ids``, ``token_type_ids`` and ``next_sentence_label``: each document's
     sentences gathered into chunks of a target length (``max_length`` - 3, or with probability ``short_seq_prob`` a
@@ -120,7 +125,7 @@ def _sentence_pair(
 class DataCollatorForBertPreTraining(DataCollatorForLanguageModeling):
     """Pads, masks for MLM (80 % [MASK] / 10 % random / 10 % unchanged of 15 %), and carries the NSP labels."""
 
-    def torch_call(self, examples):
+    def torch_call(self, examples: list[Any]) -> dict[str, Any]:
         labels = torch.tensor([example["next_sentence_label"] for example in examples], dtype=torch.long)
         batch = super().torch_call([{k: v for k, v in e.items() if k != "next_sentence_label"} for e in examples])
         batch["next_sentence_label"] = labels
