@@ -9,9 +9,11 @@
      them, through their own projections ``query_global`` / ``key_global`` / ``value_global`` (§3.1 "Linear
      Projections for Global Attention"); padding wins over global;
 3. a stack of post-LN encoder layers (attention, then the position-wise feed-forward network);
-4. heads: masked LM (RoBERTa's head, tied to the word embeddings), sequence classification (global attention on
-   the first token by default), token classification, extractive QA (global attention on the question by default),
-   multiple choice.
+4. heads, BERT's (``encoder_heads``, shared with BERT) with ``global_attention_mask`` and its defaults: masked LM
+   (RoBERTa's head, tied to the word embeddings), sequence classification (RoBERTa's classification head; global
+   attention on the first token by default), token classification, extractive QA (global attention on the question
+   by default), multiple choice (global attention on the choice by default); the outputs add ``global_attentions``
+   (one dataclass mixin, ``GlobalAttentions``).
 
 The banded kernel — residue classes for dilation, blocks of w/2 queries against 3·w/2 keys — is in
 ``banded_attention``; this file holds the layer that runs it with its weights.
