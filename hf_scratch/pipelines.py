@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers.pipelines.base import ChunkPipeline, Pipeline
 
-if TYPE_CHECKING:
-    from tokenizers import Encoding
+if TYPE_CHECKING:  # (no tokenizers import even here: transformers' remote-code check reads every import)
     from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 # (transformers types the preprocess / _forward / postprocess hooks as taking only **kwargs, and the _load_* flags as
@@ -307,8 +306,9 @@ class ScratchQuestionAnsweringPipeline(ChunkPipeline):
         return results[0] if len(results) == 1 else results
 
     @staticmethod
-    def _characters(encoding: Encoding, start_token: int, end_token: int, align_to_words: bool) -> tuple[int, int]:
-        """Character span of tokens start..end in the context; with ``align_to_words``, widened to whole words."""
+    def _characters(encoding: Any, start_token: int, end_token: int, align_to_words: bool) -> tuple[int, int]:
+        """Character span of tokens start..end in the context (``encoding``: a tokenizers ``Encoding``); with
+        ``align_to_words``, widened to whole words."""
         if align_to_words:
             start_word, end_word = encoding.token_to_word(start_token), encoding.token_to_word(end_token)
             if start_word is not None and end_word is not None:
