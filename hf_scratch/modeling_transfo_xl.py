@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -86,7 +87,7 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
     (``shared_biases``), or this attention itself with ``untie_r`` (its own pair). ``biases`` is a reference, not a
     submodule, so every parameter is registered once, where its name has always been."""
 
-    def __init__(self, config: ScratchTransfoXLConfig, shared_biases: nn.Module | None = None):
+    def __init__(self, config: ScratchTransfoXLConfig, shared_biases: nn.Module | None = None) -> None:
         super().__init__()
         self.config = config
         self.num_heads, self.head_dim = config.num_attention_heads, config.head_dim
@@ -146,7 +147,7 @@ class ScratchTransfoXLLayer(GradientCheckpointingLayer):
     the N-layer computation at the end of §3.3). ``shared_biases``: the module whose u and v every layer reads
     (the model), None with ``untie_r`` (each attention has its own)."""
 
-    def __init__(self, config: ScratchTransfoXLConfig, shared_biases: nn.Module | None = None):
+    def __init__(self, config: ScratchTransfoXLConfig, shared_biases: nn.Module | None = None) -> None:
         super().__init__()
         self.attention = ScratchTransfoXLRelativeAttention(config, shared_biases)
         self.attention_residual = ResidualNorm(
@@ -169,7 +170,7 @@ class ScratchTransfoXLLayer(GradientCheckpointingLayer):
         mask: AttentionMask,
         memory: torch.Tensor | None,
         output_attentions: bool = False,
-    ):
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         context = hidden_states if memory is None else torch.cat([memory, hidden_states], dim=1)
         attended, weights = self.attention(
             self.attention_residual.before(context),
@@ -232,7 +233,7 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
     _input_embed_layer = "word_embeddings"
 
     @torch.no_grad()
-    def _init_weights(self, module):
+    def _init_weights(self, module: nn.Module) -> None:
         """The reference's init="normal": weights N(0, init_std), projections N(0, proj_init_std), LayerNorm gains
         N(1, init_std), biases 0 (the adaptive input's and softmax's own parameters: ``init_adaptive_weights``)."""
         std = self.config.initializer_range
@@ -251,7 +252,9 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
             init.normal_(module.content_bias, mean=0.0, std=std)
             init.normal_(module.position_bias, mean=0.0, std=std)
 
-    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> AdaptiveEmbedding:  # type: ignore[override]  # transformers types it nn.Embedding; this one is adaptive
         """Resize the vocabulary to ``new_num_tokens`` (rounded up to ``pad_to_multiple_of``). Added or removed
         tokens belong to the rarest cluster, as in the reference (its ``layer=-1``): the last table of the adaptive
         input grows or shrinks (transformers' resizing of one embedding table, ``mean_resizing`` included), and with
@@ -291,7 +294,7 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
     (transformers' TransfoXL started from ``mem_len`` zero vectors per layer; pass those as ``mems`` to reproduce
     its outputs for a first segment.)"""
 
-    def __init__(self, config: ScratchTransfoXLConfig):
+    def __init__(self, config: ScratchTransfoXLConfig) -> None:
         super().__init__(config)
         self.word_embeddings = AdaptiveEmbedding(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
@@ -305,7 +308,7 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         self.post_init()
 
     # -- memory ----------------------------------------------------------------------------------------------
-    def _check_mems(self, mems, batch_size: int) -> list[torch.Tensor] | None:
+    def _check_mems(self, mems: object, batch_size: int) -> list[torch.Tensor] | None:
         if mems is None:
             return None
         if not isinstance(mems, (list, tuple)) or len(mems) != self.config.num_hidden_layers:
@@ -323,7 +326,9 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
             )
         return list(mems) if shape[1] > 0 else None
 
-    def _update_mems(self, layer_inputs: list[torch.Tensor], mems: list[torch.Tensor] | None):
+    def _update_mems(
+        self, layer_inputs: list[torch.Tensor], mems: list[torch.Tensor] | None
+    ) -> list[torch.Tensor] | None:
         """New memory of each layer: the last ``mem_len`` of [old memory ∘ this segment's layer input], detached
         (the stop-gradient SG(·) of Dai et al. 2019 §3.2). ``mem_len`` is read from the config now. Each memory
         is its own contiguous tensor: a view would keep the whole layer input alive, and give every segment other
@@ -337,7 +342,9 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
             return [torch.cat([m, h], dim=1)[:, -mem_len:].detach().contiguous() for m, h in zip(mems, layer_inputs)]
 
     # -- masks and positions ---------------------------------------------------------------------------------
-    def _attention_mask(self, key_is_real, query_length: int, key_length: int, device) -> torch.Tensor:
+    def _attention_mask(
+        self, key_is_real: torch.Tensor | None, query_length: int, key_length: int, device: torch.device
+    ) -> torch.Tensor:
         """Causal over memory + segment; with ``same_length`` each query also sees at most ``mem_len`` keys."""
         window = None
         if self.config.same_length and key_length > self.config.mem_len:
@@ -345,14 +352,16 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         padding = padding_mask(key_is_real) if key_is_real is not None else None
         return combine_masks(causal_mask(query_length, key_length, device), window, padding)
 
-    def _relative_positions(self, key_length: int, device, dtype) -> torch.Tensor:
+    def _relative_positions(self, key_length: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         """R for the distances key_length-1 … 0 (the first key is the farthest), clamped at ``clamp_len``."""
         distances = torch.arange(key_length - 1, -1, -1, device=device, dtype=torch.float32)
         if self.config.clamp_len > 0:
             distances = distances.clamp(max=self.config.clamp_len)
         return relative_sinusoidal_embedding(distances, self.config.hidden_size).to(dtype)
 
-    def _key_padding(self, attention_mask, batch: int, query_length: int, key_length: int, device):
+    def _key_padding(
+        self, attention_mask: torch.Tensor | None, batch: int, query_length: int, key_length: int, device: torch.device
+    ) -> torch.Tensor | None:
         """The user's 0/1 mask covers the current segment, optionally preceded by earlier tokens (as ``generate``
         passes it): its last columns describe the last keys; memory it does not cover counts as real."""
         if attention_mask is None:
@@ -413,7 +422,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
     """Transformer-XL language model: the model above + the adaptive softmax. ``loss`` is the mean next-token
     cross-entropy (labels shifted inside, -100 ignored); ``generate`` carries ``mems`` between steps."""
 
-    def __init__(self, config: ScratchTransfoXLConfig):
+    def __init__(self, config: ScratchTransfoXLConfig) -> None:
         super().__init__(config)
         self.model = ScratchTransfoXLModel(config)
         self.lm_head = AdaptiveSoftmax(config)
@@ -483,7 +492,9 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
             attentions=outputs.attentions,
         )
 
-    def _target_only_loss(self, hidden_states, targets, num_items_in_batch) -> torch.Tensor:
+    def _target_only_loss(
+        self, hidden_states: torch.Tensor, targets: torch.Tensor, num_items_in_batch: int | torch.Tensor | None
+    ) -> torch.Tensor:
         """The same mean (or sum / num_items_in_batch) negative log-likelihood as token_cross_entropy, from the
         targets' log-probabilities alone."""
         targets = targets.reshape(-1).to(hidden_states.device)
@@ -496,10 +507,12 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
     def _supports_default_dynamic_cache(cls) -> bool:
         return False  # the memory is not a transformers Cache
 
-    def decoding_state(self, outputs):
+    def decoding_state(self, outputs: ScratchTransfoXLLMHeadModelOutput) -> list[torch.Tensor] | None:
         return outputs.mems
 
-    def prepare_inputs_for_generation(self, input_ids, inputs_embeds=None, **kwargs):
+    def prepare_inputs_for_generation(
+        self, input_ids: torch.Tensor, inputs_embeds: torch.Tensor | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """transformers' preparation — every keyword it does not consume goes on to ``forward`` (``output_attentions``,
         ``output_hidden_states``, ``inputs_embeds`` on the first step, …) — with the memory as ``mems``. With
         ``use_cache`` (consumed here: the memory is the cache) ``generate`` feeds only the newest token after the
