@@ -68,6 +68,14 @@ def positions_from_attention_mask(key_is_real: torch.Tensor, cache_positions: to
     return positions[:, cache_positions]
 
 
+def default_positions(key_is_real: torch.Tensor | None, cache_positions: torch.Tensor) -> torch.Tensor:
+    """The positions of the new tokens when the caller gives none: counted over the real tokens where a mask says
+    which are real (left padding), else the cache slots they fill."""
+    if key_is_real is not None:
+        return positions_from_attention_mask(key_is_real, cache_positions)
+    return cache_positions[None, :]
+
+
 class ScratchGPTEmbeddings(nn.Module):
     """h_0 = U W_e + W_p (GPT-1 eq. 2), then dropout. ``token_type_ids``, when given, are looked up in the token
     table W_e as well and added (what the reference implementations do, e.g. for dialogue segments)."""
@@ -195,10 +203,7 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
             cached=past_key_values is not None,
         )
         if position_ids is None:
-            if key_is_real is not None:
-                position_ids = positions_from_attention_mask(key_is_real, cache_positions)
-            else:
-                position_ids = cache_positions[None, :]
+            position_ids = default_positions(key_is_real, cache_positions)
 
         hidden_states = self.embeddings(input_ids, position_ids, token_type_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
