@@ -36,11 +36,13 @@ import functools
 import inspect
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, Self, TypeVar, overload
 
 import torch
 from safetensors import SafetensorError
-from transformers import GenerationMixin, PreTrainedModel
+from torch import nn
+from transformers import GenerationConfig, GenerationMixin, PreTrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .inputs import shift_tokens_right
@@ -87,17 +89,17 @@ NORMALISED_BY_CALLER = "_inputs_normalised_by_caller"
 # --------------------------------------------------------------------------------------------------------------
 
 
-def returned_cache(outputs):
+def returned_cache(outputs: object) -> Any:
     """The cache a model output carries, whatever the installed release calls the field."""
     return getattr(outputs, CACHE_NAME, None)
 
 
-def cache_output(cache) -> dict:
+def cache_output(cache: object) -> dict[str, Any]:
     """``{field: cache}`` for building a transformers output: ``Output(logits=…, **cache_output(cache))``."""
     return {CACHE_NAME: cache}
 
 
-def cache_argument(cache) -> dict:
+def cache_argument(cache: object) -> dict[str, Any]:
     """``{name: cache}`` for passing a cache to a model: ``model(input_ids, **cache_argument(cache))`` — under the
     installed release's name, the one that does not warn."""
     return {CACHE_NAME: cache}
@@ -117,7 +119,7 @@ def warn_old_cache_name(owner: str) -> None:
     warnings.warn(message, FutureWarning, stacklevel=3)  # the forward's caller
 
 
-def take_cache(arguments: dict, cache_parameter: str | None, owner: str) -> None:
+def take_cache(arguments: dict[str, Any], cache_parameter: str | None, owner: str) -> None:
     """Move the cache, given under either release's name, to the forward's own parameter ``cache_parameter``."""
     given = [name for name in CACHE_ALIASES if name in arguments and name != cache_parameter]
     if not given:
@@ -129,7 +131,9 @@ def take_cache(arguments: dict, cache_parameter: str | None, owner: str) -> None
     arguments[cache_parameter] = arguments.pop(given[0])
 
 
-def packed_boundaries_kept(model, given: list[str], arguments: dict, cache_parameter: str | None, owner: str) -> None:
+def packed_boundaries_kept(
+    model: nn.Module, given: list[str], arguments: dict[str, Any], cache_parameter: str | None, owner: str
+) -> None:
     """A padding-free batch's flash-attention description (``VARLEN_DESCRIPTION``) may be dropped only where the
     model reads the same boundaries off ``position_ids`` (``accepts_padding_free_batches``: GPT), and only when it
     does — position_ids given, no attention mask, no cache (``masks.decoder_self_attention_mask``). Anywhere
@@ -152,7 +156,7 @@ def packed_boundaries_kept(model, given: list[str], arguments: dict, cache_param
         )
 
 
-def refuse_unknown(arguments: dict, accepted: set[str], owner: str) -> None:
+def refuse_unknown(arguments: dict[str, Any], accepted: set[str], owner: str) -> None:
     """A TypeError naming each keyword no parameter takes, and the nearest accepted name."""
     unknown = sorted(set(arguments) - accepted)
     if not unknown:
@@ -164,19 +168,19 @@ def refuse_unknown(arguments: dict, accepted: set[str], owner: str) -> None:
     raise TypeError(f"{owner} got an unexpected keyword argument {name!r}.{hint} It takes: {', '.join(listed)}.")
 
 
-def already_normalised() -> dict:
+def already_normalised() -> dict[str, bool]:
     """``{NORMALISED_BY_CALLER: True}``, for a head calling its base model (or an encoder-decoder its encoder and
     decoder) with inputs its own public forward has normalised: ``self.model(…, **already_normalised())``. The
     callee's forward body then runs as it is (see the module docstring for what the caller passes)."""
     return {NORMALISED_BY_CALLER: True}
 
 
-def checkpointing_activations(model) -> bool:
+def checkpointing_activations(model: nn.Module) -> bool:
     """Whether activation (gradient) checkpointing is on (also for the encoders and decoders that are plain modules)."""
     return any(getattr(module, "gradient_checkpointing", False) for module in model.modules())
 
 
-def resolve_flags(model, arguments: dict) -> None:
+def resolve_flags(model: nn.Module, arguments: dict[str, Any]) -> None:
     """``output_attentions``, ``output_hidden_states``, ``use_cache`` left at None take the config's value; the cache
     is off while checkpointed layers are trained (they are run twice)."""
     for name in CONFIG_FLAGS:
@@ -186,7 +190,9 @@ def resolve_flags(model, arguments: dict) -> None:
         arguments["use_cache"] = False
 
 
-def visible_signature(signature: inspect.Signature, cache_parameter: str | None, unlisted: tuple):
+def visible_signature(
+    signature: inspect.Signature, cache_parameter: str | None, unlisted: tuple[str, ...]
+) -> inspect.Signature:
     """What ``inspect.signature(forward)`` shows transformers (the Trainer's label names, ``generate``'s checks): the
     forward's own parameters without the ``unlisted`` ones, plus ``return_dict`` and the cache's other name."""
     parameters = [p for name, p in signature.parameters.items() if name not in unlisted]
@@ -195,7 +201,16 @@ def visible_signature(signature: inspect.Signature, cache_parameter: str | None,
     return signature.replace(parameters=parameters)
 
 
-def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
+Forward = TypeVar("Forward", bound=Callable[..., Any])
+
+
+@overload
+def normalise_inputs(forward: Forward, *, unlisted: tuple[str, ...] = ()) -> Forward: ...
+@overload
+def normalise_inputs(forward: None = None, *, unlisted: tuple[str, ...] = ()) -> Callable[[Forward], Forward]: ...
+def normalise_inputs(
+    forward: Callable[..., Any] | None = None, *, unlisted: tuple[str, ...] = ()
+) -> Callable[..., Any]:
     """Decorator for every public ``forward`` (see the module docstring). The forward lists every name it takes;
     the cache parameter is the one named ``past_key_values`` (the other release's name, ``cache``, is accepted too).
     ``unlisted``: parameters the forward takes but hides from ``inspect.signature`` (a second label tensor the
@@ -211,7 +226,7 @@ def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
         accepted |= set(CACHE_ALIASES)
 
     @functools.wraps(forward)
-    def normalised_forward(self, *args, **kwargs):
+    def normalised_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         if kwargs.pop(NORMALISED_BY_CALLER, False):  # a head's public forward has normalised these: run the body
             return forward(self, *args, **kwargs)
         owner = f"{type(self).__name__}.forward()"
@@ -241,7 +256,7 @@ def normalise_inputs(forward: Callable | None = None, *, unlisted: tuple = ()):
         output = forward(self, **kwargs)
         return output if return_dict else output.to_tuple()
 
-    normalised_forward.__signature__ = visible_signature(signature, cache_parameter, unlisted)
+    normalised_forward.__signature__ = visible_signature(signature, cache_parameter, unlisted)  # type: ignore[attr-defined]  # read by inspect.signature
     return normalised_forward
 
 
@@ -262,7 +277,7 @@ class ScratchPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _supports_sdpa = True
 
-    def __init__(self, config, *inputs, **kwargs):
+    def __init__(self, config: PreTrainedConfig, *inputs: Any, **kwargs: Any) -> None:
         super().__init__(config, *inputs, **kwargs)
         check_attn_implementation(config._attn_implementation, registry=self._supports_attention_backend)
 
@@ -276,10 +291,12 @@ class ScratchPreTrainedModel(PreTrainedModel):
 
     if not hasattr(PreTrainedModel, "activation_checkpointing_enable"):  # releases before the rename (5.10): both names
 
-        def activation_checkpointing_enable(self, activation_checkpointing_kwargs=None):
+        def activation_checkpointing_enable(  # type: ignore[override]  # defined only where transformers lacks it
+            self, activation_checkpointing_kwargs: dict[str, Any] | None = None
+        ) -> None:
             self.gradient_checkpointing_enable(activation_checkpointing_kwargs)
 
-        def activation_checkpointing_disable(self):
+        def activation_checkpointing_disable(self) -> None:
             self.gradient_checkpointing_disable()
 
         @property
@@ -300,7 +317,7 @@ class ScratchPreTrainedModel(PreTrainedModel):
         None: the class's ``_tied_weights_keys``, applied when ``tie_word_embeddings`` is set (transformers' rule)."""
         return None
 
-    def post_init(self):
+    def post_init(self) -> None:
         ties = self.configured_ties()
         if ties is not None:  # accelerate (FSDP) and peft read the attribute itself
             self._tied_weights_keys = ties
@@ -310,7 +327,7 @@ class ScratchPreTrainedModel(PreTrainedModel):
         ties = None if all_submodels else self.configured_ties()
         return super().get_expanded_tied_weights_keys(all_submodels=all_submodels) if ties is None else ties
 
-    def mark_tied_weights_as_initialized(self, loading_info):
+    def mark_tied_weights_as_initialized(self, loading_info: Any) -> None:
         """transformers flags every tied target as loaded, so that it is not initialised before the tie. Where two
         names are one module (the encoder-decoder's shared embeddings), that flag also marks the source, and a source
         absent from the checkpoint stayed on the meta device, neither initialised nor reported missing. A source
@@ -321,10 +338,10 @@ class ScratchPreTrainedModel(PreTrainedModel):
         for source in set(ties.values()) & missing_before - set(loading_info.missing_keys):
             names = [source] + [target for target, tied_to in ties.items() if tied_to == source]
             if all(name in missing_before for name in names):
-                self.get_parameter(source)._is_hf_initialized = False
+                self.get_parameter(source)._is_hf_initialized = False  # type: ignore[attr-defined]  # transformers' flag
                 loading_info.missing_keys.add(source)
 
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """``torch.nn.Module.load_state_dict`` for a state dict saved without the tied copies (what
         ``save_pretrained`` writes, and the Trainer loads when it resumes): a tied target left out is tied to its
         source again and is not reported missing (the Trainer would warn "There were missing keys in the checkpoint
@@ -345,7 +362,9 @@ class ScratchPreTrainedModel(PreTrainedModel):
         return result
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+    def from_pretrained(
+        cls, pretrained_model_name_or_path: str | os.PathLike[str] | None, *args: Any, **kwargs: Any
+    ) -> Self:
         """transformers' ``from_pretrained``; a checkpoint whose weights cannot be read — a safetensors file that
         safetensors refuses (truncated, corrupted) or a shard its index names that is not there — is a ValueError
         saying what happened and how to fix it, instead of safetensors' bare error."""
@@ -386,16 +405,21 @@ class ScratchGenerationMixin(GenerationMixin):
     (``refuse_cache_settings``): transformers would only log that it ignores them.
     """
 
-    def decoding_state(self, outputs):
+    def decoding_state(self, outputs: Any) -> Any:
         """What the next decoding step continues from: the output's cache."""
         return returned_cache(outputs)
 
-    def _validate_generation_mode(self, generation_mode, generation_config, *args, **kwargs):
-        super()._validate_generation_mode(generation_mode, generation_config, *args, **kwargs)
-        if not self._supports_default_dynamic_cache():
+    # (transformers types GenerationMixin's self as its GenerativePreTrainedModel protocol, which our heads are)
+    def _validate_generation_mode(
+        self, generation_mode: Any, generation_config: GenerationConfig, *args: Any, **kwargs: Any
+    ) -> None:
+        super()._validate_generation_mode(generation_mode, generation_config, *args, **kwargs)  # type: ignore[misc]
+        if not self._supports_default_dynamic_cache():  # type: ignore[misc]
             refuse_cache_settings(type(self).__name__, generation_config)
 
-    def _update_model_kwargs_for_generation(self, outputs, model_kwargs, *args, **kwargs):
+    def _update_model_kwargs_for_generation(
+        self, outputs: Any, model_kwargs: dict[str, Any], *args: Any, **kwargs: Any
+    ) -> dict[str, Any]:
         """The decoding state goes back under the cache's name this release reads (and beam search reorders); with
         ``use_cache=False`` none is carried (releases before 5.24 would keep an output's ``mems`` as the cache)."""
         model_kwargs = super()._update_model_kwargs_for_generation(outputs, model_kwargs, *args, **kwargs)
@@ -408,7 +432,13 @@ class ScratchGenerationMixin(GenerationMixin):
             model_kwargs[CACHE_NAME] = state
         return model_kwargs
 
-    def create_masks_for_generate(self, config=None, inputs_embeds=None, attention_mask=None, **kwargs):
+    def create_masks_for_generate(
+        self,
+        config: PreTrainedConfig | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> torch.Tensor | None:
         """What ``generate`` passes as the attention mask when it decodes with a compilable cache
         (``cache_implementation="static"``). transformers would build its own 4-D mask here; our models build
         their relation from the 0/1 padding mask (``masks.check_cache_mask``), so they get that mask, widened
@@ -420,14 +450,14 @@ class ScratchGenerationMixin(GenerationMixin):
         cache = next((kwargs[name] for name in CACHE_ALIASES if kwargs.get(name) is not None), None)
         if attention_mask is None or attention_mask.dim() != 2 or cache is None:
             return attention_mask
-        key_length, _ = cache.get_mask_sizes(inputs_embeds.shape[1], 0)
+        key_length, _ = cache.get_mask_sizes(inputs_embeds.shape[1], 0)  # type: ignore[union-attr]  # generate passes it
         missing = key_length - attention_mask.shape[1]
         if missing <= 0:
             return attention_mask
         return torch.cat([attention_mask, attention_mask.new_zeros(attention_mask.shape[0], missing)], dim=1)
 
 
-def refuse_cache_settings(owner: str, generation_config) -> None:
+def refuse_cache_settings(owner: str, generation_config: GenerationConfig) -> None:
     """The ``generate`` settings that need a transformers ``Cache``, refused with a ValueError for a model whose
     decoding state is its own: a ``cache_implementation`` (static, offloaded, quantized, …) and a ``compile_config``
     (``generate`` compiles its decoding step only over a static cache)."""
@@ -443,7 +473,7 @@ def refuse_cache_settings(owner: str, generation_config) -> None:
             )
 
 
-def take_generation_cache(kwargs: dict):
+def take_generation_cache(kwargs: dict[str, Any]) -> Any:
     """For a family's own ``prepare_inputs_for_generation``: the decoding state ``generate`` passes, under either
     release's name (removed from ``kwargs``)."""
     found = [kwargs.pop(name) for name in CACHE_ALIASES if name in kwargs]
@@ -460,10 +490,17 @@ class DecoderInputsFromLabelsMixin:
     right (``inputs.shift_tokens_right``). ``DataCollatorForSeq2Seq`` calls this method by name to build them in the
     collator; the heads call it when given labels without decoder inputs."""
 
+    config: PreTrainedConfig  # the model's
+
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
-    def decoder_inputs_for(self, labels, decoder_input_ids, decoder_inputs_embeds):
+    def decoder_inputs_for(
+        self,
+        labels: torch.Tensor | None,
+        decoder_input_ids: torch.Tensor | None,
+        decoder_inputs_embeds: torch.Tensor | None,
+    ) -> torch.Tensor | None:
         """The decoder inputs a head runs on: as given, or — with ``labels`` and no decoder inputs — the labels
         shifted right. ``labels`` must be (batch, target_length)."""
         if labels is not None and labels.dim() != 2:
