@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import ClassVar
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    SelectiveCheckpointContext,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+)
+from transformers import Cache, PreTrainedConfig
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 
@@ -60,7 +67,7 @@ class FeedForward(nn.Module):
 MATMULS = frozenset(getattr(torch.ops.aten, name).default for name in ("mm", "addmm", "bmm"))
 
 
-def keep_matmuls(ctx, op, *args, **kwargs) -> CheckpointPolicy:
+def keep_matmuls(ctx: SelectiveCheckpointContext, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
     """Selective-checkpoint policy: save the matrix products' outputs, recompute the elementwise ops."""
     return CheckpointPolicy.MUST_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
 
@@ -71,14 +78,14 @@ def keep_matmuls(ctx, op, *args, **kwargs) -> CheckpointPolicy:
 # future default: the hooks then see every tensor held until the backward pass, whether autograd or the checkpoint
 # holds it (save_on_cpu offloads all of them). Before 2.14 torch has no such argument and the kept tensors bypass
 # the hooks; the signature is read once, here.
-SAC_OPTIONS = (
+SAC_OPTIONS: dict[str, Any] = (
     {"respect_saved_tensors_hooks": True}
     if "respect_saved_tensors_hooks" in inspect.signature(checkpoint).parameters
     else {}
 )
 
 
-def selective_checkpoint(function, *args, policy):
+def selective_checkpoint(function: Callable[..., Any], *args: Any, policy: Callable[..., CheckpointPolicy]) -> Any:
     """``function(*args)`` under a non-reentrant selective activation checkpoint: ``policy`` (``keep_matmuls``,
     ``banded_attention.keep_attention_kernels``) says which ops' outputs are kept, the others are recomputed in the
     backward pass; the surrounding ``saved_tensors_hooks`` see the kept ones (``SAC_OPTIONS``)."""
@@ -146,13 +153,13 @@ class EncoderLayer(GradientCheckpointingLayer):
 
     def __init__(
         self,
-        config,
+        config: PreTrainedConfig,
         layer_idx: int,
         num_heads: int,
         intermediate_size: int,
         pre_norm: bool = False,
         activation_dropout: float = 0.0,
-    ):
+    ) -> None:
         super().__init__()
         hidden, eps, dropout = config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob
         attention = MultiHeadAttention(
@@ -168,7 +175,7 @@ class EncoderLayer(GradientCheckpointingLayer):
         hidden_states: torch.Tensor,
         mask: AttentionMask | None = None,
         output_attentions: bool = False,
-        past_key_values=None,
+        past_key_values: Cache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         attention = getattr(self, self.attention_name)
         residual = getattr(self, f"{self.attention_name}_residual")
@@ -181,16 +188,22 @@ class EncoderLayer(GradientCheckpointingLayer):
 
 
 def run_layers(
-    layers, hidden_states, call, output_hidden_states: bool, output_attentions: bool, final_norm=None, kinds: int = 1
-):
+    layers: Iterable[Any],
+    hidden_states: torch.Tensor,
+    call: Callable[[Any, torch.Tensor], tuple[Any, ...]],
+    output_hidden_states: bool | None,
+    output_attentions: bool | None,
+    final_norm: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    kinds: int = 1,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[tuple[torch.Tensor, ...] | None, ...]]:
     """The stack of N identical layers (Vaswani et al. 2017 §3.1): ``hidden_states`` through each layer in turn —
     ``call(layer, hidden_states)`` returns the layer's output and its attention weights, one tensor per kind (self,
     cross, global…: ``kinds``) — then through ``final_norm`` (pre-LN stacks). Returns (hidden_states,
     all_hidden_states, attentions): what transformers' ``output_hidden_states`` asks for — each layer's input, then
     the stack's output — and, for ``output_attentions``, per kind a tuple with one tensor per layer; None for what is
     not asked."""
-    all_hidden_states = () if output_hidden_states else None
-    attentions = tuple(() if output_attentions else None for _ in range(kinds))
+    all_hidden_states: tuple[torch.Tensor, ...] = ()
+    attentions: tuple[tuple[torch.Tensor, ...], ...] = tuple(() for _ in range(kinds))
     for layer in layers:
         if output_hidden_states:
             all_hidden_states += (hidden_states,)
@@ -201,7 +214,8 @@ def run_layers(
         hidden_states = final_norm(hidden_states)
     if output_hidden_states:
         all_hidden_states += (hidden_states,)
-    return hidden_states, all_hidden_states, attentions
+    asked = tuple(kind if output_attentions else None for kind in attentions)
+    return hidden_states, (all_hidden_states if output_hidden_states else None), asked
 
 
 class MaskedLMHead(nn.Module):
@@ -225,10 +239,12 @@ class MaskedLMOutputEmbeddings:
     """``get/set_output_embeddings`` for the heads whose output projection is ``mlm_head.decoder`` (transformers'
     own look for ``lm_head``): what ``resize_token_embeddings`` and weight tying use."""
 
-    def get_output_embeddings(self):
+    mlm_head: MaskedLMHead  # the head's
+
+    def get_output_embeddings(self) -> nn.Linear:
         return self.mlm_head.decoder
 
-    def set_output_embeddings(self, value):
+    def set_output_embeddings(self, value: nn.Linear) -> None:
         self.mlm_head.decoder = value
 
 
@@ -243,7 +259,7 @@ class EncoderEmbeddings(nn.Module):
     ``default_position_ids`` (Longformer counts RoBERTa's way); ``position_padding_idx`` is the position row that
     padding keeps (RoBERTa's pad_token_id), None for BERT."""
 
-    def __init__(self, config, position_padding_idx: int | None = None):
+    def __init__(self, config: PreTrainedConfig, position_padding_idx: int | None = None) -> None:
         super().__init__()
         self.word = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.position = LearnedPositionalEmbedding(
@@ -257,9 +273,15 @@ class EncoderEmbeddings(nn.Module):
         """(1, length): 0, 1, 2, … — the positions when the caller passes none."""
         return torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None, :]
 
-    def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+    ) -> torch.Tensor:
         if inputs_embeds is None:
-            check_input_ids(input_ids, embedding_rows(self.word))
+            check_input_ids(input_ids, embedding_rows(self.word))  # type: ignore[arg-type]  # one is given (checked)
             inputs_embeds = self.word(input_ids)
         batch, length = inputs_embeds.shape[:2]
         if position_ids is None:
@@ -287,7 +309,7 @@ class Pooler(nn.Module):
         return torch.tanh(self.dense(hidden_states[:, 0]))
 
 
-def classifier_dropout(config) -> float:
+def classifier_dropout(config: PreTrainedConfig) -> float:
     """The dropout before a classification layer: ``config.classifier_dropout`` when set, else
     ``hidden_dropout_prob`` (transformers' convention)."""
     dropout = getattr(config, "classifier_dropout", None)
