@@ -24,7 +24,7 @@ import math
 import torch
 from torch import nn
 from transformers import initialization as init
-from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -73,7 +73,7 @@ class ScratchTransformerEmbeddings(nn.Module):
     """x_pos = Dropout(√d_model · E[token] + PE(pos)) (paper §3.4-3.5); PE is the fixed sinusoidal table.
     ``tokens``: an existing token embedding module to use (the source one, when the target side shares it)."""
 
-    def __init__(self, config: ScratchTransformerConfig, vocab_size: int, tokens: nn.Embedding | None = None):
+    def __init__(self, config: ScratchTransformerConfig, vocab_size: int, tokens: nn.Embedding | None = None) -> None:
         super().__init__()
         if tokens is None:
             scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
@@ -84,7 +84,13 @@ class ScratchTransformerEmbeddings(nn.Module):
         )
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids, inputs_embeds, position_ids=None, name: str = "input_ids") -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        position_ids: torch.Tensor | None = None,
+        name: str = "input_ids",
+    ) -> torch.Tensor:
         """``inputs_embeds`` are used as given (built with ``tokens``, they are scaled already); ``position_ids``
         (1 or batch, length) default to 0 … length - 1 (the decoder passes the cache positions: they continue after
         the cached tokens)."""
@@ -109,7 +115,7 @@ class ScratchTransformerEncoderLayer(EncoderLayer):
 
     attention_name = "self_attention"
 
-    def __init__(self, config: ScratchTransformerConfig, layer_idx: int):
+    def __init__(self, config: ScratchTransformerConfig, layer_idx: int) -> None:
         super().__init__(
             config,
             layer_idx,
@@ -123,7 +129,7 @@ class ScratchTransformerEncoderLayer(EncoderLayer):
 class ScratchTransformerEncoder(nn.Module):
     """Embeddings → N encoder layers (→ a final LayerNorm when pre-LN). Returns the memory the decoder attends."""
 
-    def __init__(self, config: ScratchTransformerConfig):
+    def __init__(self, config: ScratchTransformerConfig) -> None:
         super().__init__()
         self.config = config
         self.embeddings = ScratchTransformerEmbeddings(config, config.vocab_size)
@@ -171,7 +177,7 @@ class ScratchTransformerDecoderLayer(GradientCheckpointingLayer):
     masked self-attention (causal ∧ target padding) → cross-attention Q = decoder, K = V = encoder output (source
     padding mask) → position-wise FFN."""
 
-    def __init__(self, config: ScratchTransformerConfig, layer_idx: int):
+    def __init__(self, config: ScratchTransformerConfig, layer_idx: int) -> None:
         super().__init__()
         size, eps, dropout = config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob
         heads, attention_dropout = config.decoder_attention_heads, config.attention_probs_dropout_prob
@@ -186,13 +192,13 @@ class ScratchTransformerDecoderLayer(GradientCheckpointingLayer):
 
     def forward(
         self,
-        hidden_states,
-        encoder_hidden_states,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
         self_mask: AttentionMask,
         cross_mask: AttentionMask,
-        past_key_values=None,
+        past_key_values: EncoderDecoderCache | None = None,
         output_attentions: bool = False,
-    ):
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         residual = self.self_attention_residual
         attended, self_weights = self.self_attention(
             residual.before(hidden_states),
@@ -215,7 +221,9 @@ class ScratchTransformerDecoderLayer(GradientCheckpointingLayer):
         return hidden_states, self_weights, cross_weights
 
 
-def check_decoder_inputs(input_ids, inputs_embeds, encoder_hidden_states) -> tuple[int, int]:
+def check_decoder_inputs(
+    input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, encoder_hidden_states: torch.Tensor | None
+) -> tuple[int, int]:
     """(batch, length) of the decoder inputs; a ValueError unless exactly one of ``input_ids`` / ``inputs_embeds``
     is given, with an encoder output of the same batch."""
     if (input_ids is None) == (inputs_embeds is None):
@@ -234,7 +242,7 @@ def check_decoder_inputs(input_ids, inputs_embeds, encoder_hidden_states) -> tup
     return batch, length
 
 
-def decoder_cache(past_key_values, use_cache: bool) -> EncoderDecoderCache | None:
+def decoder_cache(past_key_values: Cache | None, use_cache: bool | None) -> EncoderDecoderCache | None:
     """The cache this step reads and extends: self- and cross-attention kept apart (an ``EncoderDecoderCache``), a
     new one on the first step of cached decoding, None without ``use_cache``."""
     if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
@@ -247,14 +255,16 @@ def decoder_cache(past_key_values, use_cache: bool) -> EncoderDecoderCache | Non
     return past_key_values if past_key_values is not None else EncoderDecoderCache(DynamicCache(), DynamicCache())
 
 
-def target_mask(attention_mask, batch: int, key_length: int, cache_positions, static: bool) -> AttentionMask:
+def target_mask(
+    attention_mask: torch.Tensor | None, batch: int, key_length: int, cache_positions: torch.Tensor, static: bool
+) -> AttentionMask:
     """Masked self-attention (§3.2.3): each target position may attend the real tokens up to itself, the cached
     ones included (causal ∧ target padding); a 4-D mask is the whole relation."""
     name = "decoder_attention_mask"
     return decoder_self_attention_mask(attention_mask, batch, key_length, cache_positions, static, name=name)[0]
 
 
-def source_mask(encoder_attention_mask, encoder_hidden_states: torch.Tensor) -> AttentionMask:
+def source_mask(encoder_attention_mask: torch.Tensor | None, encoder_hidden_states: torch.Tensor) -> AttentionMask:
     """Cross-attention (§3.2.3): every target position may attend the source's real tokens."""
     batch, source_length = encoder_hidden_states.shape[:2]
     name = "attention_mask (of the source)"
@@ -262,7 +272,12 @@ def source_mask(encoder_attention_mask, encoder_hidden_states: torch.Tensor) -> 
     return AttentionMask(key_padding=padding_or_none(source_is_real))
 
 
-def source_for_both_sides(attention_mask, input_ids, inputs_embeds, encoder_outputs) -> torch.Tensor | AttentionMask:
+def source_for_both_sides(
+    attention_mask: torch.Tensor | None,
+    input_ids: torch.Tensor | None,
+    inputs_embeds: torch.Tensor | None,
+    encoder_outputs: BaseModelOutput | tuple[torch.Tensor, ...] | None,
+) -> torch.Tensor | AttentionMask | None:
     """The source's padding, checked once for the encoder's self-attention and the decoder's cross-attention (every
     query may attend the source's real tokens), which both take the ``AttentionMask`` as it is: built from the
     (batch, source_length) 0/1 mask (``source_mask``), sized by the encoder's output when given, else by the source
@@ -278,7 +293,7 @@ class ScratchTransformerDecoder(nn.Module):
     """Target embeddings (positions continue after the cached tokens) → N decoder layers (→ final LN when pre-LN).
     ``shared_tokens``: the source token embedding module, used as is when the two sides share their embeddings."""
 
-    def __init__(self, config: ScratchTransformerConfig, shared_tokens: nn.Embedding | None = None):
+    def __init__(self, config: ScratchTransformerConfig, shared_tokens: nn.Embedding | None = None) -> None:
         super().__init__()
         self.config = config
         self.embeddings = ScratchTransformerEmbeddings(config, config.decoder_vocab_size, shared_tokens)
@@ -292,7 +307,7 @@ class ScratchTransformerDecoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | AttentionMask | None = None,
-        past_key_values=None,
+        past_key_values: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
@@ -344,7 +359,7 @@ class ScratchTransformerPreTrainedModel(ScratchPreTrainedModel):
     _no_split_modules = ["ScratchTransformerEncoderLayer", "ScratchTransformerDecoderLayer"]
 
     @torch.no_grad()
-    def _init_weights(self, module):
+    def _init_weights(self, module: nn.Module) -> None:
         """transformers' defaults (normal(0, initializer_range) weights, zero biases, unit LayerNorms); the
         sinusoidal table is a non-saved buffer, rebuilt from the config (also after loading on the meta device)."""
         super()._init_weights(module)
@@ -360,7 +375,9 @@ class ScratchTransformerPreTrainedModel(ScratchPreTrainedModel):
             ties[f"{prefix}decoder.embeddings.tokens.weight"] = f"{prefix}encoder.embeddings.tokens.weight"
         return ties
 
-    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
         """transformers' resizing of the source embeddings; when the target side shares them, its vocabulary size
         (``decoder_vocab_size``) follows."""
         embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
@@ -376,7 +393,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
     ``shared``): one module, called by both sides, under both names in the state dict; the tie keeps checkpoints that
     hold one key or both loading, and saving writes the source key only."""
 
-    def __init__(self, config: ScratchTransformerConfig):
+    def __init__(self, config: ScratchTransformerConfig) -> None:
         super().__init__(config)
         self.encoder = ScratchTransformerEncoder(config)
         shared = self.encoder.embeddings.tokens if config.share_encoder_decoder_embeddings else None
@@ -388,10 +405,10 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
 
     # transformers finds the encoder, the decoder and, on the head, lm_head and the embeddings (through ``model``) by
     # name; the token embeddings inside the encoder it cannot
-    def get_input_embeddings(self):
+    def get_input_embeddings(self) -> nn.Module:
         return self.encoder.embeddings.tokens
 
-    def set_input_embeddings(self, value):
+    def set_input_embeddings(self, value: nn.Module) -> None:
         self.encoder.embeddings.tokens = value
         if self.config.share_encoder_decoder_embeddings:
             self.decoder.embeddings.tokens = value
@@ -403,8 +420,8 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.Tensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs=None,
-        past_key_values=None,
+        encoder_outputs: BaseModelOutput | tuple[torch.Tensor, ...] | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -454,7 +471,7 @@ class ScratchTransformerForConditionalGeneration(
     embeddings (§3.4). ``labels`` → decoder inputs shifted right; loss = cross-entropy over labels ≠ -100 with
     ``config.label_smoothing`` (§5.4). ``generate`` runs greedy or beam search over an ``EncoderDecoderCache``."""
 
-    def __init__(self, config: ScratchTransformerConfig):
+    def __init__(self, config: ScratchTransformerConfig) -> None:
         super().__init__(config)
         self.model = ScratchTransformerModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.decoder_vocab_size, bias=True)
@@ -473,7 +490,9 @@ class ScratchTransformerForConditionalGeneration(
             ties["lm_head.weight"] = ties.get(target_embeddings, target_embeddings)
         return ties
 
-    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
         """Resize the source embeddings (and, when shared, the target embeddings and the tied output projection)."""
         if not self.config.share_encoder_decoder_embeddings and not self.config.tie_word_embeddings:
             raise ValueError(
@@ -490,8 +509,8 @@ class ScratchTransformerForConditionalGeneration(
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.Tensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs=None,
-        past_key_values=None,
+        encoder_outputs: BaseModelOutput | tuple[torch.Tensor, ...] | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
