@@ -14,11 +14,19 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+    from tokenizers.normalizers import Normalizer
+    from transformers import PreTrainedTokenizerFast
+
+    from ..configuration_common import ScratchConfig
 
 TOKENIZER_KINDS = ("wordpiece", "bpe", "char", "seq2seq")
 
 
-def model_max_length(config) -> int:
+def model_max_length(config: ScratchConfig) -> int:
     """The longest input the model built from ``config`` reads: what ``tokenizer.model_max_length`` says for
     transformers' own checkpoints (512 for bert-base), so that generic code which truncates or cuts text into blocks
     of ``tokenizer.model_max_length`` tokens never feeds the model more positions than it has.
@@ -37,7 +45,9 @@ def model_max_length(config) -> int:
     return VERY_LARGE_INTEGER if limit is None else limit
 
 
-def train_tokenizer(texts: Iterable[str], kind: str = "wordpiece", vocab_size: int = 1000, lowercase: bool = True):
+def train_tokenizer(
+    texts: Iterable[str], kind: str = "wordpiece", vocab_size: int = 1000, lowercase: bool = True
+) -> PreTrainedTokenizerFast:
     """Train a tokenizer of ``kind`` (``TOKENIZER_KINDS``) on ``texts`` and return it as a
     ``PreTrainedTokenizerFast``."""
     if kind not in TOKENIZER_KINDS:
@@ -54,7 +64,9 @@ def _show_progress() -> bool:
     return sys.stderr.isatty()
 
 
-def _trained_wordpiece(texts, vocab_size: int, special: list[str], unknown: str, normalizer):
+def _trained_wordpiece(
+    texts: list[str], vocab_size: int, special: list[str], unknown: str, normalizer: Normalizer
+) -> Tokenizer:
     """A WordPiece model (BERT's pre-tokenizer and decoder) trained on ``texts`` with ``special`` tokens first."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -67,7 +79,7 @@ def _trained_wordpiece(texts, vocab_size: int, special: list[str], unknown: str,
     return tokenizer
 
 
-def _wordpiece(texts, vocab_size: int, lowercase: bool):
+def _wordpiece(texts: list[str], vocab_size: int, lowercase: bool) -> PreTrainedTokenizerFast:
     """BERT / Longformer: [CLS] A [SEP] (B [SEP]) with segment ids, [MASK] for masked-LM."""
     from tokenizers import normalizers, processors
     from transformers import PreTrainedTokenizerFast
@@ -91,7 +103,7 @@ def _wordpiece(texts, vocab_size: int, lowercase: bool):
     )
 
 
-def _byte_level_bpe(texts, vocab_size: int, lowercase: bool):
+def _byte_level_bpe(texts: list[str], vocab_size: int, lowercase: bool) -> PreTrainedTokenizerFast:
     """GPT / Transformer-XL: byte-level BPE, ``<|endoftext|>`` as bos/eos/unk (``lowercase`` does not apply)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -115,7 +127,7 @@ def _byte_level_bpe(texts, vocab_size: int, lowercase: bool):
     )
 
 
-def _characters(texts, vocab_size: int, lowercase: bool):
+def _characters(texts: list[str], vocab_size: int, lowercase: bool) -> PreTrainedTokenizerFast:
     """nanoGPT-style character level: one token per character of ``texts`` (``vocab_size`` and ``lowercase`` do
     not apply), plus ``<pad>``/``<unk>``/``<eos>``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -136,7 +148,7 @@ def _characters(texts, vocab_size: int, lowercase: bool):
     )
 
 
-def _seq2seq_wordpiece(texts, vocab_size: int, lowercase: bool):
+def _seq2seq_wordpiece(texts: list[str], vocab_size: int, lowercase: bool) -> PreTrainedTokenizerFast:
     """The encoder-decoders: a WordPiece vocabulary shared by source and target, ``<pad>``/``<s>``/``</s>``/``<unk>``
     (ids 0-3), ``</s>`` appended to every sequence as Marian does."""
     from tokenizers import normalizers, processors
