@@ -50,7 +50,7 @@ class ScratchBertLayer(EncoderLayer):
     """One encoder layer, post-LN: h = LN(x + MultiHead(x, x, x)), out = LN(h + FFN(h)) (Vaswani et al. 2017
     §3.1-3.3; ``layers.EncoderLayer``) over the padding mask, with GELU in the feed-forward network."""
 
-    def __init__(self, config: ScratchBertConfig, layer_idx: int):
+    def __init__(self, config: ScratchBertConfig, layer_idx: int) -> None:
         super().__init__(config, layer_idx, config.num_attention_heads, config.intermediate_size)
 
 
@@ -66,7 +66,7 @@ class ScratchBertPreTrainedModel(ScratchPreTrainedModel):
 class ScratchBertModel(ScratchBertPreTrainedModel):
     """The BERT encoder: embeddings → L encoder layers → (optional) pooler."""
 
-    def __init__(self, config: ScratchBertConfig, add_pooling_layer: bool = True):
+    def __init__(self, config: ScratchBertConfig, add_pooling_layer: bool = True) -> None:
         super().__init__(config)
         self.embeddings = EncoderEmbeddings(config)
         self.layers = nn.ModuleList(ScratchBertLayer(config, i) for i in range(config.num_hidden_layers))
@@ -125,7 +125,7 @@ class ScratchBertForPreTraining(MaskedLMOutputEmbeddings, EncoderHead, ScratchBe
     output_class = ScratchBertForPreTrainingOutput
     _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
 
-    def __init__(self, config: ScratchBertConfig):
+    def __init__(self, config: ScratchBertConfig) -> None:
         super().__init__(config)
         self.build_base_model(config, add_pooling_layer=True)
         self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, config.hidden_act, config.layer_norm_eps)
@@ -181,7 +181,7 @@ class ScratchBertForNextSentencePrediction(EncoderForSequenceClassification, Scr
     base_model_class = ScratchBertModel
     output_class = NextSentencePredictorOutput
 
-    def __init__(self, config: ScratchBertConfig):
+    def __init__(self, config: ScratchBertConfig) -> None:
         super().__init__(config)
         self.build_base_model(config, add_pooling_layer=True)
         self.nsp_head = nn.Linear(config.hidden_size, 2)
@@ -203,7 +203,7 @@ class ScratchBertForSequenceClassification(EncoderForSequenceClassification, Scr
 
     base_model_class = ScratchBertModel
 
-    def __init__(self, config: ScratchBertConfig):
+    def __init__(self, config: ScratchBertConfig) -> None:
         super().__init__(config)
         self.num_labels = config.num_labels
         self.build_base_model(config, add_pooling_layer=True)
@@ -220,7 +220,7 @@ class ScratchBertForTokenClassification(EncoderForTokenClassification, ScratchBe
 
     base_model_class = ScratchBertModel
 
-    def __init__(self, config: ScratchBertConfig):
+    def __init__(self, config: ScratchBertConfig) -> None:
         super().__init__(config, dropout=classifier_dropout(config))
 
 
@@ -236,7 +236,7 @@ class ScratchBertForMultipleChoice(EncoderForMultipleChoice, ScratchBertPreTrain
 
     base_model_class = ScratchBertModel
 
-    def __init__(self, config: ScratchBertConfig):
+    def __init__(self, config: ScratchBertConfig) -> None:
         super().__init__(config, dropout=classifier_dropout(config))
 
 
