@@ -73,14 +73,16 @@ class ScratchRNNEncoder(nn.Module):
     """Embeddings → dropout → stacked (Bi)RNN. Owns the token embeddings, which the decoder and (tied) the output
     projection share."""
 
-    def __init__(self, config: ScratchRNNConfig):
+    def __init__(self, config: ScratchRNNConfig) -> None:
         super().__init__()
         self.config = config
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.stack = ScratchRNNStack(config, config.hidden_size, config.encoder_layers, config.bidirectional_encoder)
 
-    def embed(self, input_ids, inputs_embeds, name: str = "input_ids") -> torch.Tensor:
+    def embed(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, name: str = "input_ids"
+    ) -> torch.Tensor:
         check_one_input(input_ids, inputs_embeds)
         if inputs_embeds is None:
             check_input_ids(input_ids, embedding_rows(self.embed_tokens), name=name)
@@ -125,7 +127,7 @@ def check_right_padded(key_is_real: torch.Tensor, name: str = "attention_mask") 
         raise ValueError(message)
 
 
-def source_padding(attention_mask: torch.Tensor | None, shape) -> torch.Tensor | None:
+def source_padding(attention_mask: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor | None:
     """The validated (batch, source_length) bool mask of real source tokens; None when nothing is padded."""
     key_is_real = padding_or_none(check_attention_mask(attention_mask, shape[0], shape[1]))
     if key_is_real is not None:
@@ -156,7 +158,7 @@ class AdditiveScore(nn.Module):
     q_t = s_{t−1} (Bahdanau et al. 2015 appendix A.1.2, a(s_{i-1}, h_j) = v_aᵀ tanh(W_a s_{i-1} + U_a h_j)), Luong's
     concat score with q_t = s_t (Luong et al. 2015 eq. 8). W_k h_i is computed once per source (``keys``)."""
 
-    def __init__(self, hidden_size: int):
+    def __init__(self, hidden_size: int) -> None:
         super().__init__()
         self.query_proj = nn.Linear(hidden_size, hidden_size, bias=False)
         self.key_proj = nn.Linear(hidden_size, hidden_size, bias=False)
@@ -183,7 +185,7 @@ class DotScore(nn.Module):
 class GeneralScore(DotScore):
     """Luong's general score (Luong et al. 2015 eq. 8): e_ti = s_tᵀ W_a h_i (W_a h_i computed once per source)."""
 
-    def __init__(self, hidden_size: int):
+    def __init__(self, hidden_size: int) -> None:
         super().__init__()
         self.key_proj = nn.Linear(hidden_size, hidden_size, bias=False)
 
@@ -194,7 +196,9 @@ class GeneralScore(DotScore):
 SCORES = {"bahdanau": AdditiveScore, "luong-concat": AdditiveScore, "luong-general": GeneralScore}
 
 
-def attend_to_source(scores, key_is_real, encoder_states) -> tuple[torch.Tensor, torch.Tensor]:
+def attend_to_source(
+    scores: torch.Tensor, key_is_real: torch.Tensor | None, encoder_states: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """α_ti = exp(e_ti) / Σ_k exp(e_tk) over the real source tokens (exactly 0 on padding); c_t = Σ_i α_ti h_i
     (Bahdanau et al. 2015 eq. 5-6; Luong et al. 2015 eq. 7, global attention).
     Returns (contexts (batch, target_length, hidden), weights (batch, 1, target_length, source_length))."""
@@ -212,7 +216,7 @@ class DeepOutput(nn.Module):
     [max(t̃_{t,2j-1}, t̃_{t,2j})]_j (hidden units), the vector V reads — so p(y_t) = g(y_{t-1}, s_t, c_t), eq. 4.
     (The appendix writes s_{t-1}; eq. 4 and this order of computation use s_t.)"""
 
-    def __init__(self, hidden_size: int):
+    def __init__(self, hidden_size: int) -> None:
         super().__init__()
         self.state_proj = nn.Linear(hidden_size, 2 * hidden_size)  # U_o (with the layer's bias)
         self.previous_token_proj = nn.Linear(hidden_size, 2 * hidden_size, bias=False)  # V_o
@@ -227,7 +231,7 @@ class ScratchRNNDecoder(nn.Module):
     """A unidirectional stack over the target embeddings y_{t-1}, attending to the encoder states in the order of
     computation of the paper that ``config.attention_type`` names (see the module docstring)."""
 
-    def __init__(self, config: ScratchRNNConfig):
+    def __init__(self, config: ScratchRNNConfig) -> None:
         super().__init__()
         self.attention_type = config.attention_type
         hidden = config.hidden_size
@@ -294,7 +298,7 @@ class ScratchRNNDecoderState:
     is_compileable = False
     is_croppable = False
 
-    def __init__(self, hidden: torch.Tensor, cell: torch.Tensor | None, seen_tokens: int):
+    def __init__(self, hidden: torch.Tensor, cell: torch.Tensor | None, seen_tokens: int) -> None:
         self.hidden, self.cell, self.seen_tokens = hidden, cell, seen_tokens
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -335,7 +339,7 @@ class ScratchRNNPreTrainedModel(ScratchPreTrainedModel):
     _no_split_modules = ["ScratchRNNLayer"]
 
     @torch.no_grad()
-    def _init_weights(self, module):
+    def _init_weights(self, module: nn.Module) -> None:
         """Recurrent weights as torch.nn initializes them, U(−1/√H, 1/√H); the rest transformers' defaults."""
         if isinstance(module, nn.RNNBase):
             bound = module.hidden_size**-0.5
@@ -353,7 +357,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
     ``output_attentions``: there is no self-attention; ``cross_attentions`` holds one map (batch, 1, target, source)
     — the top layer's attention over the source — or nothing when ``attention_type="none"``."""
 
-    def __init__(self, config: ScratchRNNConfig, add_decoder: bool = True):
+    def __init__(self, config: ScratchRNNConfig, add_decoder: bool = True) -> None:
         super().__init__(config)
         self.encoder = ScratchRNNEncoder(config)
         self.decoder = ScratchRNNDecoder(config) if add_decoder else None
@@ -361,10 +365,10 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
 
     # transformers finds the encoder, the decoder and, on the heads, lm_head and the embeddings (through ``model``)
     # by name; the token embeddings inside the encoder it cannot
-    def get_input_embeddings(self):
+    def get_input_embeddings(self) -> nn.Module:
         return self.encoder.embed_tokens
 
-    def set_input_embeddings(self, value):
+    def set_input_embeddings(self, value: nn.Module) -> None:
         self.encoder.embed_tokens = value
 
     def initial_decoder_states(self, encoder_outputs: ScratchRNNEncoderOutput) -> list[LayerState]:
@@ -391,12 +395,12 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
 
     def encoded_source(
         self,
-        input_ids,
-        attention_mask,
-        inputs_embeds,
-        encoder_outputs,
-        output_attentions: bool,
-        output_hidden_states: bool,
+        input_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        encoder_outputs: ScratchRNNEncoderOutput | tuple[torch.Tensor, ...] | None,
+        output_attentions: bool | None,
+        output_hidden_states: bool | None,
     ) -> tuple[ScratchRNNEncoderOutput, torch.Tensor | None]:
         """The encoder's output — as given (a tuple made a ``ScratchRNNEncoderOutput``), or the encoder run on the
         source — and the source's padding, checked once for the encoder and the attention over its states
@@ -474,7 +478,7 @@ class ScratchRNNForConditionalGeneration(
 
     _tied_weights_keys = {"lm_head.weight": "model.encoder.embed_tokens.weight"}
 
-    def __init__(self, config: ScratchRNNConfig):
+    def __init__(self, config: ScratchRNNConfig) -> None:
         super().__init__(config)
         self.model = ScratchRNNModel(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
@@ -537,7 +541,7 @@ class ScratchRNNForSequenceClassification(ScratchRNNPreTrainedModel):
     the forward state after the last token and the backward state after the first, concatenated). Regression,
     single- or multi-label by ``config.problem_type``."""
 
-    def __init__(self, config: ScratchRNNConfig):
+    def __init__(self, config: ScratchRNNConfig) -> None:
         super().__init__(config)
         self.num_labels = config.num_labels
         self.model = ScratchRNNModel(config, add_decoder=False)
