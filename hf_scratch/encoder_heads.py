@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import torch
 from torch import nn
+from transformers import PreTrainedConfig
 from transformers.modeling_outputs import (
     MaskedLMOutput,
     MultipleChoiceModelOutput,
@@ -72,7 +73,7 @@ class EncoderForMaskedLM(MaskedLMOutputEmbeddings, EncoderHead):
     mlm_activation: ClassVar[str | None] = None
     _tied_weights_keys = {"mlm_head.decoder.weight": "model.embeddings.word.weight"}
 
-    def __init__(self, config):
+    def __init__(self, config: PreTrainedConfig) -> None:
         super().__init__(config)
         self.build_base_model(config, add_pooling_layer=False)
         activation = self.mlm_activation or config.hidden_act
@@ -160,7 +161,7 @@ class EncoderForTokenClassification(EncoderHead):
 
     output_class = TokenClassifierOutput
 
-    def __init__(self, config, dropout: float):
+    def __init__(self, config: PreTrainedConfig, dropout: float) -> None:
         super().__init__(config)
         self.num_labels = config.num_labels
         self.build_base_model(config, add_pooling_layer=False)
@@ -206,7 +207,7 @@ class EncoderForQuestionAnswering(EncoderHead):
 
     output_class = QuestionAnsweringModelOutput
 
-    def __init__(self, config):
+    def __init__(self, config: PreTrainedConfig) -> None:
         super().__init__(config)
         self.build_base_model(config, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
@@ -256,7 +257,7 @@ class EncoderForMultipleChoice(EncoderHead):
 
     output_class = MultipleChoiceModelOutput
 
-    def __init__(self, config, dropout: float):
+    def __init__(self, config: PreTrainedConfig, dropout: float) -> None:
         super().__init__(config)
         self.build_base_model(config, add_pooling_layer=True)
         self.dropout = nn.Dropout(dropout)
