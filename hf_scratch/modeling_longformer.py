@@ -66,7 +66,7 @@ class ScratchLongformerEmbeddings(EncoderEmbeddings):
     """BERT's E = LayerNorm(E_token + E_segment + E_position), then dropout, with RoBERTa's positions: real tokens
     count from pad_token_id + 1, padding tokens keep position pad_token_id."""
 
-    def __init__(self, config: ScratchLongformerConfig):
+    def __init__(self, config: ScratchLongformerConfig) -> None:
         super().__init__(config, position_padding_idx=config.pad_token_id)
         self.padding_idx = config.pad_token_id
 
@@ -88,7 +88,7 @@ class ScratchLongformerSelfAttention(nn.Module):
     Global rows: softmax over every real j, with ``query_global``, ``key_global``, ``value_global`` (§3.1).
     """
 
-    def __init__(self, config: ScratchLongformerConfig, layer_idx: int):
+    def __init__(self, config: ScratchLongformerConfig, layer_idx: int) -> None:
         super().__init__()
         self.config = config
         hidden = config.hidden_size
@@ -172,7 +172,7 @@ class ScratchLongformerLayer(GradientCheckpointingLayer):
     """h = LN(x + LongformerAttention(x)), out = LN(h + FFN(h)) (Vaswani et al. 2017 §3.1, with the sparse
     attention of Beltagy et al. 2020 §3.1)."""
 
-    def __init__(self, config: ScratchLongformerConfig, layer_idx: int):
+    def __init__(self, config: ScratchLongformerConfig, layer_idx: int) -> None:
         super().__init__()
         self.attention = ScratchLongformerSelfAttention(config, layer_idx)
         self.attention_residual = ResidualNorm(config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob)
@@ -217,7 +217,7 @@ class ScratchLongformerPreTrainedModel(ScratchPreTrainedModel):
 class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
     """The Longformer encoder: embeddings → L layers of sliding-window + global attention → (optional) pooler."""
 
-    def __init__(self, config: ScratchLongformerConfig, add_pooling_layer: bool = True):
+    def __init__(self, config: ScratchLongformerConfig, add_pooling_layer: bool = True) -> None:
         super().__init__(config)
         self.embeddings = ScratchLongformerEmbeddings(config)
         self.layers = nn.ModuleList(ScratchLongformerLayer(config, i) for i in range(config.num_hidden_layers))
@@ -362,7 +362,7 @@ class ScratchLongformerForMaskedLM(EncoderForMaskedLM, ScratchLongformerPreTrain
 class ScratchLongformerClassificationHead(nn.Module):
     """logits = W_out · Dropout(tanh(W · Dropout(h_<s>)))."""
 
-    def __init__(self, config: ScratchLongformerConfig):
+    def __init__(self, config: ScratchLongformerConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
@@ -379,7 +379,7 @@ class ScratchLongformerForSequenceClassification(EncoderForSequenceClassificatio
     base_model_class = ScratchLongformerModel
     output_class = ScratchLongformerSequenceClassifierOutput
 
-    def __init__(self, config: ScratchLongformerConfig):
+    def __init__(self, config: ScratchLongformerConfig) -> None:
         super().__init__(config)
         self.num_labels = config.num_labels
         self.build_base_model(config, add_pooling_layer=False)
@@ -425,7 +425,7 @@ class ScratchLongformerForTokenClassification(EncoderForTokenClassification, Scr
     base_model_class = ScratchLongformerModel
     output_class = ScratchLongformerTokenClassifierOutput
 
-    def __init__(self, config: ScratchLongformerConfig):
+    def __init__(self, config: ScratchLongformerConfig) -> None:
         super().__init__(config, dropout=config.hidden_dropout_prob)
 
     @normalise_inputs
@@ -499,7 +499,7 @@ class ScratchLongformerForMultipleChoice(EncoderForMultipleChoice, ScratchLongfo
     base_model_class = ScratchLongformerModel
     output_class = ScratchLongformerMultipleChoiceOutput
 
-    def __init__(self, config: ScratchLongformerConfig):
+    def __init__(self, config: ScratchLongformerConfig) -> None:
         super().__init__(config, dropout=config.hidden_dropout_prob)
 
     @normalise_inputs
