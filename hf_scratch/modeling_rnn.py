@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from transformers import initialization as init
-from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput, SequenceClassifierOutput
+from transformers.modeling_outputs import Seq2SeqModelOutput, SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
 from .checks import check_attention_mask, check_input_ids, check_one_input, embedding_rows, values_pass
@@ -41,13 +41,12 @@ from .losses import sequence_classification_loss, token_cross_entropy
 from .masks import AttentionMask, padding_mask, padding_or_none
 from .modeling_common import (
     CACHE_NAME,
-    DecoderInputsFromLabelsMixin,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
+    Seq2SeqLMHeadMixin,
     already_normalised,
     cache_output,
     normalise_inputs,
-    returned_cache,
 )
 from .recurrent import LayerState, ScratchRNNStack, stack_states, unstack_states
 
@@ -470,9 +469,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         )
 
 
-class ScratchRNNForConditionalGeneration(
-    ScratchRNNPreTrainedModel, DecoderInputsFromLabelsMixin, ScratchGenerationMixin
-):
+class ScratchRNNForConditionalGeneration(Seq2SeqLMHeadMixin, ScratchRNNPreTrainedModel, ScratchGenerationMixin):
     """y_t = softmax(V · Dropout(decoder output)); loss = cross-entropy against the (non-shifted) labels, -100
     ignored. Decoder inputs are the labels shifted right behind ``decoder_start_token_id`` when not given."""
 
@@ -492,48 +489,16 @@ class ScratchRNNForConditionalGeneration(
     def _supports_default_dynamic_cache(cls) -> bool:
         return False  # the cache is the recurrent state (ScratchRNNDecoderState), not keys and values
 
-    @normalise_inputs
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.Tensor | None = None,
-        decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs: ScratchRNNEncoderOutput | None = None,
-        past_key_values: ScratchRNNDecoderState | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        decoder_inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        num_items_in_batch: int | None = None,
-    ) -> Seq2SeqLMOutput:
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            decoder_input_ids=self.decoder_inputs_for(labels, decoder_input_ids, decoder_inputs_embeds),
-            decoder_attention_mask=decoder_attention_mask,
-            encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
-            inputs_embeds=inputs_embeds,
-            decoder_inputs_embeds=decoder_inputs_embeds,
-            use_cache=use_cache and labels is None,  # (training: the whole target at once)
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            **already_normalised(),
-        )
-        logits = self.lm_head(self.dropout(outputs.last_hidden_state))
-        loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
-        return Seq2SeqLMOutput(
-            loss=loss,
-            logits=logits,
-            **cache_output(returned_cache(outputs)),
-            decoder_hidden_states=outputs.decoder_hidden_states,
-            cross_attentions=outputs.cross_attentions,
-            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states,
-        )
+    def lm_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """The output layer, logits V · Dropout(o_t) of y_t = softmax(V o_t), o_t the decoder's output: s_t
+        (Bahdanau et al. 2015 §3.1 eq. 4, simplified; Sutskever et al. 2014), Luong et al. 2015's s̃_t (eq. 6) or
+        the maxout t_t (Bahdanau et al. appendix A.2.2); V the bias-free ``lm_head``."""
+        return self.lm_head(self.dropout(hidden_states))
+
+    def lm_loss(self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | None) -> torch.Tensor:
+        """−Σ_t log p(y_t | y_<t, x), the log-likelihood of the target the papers maximise (Bahdanau et al. 2015
+        §2.1; Sutskever et al. 2014 §2), averaged over the labels ≠ -100 (or per item with ``num_items_in_batch``)."""
+        return token_cross_entropy(logits, labels, num_items_in_batch)
 
 
 class ScratchRNNForSequenceClassification(ScratchRNNPreTrainedModel):

@@ -29,7 +29,6 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
     BaseModelOutputWithPastAndCrossAttentions,
-    Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
 
@@ -41,9 +40,9 @@ from .losses import token_cross_entropy
 from .masks import AttentionMask, cache_layout, decoder_self_attention_mask, padding_or_none, padding_or_relation
 from .modeling_common import (
     CACHE_NAME,
-    DecoderInputsFromLabelsMixin,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
+    Seq2SeqLMHeadMixin,
     already_normalised,
     cache_output,
     normalise_inputs,
@@ -465,7 +464,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
 
 
 class ScratchTransformerForConditionalGeneration(
-    ScratchTransformerPreTrainedModel, DecoderInputsFromLabelsMixin, ScratchGenerationMixin
+    Seq2SeqLMHeadMixin, ScratchTransformerPreTrainedModel, ScratchGenerationMixin
 ):
     """The full model of the paper: P(y_t | y_<t, x) = softmax(W_out h_t + b) with W_out tied to the target
     embeddings (§3.4). ``labels`` → decoder inputs shifted right; loss = cross-entropy over labels ≠ -100 with
@@ -502,52 +501,15 @@ class ScratchTransformerForConditionalGeneration(
             )
         return super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
 
-    @normalise_inputs
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.Tensor | None = None,
-        decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs: BaseModelOutput | tuple[torch.Tensor, ...] | None = None,
-        past_key_values: EncoderDecoderCache | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        decoder_inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        num_items_in_batch: int | None = None,
-    ) -> Seq2SeqLMOutput:
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            decoder_input_ids=self.decoder_inputs_for(labels, decoder_input_ids, decoder_inputs_embeds),
-            decoder_attention_mask=decoder_attention_mask,
-            encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
-            inputs_embeds=inputs_embeds,
-            decoder_inputs_embeds=decoder_inputs_embeds,
-            use_cache=use_cache and labels is None,  # (training: the whole target at once)
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            **already_normalised(),
-        )
-        logits = self.lm_head(outputs.last_hidden_state)
-        loss = None
-        if labels is not None:
-            loss = token_cross_entropy(logits, labels, num_items_in_batch, label_smoothing=self.config.label_smoothing)
-        return Seq2SeqLMOutput(
-            loss=loss,
-            logits=logits,
-            **cache_output(returned_cache(outputs)),
-            decoder_hidden_states=outputs.decoder_hidden_states,
-            decoder_attentions=outputs.decoder_attentions,
-            cross_attentions=outputs.cross_attentions,
-            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states,
-            encoder_attentions=outputs.encoder_attentions,
-        )
+    def lm_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """The pre-softmax linear transformation W_out h_t + b of P(y_t | y_<t, x) = softmax(W_out h_t + b) (§3.4),
+        W_out tied to the target embeddings with ``tie_word_embeddings``."""
+        return self.lm_head(hidden_states)
+
+    def lm_loss(self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | None) -> torch.Tensor:
+        """Cross-entropy over the labels ≠ -100 against targets smoothed with ε_ls = ``config.label_smoothing``
+        (§5.4, "Label Smoothing": (1 − ε_ls) on the true token, ε_ls spread over the vocabulary)."""
+        return token_cross_entropy(logits, labels, num_items_in_batch, label_smoothing=self.config.label_smoothing)
 
 
 __all__ = [
