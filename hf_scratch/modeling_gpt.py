@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import DynamicCache
+from transformers import Cache, DynamicCache
 from transformers import initialization as init
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
@@ -80,7 +80,7 @@ class ScratchGPTEmbeddings(nn.Module):
     """h_0 = U W_e + W_p (GPT-1 eq. 2), then dropout. ``token_type_ids``, when given, are looked up in the token
     table W_e as well and added (what the reference implementations do, e.g. for dialogue segments)."""
 
-    def __init__(self, config: ScratchGPTConfig):
+    def __init__(self, config: ScratchGPTConfig) -> None:
         super().__init__()
         self.word = nn.Embedding(config.vocab_size, config.hidden_size)
         self.position = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
@@ -112,7 +112,7 @@ class ScratchGPTLayer(EncoderLayer):
     the encoder's (``layers.EncoderLayer``) under the causal mask: a decoder block without cross-attention.
     """
 
-    def __init__(self, config: ScratchGPTConfig, layer_idx: int):
+    def __init__(self, config: ScratchGPTConfig, layer_idx: int) -> None:
         # GPT's "gelu_new" (the tanh approximation of GELU) runs as torch's fused kernel: see layers.get_activation
         super().__init__(
             config, layer_idx, config.num_attention_heads, config.intermediate_size, pre_norm=config.pre_norm
@@ -151,7 +151,7 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
     # position_ids that restart, and their flash-attention description (modeling_common.packed_boundaries_kept)
     accepts_padding_free_batches = True
 
-    def __init__(self, config: ScratchGPTConfig):
+    def __init__(self, config: ScratchGPTConfig) -> None:
         super().__init__(config)
         self.embeddings = ScratchGPTEmbeddings(config)
         self.layers = nn.ModuleList(ScratchGPTLayer(config, i) for i in range(config.num_hidden_layers))
@@ -174,7 +174,7 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
-        past_key_values=None,
+        past_key_values: Cache | None = None,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
@@ -233,7 +233,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
     _tied_weights_keys = {"lm_head.weight": "model.embeddings.word.weight"}
     accepts_padding_free_batches = True  # handed on to the base model as they are
 
-    def __init__(self, config: ScratchGPTConfig):
+    def __init__(self, config: ScratchGPTConfig) -> None:
         super().__init__(config)
         self.model = ScratchGPTModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
@@ -244,7 +244,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
-        past_key_values=None,
+        past_key_values: Cache | None = None,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
@@ -337,7 +337,7 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
 
     _tied_weights_keys = {"lm_head.weight": "model.embeddings.word.weight"}
 
-    def __init__(self, config: ScratchGPTConfig):
+    def __init__(self, config: ScratchGPTConfig) -> None:
         super().__init__(config)
         self.num_labels = config.num_labels
         self.model = ScratchGPTModel(config)
@@ -400,7 +400,7 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
 class ScratchGPTMultipleChoiceHead(nn.Module):
     """score_k = act(W · Dropout(h_l^m of choice k) + b): one number per choice, read at its extract token."""
 
-    def __init__(self, config: ScratchGPTConfig):
+    def __init__(self, config: ScratchGPTConfig) -> None:
         super().__init__()
         self.dropout = nn.Dropout(config.multiple_choice_dropout)
         self.summary = nn.Linear(config.hidden_size, 1)
@@ -450,7 +450,7 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
 
     _tied_weights_keys = {"lm_head.weight": "model.embeddings.word.weight"}
 
-    def __init__(self, config: ScratchGPTConfig):
+    def __init__(self, config: ScratchGPTConfig) -> None:
         super().__init__(config)
         self.model = ScratchGPTModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
@@ -515,7 +515,7 @@ class ScratchGPTForMultipleChoice(ScratchGPTPreTrainedModel):
     ``mc_token_ids``, use ``ScratchGPTDoubleHeadsModel``, whose ``labels`` are LM labels.
     """
 
-    def __init__(self, config: ScratchGPTConfig):
+    def __init__(self, config: ScratchGPTConfig) -> None:
         super().__init__(config)
         self.model = ScratchGPTModel(config)
         self.multiple_choice_head = ScratchGPTMultipleChoiceHead(config)
