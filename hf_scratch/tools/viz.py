@@ -18,14 +18,21 @@ import inspect
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..masks import AttentionMask, causal_mask, combine_masks, padding_mask
 from ..positional import sinusoidal_table
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from torch import nn
+    from transformers import PreTrainedModel
 
-def _pyplot():
+
+def _pyplot() -> ModuleType:
     try:
         import matplotlib
     except ImportError as error:  # pragma: no cover - depends on the environment
@@ -36,7 +43,7 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path) -> Path:
+def _save(fig: Figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -49,7 +56,9 @@ def _save(fig, path) -> Path:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def plot_positional_encoding(path, num_positions: int = 100, dim: int = 128, layout: str = "interleaved") -> Path:
+def plot_positional_encoding(
+    path: str | Path, num_positions: int = 100, dim: int = 128, layout: str = "interleaved"
+) -> Path:
     """Heatmap of PE(pos, i) — positions down, dimensions across — for the sinusoids of Vaswani et al. 2017, §3.5:
     PE(pos, 2i) = sin(pos / 10000^{2i/d}), PE(pos, 2i+1) = cos(pos / 10000^{2i/d})."""
     plt = _pyplot()
@@ -69,7 +78,7 @@ def plot_positional_encoding(path, num_positions: int = 100, dim: int = 128, lay
 # --------------------------------------------------------------------------------------------------------------
 
 
-def attention_weights(model, inputs: dict, layer: int = -1) -> torch.Tensor:
+def attention_weights(model: nn.Module, inputs: dict[str, Any], layer: int = -1) -> torch.Tensor:
     """The attention weights of one layer, (batch, heads, query, key), from ``output_attentions=True``."""
     model.eval()
     with torch.no_grad():
@@ -79,7 +88,7 @@ def attention_weights(model, inputs: dict, layer: int = -1) -> torch.Tensor:
     return outputs.attentions[layer]
 
 
-def plot_attention(path, weights: torch.Tensor, tokens: Sequence[str], title: str = "") -> Path:
+def plot_attention(path: str | Path, weights: torch.Tensor, tokens: Sequence[str], title: str = "") -> Path:
     """Heatmap of a (query, key) weight matrix, labelled with the tokens."""
     plt = _pyplot()
     weights = weights.detach().float().cpu()
@@ -95,7 +104,7 @@ def plot_attention(path, weights: torch.Tensor, tokens: Sequence[str], title: st
     return _save(fig, path)
 
 
-def _demo_bert(sentence: str):
+def _demo_bert(sentence: str) -> tuple[PreTrainedModel, dict[str, torch.Tensor], list[str]]:
     """A tiny randomly initialised BERT over the sentence's own words: shows the mechanics, not a trained model."""
     from ..configuration_bert import ScratchBertConfig
     from ..modeling_bert import ScratchBertModel
@@ -117,7 +126,7 @@ def _demo_bert(sentence: str):
 
 
 def plot_attention_for_sentence(
-    path, sentence: str, model_dir: str | None = None, layer: int = -1, head: int = 0
+    path: str | Path, sentence: str, model_dir: str | None = None, layer: int = -1, head: int = 0
 ) -> Path:
     """Attention of one head for ``sentence``: a saved model with its tokenizer, or a tiny random BERT."""
     if model_dir is None:
@@ -145,7 +154,8 @@ def plot_attention_for_sentence(
         inputs = dict(tokenizer(sentence, return_tensors="pt"))
         if "token_type_ids" not in inspect.signature(model.forward).parameters:
             inputs.pop("token_type_ids", None)
-        tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0])
+        ids = inputs["input_ids"][0].tolist()
+        tokens = tokenizer.convert_ids_to_tokens(ids)  # type: ignore[assignment]  # a list of ids: a list of tokens
         origin = "/".join(Path(model_dir).resolve().parts[-2:])
     weights = attention_weights(model, inputs, layer)
     return plot_attention(path, weights[0, head], tokens, title=f"{origin}: layer {layer}, head {head}")
@@ -161,7 +171,9 @@ def plot_attention_for_sentence(
 # computes the same relation banded, without ever building an n×n mask, so no model code uses these.
 
 
-def sliding_window_mask(length: int, one_sided_window: int, dilation: int = 1, device=None) -> torch.Tensor:
+def sliding_window_mask(
+    length: int, one_sided_window: int, dilation: int = 1, device: torch.device | None = None
+) -> torch.Tensor:
     """(length, length) bool: query i may attend key j iff j = i + k·d for an integer |k| ≤ w, i.e.
     |i - j| ≤ w·d and d divides i - j (w = ``one_sided_window``, half the ``attention_window``; d = ``dilation``,
     1 = the plain sliding window)."""
@@ -198,7 +210,10 @@ def mask_patterns(length: int = 16, memory: int = 8) -> dict[str, torch.Tensor]:
         f"Transformer-XL: {memory} memory + causal": causal_mask(length, memory + length, torch.device("cpu")),
     }
     patterns.update(_longformer_patterns(length))
-    return {name: relation.expand(1, 1, length, relation.shape[-1])[0, 0] for name, relation in patterns.items()}
+    return {
+        name: relation.expand(1, 1, length, relation.shape[-1])[0, 0]  # type: ignore[union-attr]  # each masks some
+        for name, relation in patterns.items()
+    }
 
 
 def _longformer_patterns(length: int, one_sided_window: int = 3) -> dict[str, torch.Tensor]:
@@ -215,7 +230,7 @@ def _longformer_patterns(length: int, one_sided_window: int = 3) -> dict[str, to
     }
 
 
-def plot_masks(path, length: int = 16, memory: int = 8) -> Path:
+def plot_masks(path: str | Path, length: int = 16, memory: int = 8) -> Path:
     """A grid of the mask patterns (dark = may attend), with a legend."""
     plt = _pyplot()
     patterns = mask_patterns(length, memory)
@@ -251,7 +266,7 @@ def plot_masks(path, length: int = 16, memory: int = 8) -> Path:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def read_training_logs(run_dir) -> dict[str, list[tuple[float, float]]]:
+def read_training_logs(run_dir: str | Path) -> dict[str, list[tuple[float, float]]]:
     """{metric: [(step, value), …]} from a run's ``trainer_state.json`` (newest checkpoint's, or the run's own), or
     else from its TensorBoard event files."""
     run_dir = Path(run_dir)
@@ -277,7 +292,7 @@ def read_training_logs(run_dir) -> dict[str, list[tuple[float, float]]]:
     raise ValueError(f"No trainer_state.json or TensorBoard event file under {run_dir}: pass a Trainer output_dir.")
 
 
-def plot_training_curves(path, run_dir) -> Path:
+def plot_training_curves(path: str | Path, run_dir: str | Path) -> Path:
     """Loss curves (training and evaluation) and, beside them, the learning-rate schedule."""
     plt = _pyplot()
     curves = read_training_logs(run_dir)
@@ -310,9 +325,9 @@ def plot_training_curves(path, run_dir) -> Path:
 
 
 def render_all(
-    out_dir,
-    run_dir=None,
-    model_dir=None,
+    out_dir: str | Path,
+    run_dir: str | Path | None = None,
+    model_dir: str | None = None,
     sentence: str = "the cat sat on the mat because it was tired",
     layer: int = -1,
     head: int = 0,
