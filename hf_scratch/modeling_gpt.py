@@ -35,6 +35,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
+from .attention import MultiHeadAttention
 from .checks import check_input_ids, check_one_input, choice_dimensions, embedding_rows, flatten_choices, values_pass
 from .configuration_gpt import ScratchGPTConfig
 from .layers import EncoderLayer, get_activation, run_layers
@@ -86,7 +87,13 @@ class ScratchGPTEmbeddings(nn.Module):
         self.position = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
         self.dropout = nn.Dropout(config.embedding_dropout_prob)
 
-    def forward(self, input_ids, position_ids, token_type_ids=None, inputs_embeds=None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        position_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         if inputs_embeds is None:
             inputs_embeds = self.word(input_ids)
         # (.to: with device_map="auto" over several devices the tables may sit on different ones, as in GPT-2's)
@@ -112,8 +119,11 @@ class ScratchGPTLayer(EncoderLayer):
     the encoder's (``layers.EncoderLayer``) under the causal mask: a decoder block without cross-attention.
     """
 
+    attention: MultiHeadAttention  # registered by EncoderLayer under attention_name
+
     def __init__(self, config: ScratchGPTConfig, layer_idx: int) -> None:
         # GPT's "gelu_new" (the tanh approximation of GELU) runs as torch's fused kernel: see layers.get_activation
+        assert config.intermediate_size is not None  # derive_defaults fills it, check() requires a positive int
         super().__init__(
             config, layer_idx, config.num_attention_heads, config.intermediate_size, pre_norm=config.pre_norm
         )
@@ -132,7 +142,7 @@ class ScratchGPTPreTrainedModel(ScratchPreTrainedModel):
     _skip_keys_device_placement = ["past_key_values"]
 
     @torch.no_grad()
-    def _init_weights(self, module):
+    def _init_weights(self, module: nn.Module) -> None:
         """N(0, initializer_range) everywhere (GPT-1 §4.1); the projections that write into the residual stream
         are scaled down by 1/√(2·layers), as GPT-2 does (§2.3), so the residual sum keeps its scale with depth."""
         super()._init_weights(module)
@@ -158,16 +168,14 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
         self.post_init()
 
-    def _checked_input(self, input_ids, inputs_embeds) -> torch.Tensor:
+    def _checked_input(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
         """The one of ``input_ids`` / ``inputs_embeds`` given, checked: ids within the live vocabulary, embeddings
         shaped (batch, length, hidden)."""
         reference = check_one_input(input_ids, inputs_embeds)
         if input_ids is not None:
             check_input_ids(input_ids, embedding_rows(self.embeddings.word))
-        elif inputs_embeds.dim() != 3:
-            raise ValueError(
-                f"inputs_embeds must have shape (batch, length, hidden), got {tuple(inputs_embeds.shape)}."
-            )
+        elif reference.dim() != 3:  # reference is inputs_embeds here
+            raise ValueError(f"inputs_embeds must have shape (batch, length, hidden), got {tuple(reference.shape)}.")
         return reference
 
     @normalise_inputs
@@ -291,14 +299,23 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
 # --------------------------------------------------------------------------------------------------------------
 
 
-def auxiliary_objective(task_loss, lm_loss, lm_loss_weight: float):
+def auxiliary_objective(
+    task_loss: torch.Tensor | None, lm_loss: torch.Tensor | None, lm_loss_weight: float
+) -> torch.Tensor | None:
     """L3(C) = L2(C) + λ·L1(C) (GPT-1 eq. 5); with only one kind of labels, that loss alone."""
     if task_loss is None or lm_loss is None:
         return task_loss if lm_loss is None else lm_loss
     return task_loss + lm_loss_weight * lm_loss
 
 
-def last_real_token_index(attention_mask, input_ids, pad_token_id, length: int, batch: int, device) -> torch.Tensor:
+def last_real_token_index(
+    attention_mask: torch.Tensor | None,
+    input_ids: torch.Tensor | None,
+    pad_token_id: int | None,
+    length: int,
+    batch: int,
+    device: torch.device,
+) -> torch.Tensor:
     """Index of each row's last non-padding token — the extract token h_l^m that classification reads. From the
     (batch, length) attention mask when given (left or right padding; a custom 4-D mask relates queries to keys and
     does not say which tokens are padding), else from ``pad_token_id``, else the last position.
@@ -339,6 +356,8 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
 
     def __init__(self, config: ScratchGPTConfig) -> None:
         super().__init__(config)
+        if config.num_labels is None:  # transformers' config sets 2 labels unless id2label was set to None after
+            raise ValueError("ScratchGPTForSequenceClassification needs config.num_labels (or id2label): set it.")
         self.num_labels = config.num_labels
         self.model = ScratchGPTModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
@@ -382,6 +401,7 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         )
         final_states = hidden_states[torch.arange(batch, device=hidden_states.device), extract]
         if several_orderings:  # h = Σ_orderings h_l^m
+            assert given is not None  # several_orderings is only True for a given input
             final_states = final_states.view(*given.shape[:2], -1).sum(dim=1)
         logits = self.score(final_states)
 
@@ -414,7 +434,9 @@ class ScratchGPTMultipleChoiceHead(nn.Module):
         return self.activation(self.summary(self.dropout(extract_states))).squeeze(-1)
 
 
-def extract_positions(mc_token_ids, batch: int, num_choices: int, length: int, device) -> torch.Tensor:
+def extract_positions(
+    mc_token_ids: torch.Tensor | None, batch: int, num_choices: int, length: int, device: torch.device
+) -> torch.Tensor:
     """The position of each choice's extract token (batch, choices), checked: the last position when not given."""
     if mc_token_ids is None:
         return torch.full((batch, num_choices), length - 1, dtype=torch.long, device=device)
@@ -472,7 +494,9 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
         output_hidden_states: bool | None = None,
     ) -> ScratchGPTDoubleHeadsModelOutput:
         batch, num_choices, length = choice_dimensions(input_ids, inputs_embeds)
-        device = (input_ids if input_ids is not None else inputs_embeds).device
+        given = input_ids if input_ids is not None else inputs_embeds
+        assert given is not None  # choice_dimensions raised when neither is given
+        device = given.device
         mc_token_ids = extract_positions(mc_token_ids, batch, num_choices, length, device)
         outputs = self.model(
             input_ids=flatten_choices(input_ids),
