@@ -20,6 +20,7 @@ position" of §3.1 (the decoder reads "<s> i want a beer" to predict "i want a b
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -72,7 +73,9 @@ class ScratchTransformerEmbeddings(nn.Module):
     """x_pos = Dropout(√d_model · E[token] + PE(pos)) (paper §3.4-3.5); PE is the fixed sinusoidal table.
     ``tokens``: an existing token embedding module to use (the source one, when the target side shares it)."""
 
-    def __init__(self, config: ScratchTransformerConfig, vocab_size: int, tokens: nn.Embedding | None = None) -> None:
+    tokens: nn.Module  # the token embedding: replaceable by set_input_embeddings (a peft wrapper, say)
+
+    def __init__(self, config: ScratchTransformerConfig, vocab_size: int, tokens: nn.Module | None = None) -> None:
         super().__init__()
         if tokens is None:
             scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
@@ -94,6 +97,7 @@ class ScratchTransformerEmbeddings(nn.Module):
         (1 or batch, length) default to 0 … length - 1 (the decoder passes the cache positions: they continue after
         the cached tokens)."""
         if inputs_embeds is None:
+            assert input_ids is not None  # the encoder and the decoder have checked that exactly one is given
             check_input_ids(input_ids, embedding_rows(self.tokens), name=name)
             inputs_embeds = self.tokens(input_ids)
         if position_ids is None:
@@ -146,11 +150,10 @@ class ScratchTransformerEncoder(nn.Module):
     ) -> BaseModelOutput:
         """``attention_mask``: the source's 0/1 padding mask (or a 4-D relation), or the ``AttentionMask`` the model
         has built from it (``source_for_both_sides``), used as it is."""
-        check_one_input(input_ids, inputs_embeds)
-        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        batch, length = check_one_input(input_ids, inputs_embeds).shape[:2]
         mask = attention_mask  # as the model built it
         if not isinstance(mask, AttentionMask):
-            mask = padding_or_relation(attention_mask, batch, length, length)
+            mask = padding_or_relation(mask, batch, length, length)
 
         hidden_states = self.embeddings(input_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
@@ -232,7 +235,9 @@ def check_decoder_inputs(
         )
     if encoder_hidden_states is None:
         raise ValueError("The decoder needs encoder_hidden_states (the encoder output) for its cross-attention.")
-    batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+    given = input_ids if input_ids is not None else inputs_embeds
+    assert given is not None  # exactly one is given, checked above
+    batch, length = given.shape[:2]
     if encoder_hidden_states.shape[0] != batch:
         raise ValueError(
             f"The encoder output has batch size {encoder_hidden_states.shape[0]} but the decoder inputs have "
@@ -292,9 +297,10 @@ class ScratchTransformerDecoder(nn.Module):
     """Target embeddings (positions continue after the cached tokens) → N decoder layers (→ final LN when pre-LN).
     ``shared_tokens``: the source token embedding module, used as is when the two sides share their embeddings."""
 
-    def __init__(self, config: ScratchTransformerConfig, shared_tokens: nn.Embedding | None = None) -> None:
+    def __init__(self, config: ScratchTransformerConfig, shared_tokens: nn.Module | None = None) -> None:
         super().__init__()
         self.config = config
+        assert config.decoder_vocab_size is not None  # derive_defaults fills it, check() requires a positive int
         self.embeddings = ScratchTransformerEmbeddings(config, config.decoder_vocab_size, shared_tokens)
         self.layers = nn.ModuleList(ScratchTransformerDecoderLayer(config, i) for i in range(config.decoder_layers))
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
@@ -313,12 +319,13 @@ class ScratchTransformerDecoder(nn.Module):
         output_hidden_states: bool | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         batch, length = check_decoder_inputs(input_ids, inputs_embeds, encoder_hidden_states)
+        assert encoder_hidden_states is not None  # check_decoder_inputs raised otherwise
         past_key_values = decoder_cache(past_key_values, use_cache)
         key_length, cache_positions, static = cache_layout(past_key_values, length, encoder_hidden_states.device)
         self_mask = target_mask(attention_mask, batch, key_length, cache_positions, static)
         cross_mask = encoder_attention_mask  # as the model built it
         if not isinstance(cross_mask, AttentionMask):
-            cross_mask = source_mask(encoder_attention_mask, encoder_hidden_states)
+            cross_mask = source_mask(cross_mask, encoder_hidden_states)
         hidden_states = self.embeddings(input_ids, inputs_embeds, cache_positions[None, :], name="decoder_input_ids")
         hidden_states, all_hidden_states, (all_self_attentions, all_cross_attentions) = run_layers(
             self.layers,
@@ -419,7 +426,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.Tensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs: BaseModelOutput | tuple[torch.Tensor, ...] | None = None,
+        encoder_outputs: BaseModelOutput | tuple[Any, ...] | None = None,
         past_key_values: EncoderDecoderCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
@@ -437,7 +444,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
                 output_hidden_states=output_hidden_states,
                 **already_normalised(),
             )
-        elif not isinstance(encoder_outputs, BaseModelOutput):
+        if not isinstance(encoder_outputs, BaseModelOutput):  # a tuple, as transformers accepts it
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         decoder_outputs = self.decoder(
             input_ids=decoder_input_ids,
@@ -473,6 +480,7 @@ class ScratchTransformerForConditionalGeneration(
     def __init__(self, config: ScratchTransformerConfig) -> None:
         super().__init__(config)
         self.model = ScratchTransformerModel(config)
+        assert config.decoder_vocab_size is not None  # derive_defaults fills it, check() requires a positive int
         self.lm_head = nn.Linear(config.hidden_size, config.decoder_vocab_size, bias=True)
         # the labels are the decoder's targets as they are (not shifted inside): the Trainer must count every one of
         # them for num_items_in_batch (a "…ForConditionalGeneration" name makes some releases count from the second)
