@@ -19,14 +19,16 @@ Imports no family file.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import torch
 from torch import nn
 from transformers import PreTrainedConfig
 from transformers.modeling_outputs import (
+    BaseModelOutputWithPooling,
     MaskedLMOutput,
     MultipleChoiceModelOutput,
+    NextSentencePredictorOutput,
     QuestionAnsweringModelOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
@@ -39,6 +41,13 @@ from .losses import sequence_classification_loss, span_loss, token_cross_entropy
 from .modeling_common import already_normalised, normalise_inputs
 
 
+def label_count(config: PreTrainedConfig) -> int:
+    """``config.num_labels``, the classifier's width: transformers' config gives 2 unless ``id2label`` is None."""
+    if config.num_labels is None:
+        raise ValueError(f"{type(config).__name__}.num_labels is None: set num_labels (or id2label) for this head.")
+    return config.num_labels
+
+
 class EncoderHead:
     """What every head of a BERT-style encoder does around its base model: build it (``base_model_class``, with or
     without the pooler), call it once per public call with normalised inputs, and hand its hidden states and
@@ -49,17 +58,26 @@ class EncoderHead:
     config: Any
     model: nn.Module
 
-    def build_base_model(self, config, add_pooling_layer: bool) -> None:
+    if TYPE_CHECKING:  # the family's pre-trained model class, listed after the head among the bases, defines them
+
+        def __init__(self, config: PreTrainedConfig) -> None: ...
+
+        def post_init(self) -> None: ...
+
+    def build_base_model(self, config: PreTrainedConfig, add_pooling_layer: bool) -> None:
         self.model = self.base_model_class(config, add_pooling_layer=add_pooling_layer)
 
-    def encode(self, **inputs) -> ModelOutput:
+    def encode(self, **inputs: Any) -> BaseModelOutputWithPooling:
         """The base model's output for ``inputs`` (its own parameter names, the flags as bools) that this head's
-        public forward has normalised: its decorator does not normalise them again."""
+        public forward has normalised: its decorator does not normalise them again. Every base model returns a
+        ``BaseModelOutputWithPooling`` (Longformer's adds ``global_attentions``)."""
         return self.model(**inputs, **already_normalised())
 
-    def head_output(self, outputs: ModelOutput, **head_fields) -> ModelOutput:
-        """``output_class(**head_fields, …)`` with the fields of the base model's ``outputs`` that it declares."""
-        declared = self.output_class.__dataclass_fields__  # (dataclasses.fields() breaks torch.compile's graph)
+    def head_output(self, outputs: ModelOutput, **head_fields: Any) -> ModelOutput:
+        """``output_class(**head_fields, …)`` with the fields of the base model's ``outputs`` that it declares.
+        Each head's methods cast it to the output class their forward declares (``output_class`` or a subclass)."""
+        # (dataclasses.fields() breaks torch.compile's graph)
+        declared = self.output_class.__dataclass_fields__  # type: ignore[attr-defined]  # transformers' outputs are dataclasses
         carried = {name: getattr(outputs, name) for name in declared if hasattr(outputs, name)}
         return self.output_class(**head_fields, **carried)
 
@@ -105,11 +123,13 @@ class EncoderForMaskedLM(MaskedLMOutputEmbeddings, EncoderHead):
             output_hidden_states=output_hidden_states,
         )
 
-    def predict_masked(self, labels: torch.Tensor | None, num_items_in_batch: int | None, **inputs) -> ModelOutput:
+    def predict_masked(
+        self, labels: torch.Tensor | None, num_items_in_batch: int | None, **inputs: Any
+    ) -> MaskedLMOutput:
         outputs = self.encode(**inputs)
         logits = self.mlm_head(outputs.last_hidden_state)
         loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
-        return self.head_output(outputs, loss=loss, logits=logits)
+        return cast(MaskedLMOutput, self.head_output(outputs, loss=loss, logits=logits))
 
 
 class EncoderForSequenceClassification(EncoderHead):
@@ -118,7 +138,7 @@ class EncoderForSequenceClassification(EncoderHead):
     in ``sequence_logits``: BERT from the pooled [CLS], Longformer with RoBERTa's head on <s>; BERT's next-sentence
     prediction is the two-class case with its own loss (``sequence_loss``) and output class."""
 
-    output_class = SequenceClassifierOutput
+    output_class: ClassVar[type[ModelOutput]] = SequenceClassifierOutput  # BERT's NSP: NextSentencePredictorOutput
 
     @normalise_inputs
     def forward(
@@ -131,7 +151,7 @@ class EncoderForSequenceClassification(EncoderHead):
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-    ) -> SequenceClassifierOutput:
+    ) -> SequenceClassifierOutput | NextSentencePredictorOutput:
         return self.classify_sequence(
             labels,
             input_ids=input_ids,
@@ -143,17 +163,20 @@ class EncoderForSequenceClassification(EncoderHead):
             output_hidden_states=output_hidden_states,
         )
 
-    def sequence_logits(self, outputs: ModelOutput) -> torch.Tensor:
+    def sequence_logits(self, outputs: BaseModelOutputWithPooling) -> torch.Tensor:
         raise NotImplementedError
 
     def sequence_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return sequence_classification_loss(logits, labels, self.config)
 
-    def classify_sequence(self, labels: torch.Tensor | None, **inputs) -> ModelOutput:
+    def classify_sequence(
+        self, labels: torch.Tensor | None, **inputs: Any
+    ) -> SequenceClassifierOutput | NextSentencePredictorOutput:
         outputs = self.encode(**inputs)
         logits = self.sequence_logits(outputs)
         loss = self.sequence_loss(logits, labels) if labels is not None else None
-        return self.head_output(outputs, loss=loss, logits=logits)
+        output = self.head_output(outputs, loss=loss, logits=logits)
+        return cast("SequenceClassifierOutput | NextSentencePredictorOutput", output)
 
 
 class EncoderForTokenClassification(EncoderHead):
@@ -163,10 +186,10 @@ class EncoderForTokenClassification(EncoderHead):
 
     def __init__(self, config: PreTrainedConfig, dropout: float) -> None:
         super().__init__(config)
-        self.num_labels = config.num_labels
+        self.num_labels = label_count(config)
         self.build_base_model(config, add_pooling_layer=False)
         self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         self.post_init()
 
     @normalise_inputs
@@ -194,11 +217,13 @@ class EncoderForTokenClassification(EncoderHead):
             output_hidden_states=output_hidden_states,
         )
 
-    def classify_tokens(self, labels: torch.Tensor | None, num_items_in_batch: int | None, **inputs) -> ModelOutput:
+    def classify_tokens(
+        self, labels: torch.Tensor | None, num_items_in_batch: int | None, **inputs: Any
+    ) -> TokenClassifierOutput:
         outputs = self.encode(**inputs)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
-        return self.head_output(outputs, loss=loss, logits=logits)
+        return cast(TokenClassifierOutput, self.head_output(outputs, loss=loss, logits=logits))
 
 
 class EncoderForQuestionAnswering(EncoderHead):
@@ -239,16 +264,17 @@ class EncoderForQuestionAnswering(EncoderHead):
         )
 
     def find_span(
-        self, start_positions: torch.Tensor | None, end_positions: torch.Tensor | None, **inputs
-    ) -> ModelOutput:
+        self, start_positions: torch.Tensor | None, end_positions: torch.Tensor | None, **inputs: Any
+    ) -> QuestionAnsweringModelOutput:
         outputs = self.encode(**inputs)
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
         if start_positions is not None and end_positions is not None:
             loss = span_loss(start_logits, end_logits, start_positions, end_positions)
-        return self.head_output(
+        output = self.head_output(
             outputs, loss=loss, start_logits=start_logits.contiguous(), end_logits=end_logits.contiguous()
         )
+        return cast(QuestionAnsweringModelOutput, output)
 
 
 class EncoderForMultipleChoice(EncoderHead):
@@ -287,11 +313,11 @@ class EncoderForMultipleChoice(EncoderHead):
             output_hidden_states=output_hidden_states,
         )
 
-    def choose(self, labels: torch.Tensor | None, **inputs) -> ModelOutput:
+    def choose(self, labels: torch.Tensor | None, **inputs: Any) -> MultipleChoiceModelOutput:
         """``inputs``: the tensors shaped (batch, choices, …), flattened here to (batch·choices, …)."""
         _, num_choices, _ = choice_dimensions(inputs["input_ids"], inputs["inputs_embeds"])
         flat = {name: flatten_choices(value) if torch.is_tensor(value) else value for name, value in inputs.items()}
         outputs = self.encode(**flat)
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
         loss = token_cross_entropy(logits, labels) if labels is not None else None
-        return self.head_output(outputs, loss=loss, logits=logits)
+        return cast(MultipleChoiceModelOutput, self.head_output(outputs, loss=loss, logits=logits))

@@ -16,6 +16,7 @@ uses too; BERT names its base model and what it chooses (the pooled [CLS] for cl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import nn
@@ -31,6 +32,7 @@ from .encoder_heads import (
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
     EncoderHead,
+    label_count,
 )
 from .layers import (
     EncoderEmbeddings,
@@ -161,9 +163,10 @@ class ScratchBertForPreTraining(MaskedLMOutputEmbeddings, EncoderHead, ScratchBe
         if labels is not None and next_sentence_label is not None:
             mlm_loss = token_cross_entropy(prediction_logits, labels, num_items_in_batch)
             loss = mlm_loss + token_cross_entropy(seq_relationship_logits, next_sentence_label)
-        return self.head_output(
+        output = self.head_output(
             outputs, loss=loss, prediction_logits=prediction_logits, seq_relationship_logits=seq_relationship_logits
         )
+        return cast(ScratchBertForPreTrainingOutput, output)
 
 
 class ScratchBertForMaskedLM(EncoderForMaskedLM, ScratchBertPreTrainedModel):
@@ -205,10 +208,10 @@ class ScratchBertForSequenceClassification(EncoderForSequenceClassification, Scr
 
     def __init__(self, config: ScratchBertConfig) -> None:
         super().__init__(config)
-        self.num_labels = config.num_labels
+        self.num_labels = label_count(config)
         self.build_base_model(config, add_pooling_layer=True)
         self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         self.post_init()
 
     def sequence_logits(self, outputs: BaseModelOutputWithPooling) -> torch.Tensor:
