@@ -26,6 +26,7 @@ encoder-decoder of Sutskever et al. 2014 (§2), the attention of Bahdanau et al.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -68,9 +69,22 @@ class ScratchRNNEncoderOutput(ModelOutput):
     attentions: tuple[torch.Tensor, ...] | None = None
 
 
+def final_hidden_state(encoder_outputs: ScratchRNNEncoderOutput) -> torch.Tensor:
+    """Every encoder layer's state after the whole source, which the decoder starts from (and "fixed-context"
+    reads); a ValueError when given encoder_outputs lack it (a tuple of the last hidden states only)."""
+    if encoder_outputs.final_hidden_state is None:
+        raise ValueError(
+            "encoder_outputs has no final_hidden_state, which the RNN decoder starts from: pass the "
+            "ScratchRNNEncoderOutput that model.encoder(...) returns (or a tuple of its fields in order)."
+        )
+    return encoder_outputs.final_hidden_state
+
+
 class ScratchRNNEncoder(nn.Module):
     """Embeddings → dropout → stacked (Bi)RNN. Owns the token embeddings, which the decoder and (tied) the output
     projection share."""
+
+    embed_tokens: nn.Module  # the token embedding: replaceable by set_input_embeddings (a peft wrapper, say)
 
     def __init__(self, config: ScratchRNNConfig) -> None:
         super().__init__()
@@ -84,6 +98,7 @@ class ScratchRNNEncoder(nn.Module):
     ) -> torch.Tensor:
         check_one_input(input_ids, inputs_embeds)
         if inputs_embeds is None:
+            assert input_ids is not None  # check_one_input: exactly one is given
             check_input_ids(input_ids, embedding_rows(self.embed_tokens), name=name)
             inputs_embeds = self.embed_tokens(input_ids)
         return self.dropout(inputs_embeds)
@@ -192,7 +207,11 @@ class GeneralScore(DotScore):
         return self.key_proj(encoder_states)
 
 
-SCORES = {"bahdanau": AdditiveScore, "luong-concat": AdditiveScore, "luong-general": GeneralScore}
+SCORES: dict[str, type[AdditiveScore | DotScore]] = {
+    "bahdanau": AdditiveScore,
+    "luong-concat": AdditiveScore,
+    "luong-general": GeneralScore,
+}
 
 
 def attend_to_source(
@@ -208,6 +227,11 @@ def attend_to_source(
 # --------------------------------------------------------------------------------------------------------------
 # 4. Decoder
 # --------------------------------------------------------------------------------------------------------------
+
+
+# what the decoder returns: its output vectors, the states after the last input, the attention weights (or None),
+# every layer's outputs (when asked)
+DecoderResult = tuple[torch.Tensor, list[LayerState], torch.Tensor | None, tuple[torch.Tensor, ...]]
 
 
 class DeepOutput(nn.Module):
@@ -230,6 +254,8 @@ class ScratchRNNDecoder(nn.Module):
     """A unidirectional stack over the target embeddings y_{t-1}, attending to the encoder states in the order of
     computation of the paper that ``config.attention_type`` names (see the module docstring)."""
 
+    score: AdditiveScore | DotScore  # e_ti, for the attending types only
+
     def __init__(self, config: ScratchRNNConfig) -> None:
         super().__init__()
         self.attention_type = config.attention_type
@@ -244,8 +270,14 @@ class ScratchRNNDecoder(nn.Module):
         self.deep_output = DeepOutput(hidden) if bahdanau_decoder and config.bahdanau_output == "maxout" else None
 
     def forward(
-        self, inputs_embeds, encoder_states, key_is_real, states: list[LayerState], summary, output_hidden_states=False
-    ):
+        self,
+        inputs_embeds: torch.Tensor,
+        encoder_states: torch.Tensor,
+        key_is_real: torch.Tensor | None,
+        states: list[LayerState],
+        summary: torch.Tensor | None,
+        output_hidden_states: bool | None = False,
+    ) -> DecoderResult:
         """inputs_embeds: y_{t-1} embedded (batch, target_length, hidden); states: s_{t-1} of every layer before the
         first input; summary: c of "fixed-context", the top encoder layer's final state (batch, hidden). Returns
         (the vectors V reads (batch, target_length, hidden), the states after the last input, attention weights
@@ -253,6 +285,7 @@ class ScratchRNNDecoder(nn.Module):
         if self.attention_type == "bahdanau":
             return self._bahdanau(inputs_embeds, encoder_states, key_is_real, states, output_hidden_states)
         if self.attention_type == "fixed-context":
+            assert summary is not None  # the model passes it for "fixed-context"
             context = summary[:, None].expand_as(inputs_embeds)  # c, the same at every step
             step_inputs = torch.cat([inputs_embeds, context], dim=-1)  # [y_{t-1}; c]
             outputs, states, all_hidden = self.stack(step_inputs, None, states, output_hidden_states)  # s_t
@@ -268,21 +301,31 @@ class ScratchRNNDecoder(nn.Module):
         attentional = torch.tanh(self.attentional(torch.cat([outputs, context], dim=-1)))  # s̃_t
         return attentional, states, weights, all_hidden
 
-    def _bahdanau(self, inputs_embeds, encoder_states, key_is_real, states, output_hidden_states):
+    def _bahdanau(
+        self,
+        inputs_embeds: torch.Tensor,
+        encoder_states: torch.Tensor,
+        key_is_real: torch.Tensor | None,
+        states: list[LayerState],
+        output_hidden_states: bool | None,
+    ) -> DecoderResult:
         keys = self.score.keys(encoder_states)
-        outputs, contexts, all_weights, layer_outputs = [], [], [], []
+        step_outputs: list[torch.Tensor] = []
+        contexts: list[torch.Tensor] = []
+        all_weights: list[torch.Tensor] = []
+        layer_outputs: list[tuple[torch.Tensor, ...]] = []
         for t in range(inputs_embeds.shape[1]):
             previous = states[-1][0][-1]  # s_{t-1}: the top layer's hidden state
             scores = self.score(previous[:, None], keys)  # e_ti
             context, weights = attend_to_source(scores, key_is_real, encoder_states)  # c_t
             step_input = torch.cat([inputs_embeds[:, t : t + 1], context], dim=-1)  # [y_{t-1}; c_t]
             output, states, hidden = self.stack(step_input, None, states, output_hidden_states)  # s_t
-            outputs.append(output)
+            step_outputs.append(output)
             contexts.append(context)
             all_weights.append(weights)
             layer_outputs.append(hidden)
         all_hidden = tuple(torch.cat(layer, dim=1) for layer in zip(*layer_outputs)) if output_hidden_states else ()
-        outputs = torch.cat(outputs, dim=1)
+        outputs = torch.cat(step_outputs, dim=1)
         if self.deep_output is not None:
             outputs = self.deep_output(outputs, inputs_embeds, torch.cat(contexts, dim=1))  # t_t
         return outputs, states, torch.cat(all_weights, dim=2), all_hidden
@@ -374,13 +417,15 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         """s_0: each decoder layer starts from the encoder's final state of the same layer (Sutskever et al. 2014
         §2), or, when the depths differ, from the top encoder layer's. (Bahdanau et al. 2015 appendix A.2.2 start
         from tanh(W_s h←_1) instead, a learned map of the backward encoder's first state.)"""
-        hidden, cell = encoder_outputs.final_hidden_state, encoder_outputs.final_cell_state
+        hidden, cell = final_hidden_state(encoder_outputs), encoder_outputs.final_cell_state
         if hidden.shape[1] != self.config.decoder_layers:
             expand = lambda t: t[:, -1:].expand(-1, self.config.decoder_layers, -1)  # noqa: E731
             hidden, cell = expand(hidden), (expand(cell) if cell is not None else None)
         return unstack_states(hidden, cell)
 
-    def decoder_start(self, past_key_values, encoder_outputs) -> tuple[list[LayerState], int]:
+    def decoder_start(
+        self, past_key_values: ScratchRNNDecoderState | None, encoder_outputs: ScratchRNNEncoderOutput
+    ) -> tuple[list[LayerState], int]:
         """The decoder's states and the number of target tokens already read: the cache's (a
         ``ScratchRNNDecoderState`` a previous call returned), or s_0 from the encoder and none."""
         if past_key_values is None:
@@ -397,7 +442,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         input_ids: torch.Tensor | None,
         attention_mask: torch.Tensor | None,
         inputs_embeds: torch.Tensor | None,
-        encoder_outputs: ScratchRNNEncoderOutput | tuple[torch.Tensor, ...] | None,
+        encoder_outputs: ScratchRNNEncoderOutput | tuple[Any, ...] | None,
         output_attentions: bool | None,
         output_hidden_states: bool | None,
     ) -> tuple[ScratchRNNEncoderOutput, torch.Tensor | None]:
@@ -417,11 +462,13 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
                 output_hidden_states=output_hidden_states,
                 **already_normalised(),
             )
-        elif not isinstance(encoder_outputs, ScratchRNNEncoderOutput):
+        if not isinstance(encoder_outputs, ScratchRNNEncoderOutput):  # a tuple, as transformers accepts it
             encoder_outputs = ScratchRNNEncoderOutput(*encoder_outputs)
         if isinstance(source, AttentionMask):
             return encoder_outputs, source.key_padding
-        return encoder_outputs, source_padding(source, encoder_outputs.last_hidden_state.shape[:2])
+        states = encoder_outputs.last_hidden_state
+        assert states is not None  # the encoder returns it; given encoder_outputs hold it first (given above)
+        return encoder_outputs, source_padding(source, states.shape[:2])
 
     @normalise_inputs
     def forward(
@@ -430,7 +477,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.Tensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs: ScratchRNNEncoderOutput | None = None,
+        encoder_outputs: ScratchRNNEncoderOutput | tuple[Any, ...] | None = None,
         past_key_values: ScratchRNNDecoderState | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
@@ -453,7 +500,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
             decoder_attention_mask, target.shape[0], seen + target.shape[1], name="decoder_attention_mask"
         )
         # c of "fixed-context": the top encoder layer's final state (both directions)
-        summary = encoder_outputs.final_hidden_state[:, -1] if self.config.attention_type == "fixed-context" else None
+        summary = final_hidden_state(encoder_outputs)[:, -1] if self.config.attention_type == "fixed-context" else None
         outputs, states, weights, all_hidden = self.decoder(
             target, encoder_states, key_is_real, states, summary, output_hidden_states
         )
@@ -508,6 +555,8 @@ class ScratchRNNForSequenceClassification(ScratchRNNPreTrainedModel):
 
     def __init__(self, config: ScratchRNNConfig) -> None:
         super().__init__(config)
+        if config.num_labels is None:  # transformers' config sets 2 labels unless id2label was set to None after
+            raise ValueError("ScratchRNNForSequenceClassification needs config.num_labels (or id2label): set it.")
         self.num_labels = config.num_labels
         self.model = ScratchRNNModel(config, add_decoder=False)
         self.dropout = nn.Dropout(classifier_dropout(config))
