@@ -87,7 +87,15 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
     (``shared_biases``), or this attention itself with ``untie_r`` (its own pair). ``biases`` is a reference, not a
     submodule, so every parameter is registered once, where its name has always been."""
 
-    def __init__(self, config: ScratchTransfoXLConfig, shared_biases: nn.Module | None = None) -> None:
+    biases: ScratchTransfoXLRelativeAttention | ScratchTransfoXLModel  # the module holding u and v
+    content_bias: nn.Parameter  # u, with untie_r (add_relative_biases)
+    position_bias: nn.Parameter  # v, with untie_r
+
+    def __init__(
+        self,
+        config: ScratchTransfoXLConfig,
+        shared_biases: ScratchTransfoXLRelativeAttention | ScratchTransfoXLModel | None = None,
+    ) -> None:
         super().__init__()
         self.config = config
         self.num_heads, self.head_dim = config.num_attention_heads, config.head_dim
@@ -147,7 +155,7 @@ class ScratchTransfoXLLayer(GradientCheckpointingLayer):
     the N-layer computation at the end of §3.3). ``shared_biases``: the module whose u and v every layer reads
     (the model), None with ``untie_r`` (each attention has its own)."""
 
-    def __init__(self, config: ScratchTransfoXLConfig, shared_biases: nn.Module | None = None) -> None:
+    def __init__(self, config: ScratchTransfoXLConfig, shared_biases: ScratchTransfoXLModel | None = None) -> None:
         super().__init__()
         self.attention = ScratchTransfoXLRelativeAttention(config, shared_biases)
         self.attention_residual = ResidualNorm(
@@ -224,6 +232,7 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
     reads as "``generate`` can decode with a static cache and compile its step" (its generation tests skip those)."""
 
     config_class = ScratchTransfoXLConfig
+    config: ScratchTransfoXLConfig
     _is_stateful = True
     _can_compile_fullgraph = False
     _no_split_modules = ["ScratchTransfoXLLayer"]
@@ -239,8 +248,9 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
         std = self.config.initializer_range
         if isinstance(module, (nn.Linear, nn.Embedding)):
             init.normal_(module.weight, mean=0.0, std=std)
-            if getattr(module, "bias", None) is not None:
-                init.zeros_(module.bias)
+            bias = getattr(module, "bias", None)  # nn.Embedding has none
+            if bias is not None:
+                init.zeros_(bias)
         elif isinstance(module, nn.LayerNorm):
             init.normal_(module.weight, mean=1.0, std=std)
             init.zeros_(module.bias)
@@ -252,21 +262,25 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
             init.normal_(module.content_bias, mean=0.0, std=std)
             init.normal_(module.position_bias, mean=0.0, std=std)
 
-    def resize_token_embeddings(
+    def resize_token_embeddings(  # type: ignore[override]  # transformers types it nn.Embedding; this one is adaptive
         self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
-    ) -> AdaptiveEmbedding:  # type: ignore[override]  # transformers types it nn.Embedding; this one is adaptive
+    ) -> AdaptiveEmbedding:
         """Resize the vocabulary to ``new_num_tokens`` (rounded up to ``pad_to_multiple_of``). Added or removed
         tokens belong to the rarest cluster, as in the reference (its ``layer=-1``): the last table of the adaptive
         input grows or shrinks (transformers' resizing of one embedding table, ``mean_resizing`` included), and with
         it the last cluster of the adaptive softmax (its biases, and its output embeddings when untied); the cutoffs
         stay. Returns the adaptive embedding."""
         embedding = self.get_input_embeddings()
+        if not isinstance(embedding, AdaptiveEmbedding):
+            raise ValueError(
+                f"resize_token_embeddings resizes the adaptive input embedding, got {type(embedding).__name__}."
+            )
         if new_num_tokens is None and pad_to_multiple_of is None:
             return embedding
         new_num_tokens = embedding.num_embeddings if new_num_tokens is None else new_num_tokens
         if pad_to_multiple_of is not None:
             new_num_tokens = -(-new_num_tokens // pad_to_multiple_of) * pad_to_multiple_of
-        last_cutoff = max(self.config.cutoffs, default=0)
+        last_cutoff = max(self.config.filled_cutoffs, default=0)
         if new_num_tokens <= last_cutoff:
             raise ValueError(
                 f"Cannot resize the vocabulary to {new_num_tokens} tokens: tokens are added to or removed from the "
@@ -275,6 +289,8 @@ class ScratchTransfoXLPreTrainedModel(ScratchPreTrainedModel):
             )
         low = embedding.table_bounds()[-1][0]
         old_table = embedding.embeddings[-1]
+        if not isinstance(old_table, nn.Embedding):  # (transformers' _get_resized_embeddings raises the same)
+            raise TypeError(f"The rarest cluster's table is a {type(old_table).__name__}, not an nn.Embedding.")
         new_table = self._get_resized_embeddings(old_table, new_num_tokens - low, mean_resizing=mean_resizing)
         new_table.requires_grad_(old_table.weight.requires_grad)
         embedding.embeddings[-1] = new_table
@@ -293,6 +309,9 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
     Without ``mems`` the first segment starts from an empty memory, as in the paper and the original code.
     (transformers' TransfoXL started from ``mem_len`` zero vectors per layer; pass those as ``mems`` to reproduce
     its outputs for a first segment.)"""
+
+    content_bias: nn.Parameter  # u, shared by every layer unless untie_r (add_relative_biases)
+    position_bias: nn.Parameter  # v, likewise
 
     def __init__(self, config: ScratchTransfoXLConfig) -> None:
         super().__init__(config)
@@ -344,7 +363,7 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
     # -- masks and positions ---------------------------------------------------------------------------------
     def _attention_mask(
         self, key_is_real: torch.Tensor | None, query_length: int, key_length: int, device: torch.device
-    ) -> torch.Tensor:
+    ) -> torch.Tensor | None:
         """Causal over memory + segment; with ``same_length`` each query also sees at most ``mem_len`` keys."""
         window = None
         if self.config.same_length and key_length > self.config.mem_len:
@@ -369,7 +388,9 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         length = attention_mask.shape[-1] if attention_mask.dim() == 2 else -1
         if length < query_length:
             check_attention_mask(attention_mask, batch, query_length)  # raises with the expected shape
-        key_is_real = padding_or_none(check_attention_mask(attention_mask, batch, length)[:, -key_length:])
+        checked = check_attention_mask(attention_mask, batch, length)
+        assert checked is not None  # attention_mask is given
+        key_is_real = padding_or_none(checked[:, -key_length:])
         if key_is_real is None:
             return None  # restricts nothing
         if key_is_real.shape[1] < key_length:
@@ -387,8 +408,7 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> ScratchTransfoXLModelOutput:
-        check_one_input(input_ids, inputs_embeds)
-        batch, query_length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        batch, query_length = check_one_input(input_ids, inputs_embeds).shape[:2]
         mems = self._check_mems(mems, batch)
         memory_length = 0 if mems is None else mems[0].shape[1]
         key_length = memory_length + query_length
@@ -401,7 +421,9 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
 
         memories = mems if mems is not None else [None] * len(self.layers)
 
-        def call(layer_and_memory, hidden_states):
+        def call(
+            layer_and_memory: tuple[ScratchTransfoXLLayer, torch.Tensor | None], hidden_states: torch.Tensor
+        ) -> tuple[torch.Tensor, torch.Tensor | None]:
             layer, memory = layer_and_memory
             return layer(hidden_states, relative_positions, mask, memory, output_attentions)
 
@@ -409,6 +431,7 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
             zip(self.layers, memories), self.dropout(embedded), call, True, output_attentions, final_norm=self.dropout
         )
+        assert all_hidden_states is not None  # asked for above (True)
         layer_inputs = list(all_hidden_states[:-1])
         return ScratchTransfoXLModelOutput(
             last_hidden_state=hidden_states,
@@ -437,7 +460,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
             for table in range(len(embedding_tables(config))):
                 ties[f"lm_head.weights.{table}"] = f"model.word_embeddings.embeddings.{table}.weight"
         if config.has_projection:
-            for cluster, tied in enumerate(config.tie_projs):
+            for cluster, tied in enumerate(config.filled_tie_projs):
                 if tied:
                     table = 0 if config.div_val == 1 else cluster
                     ties[f"lm_head.projections.{cluster}"] = f"model.word_embeddings.projections.{table}"
@@ -483,7 +506,9 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
         if not logits_to_keep:
             loss = causal_lm_loss(logits, labels, num_items_in_batch, shift_labels)
         elif labels is not None or shift_labels is not None:
-            loss = self._target_only_loss(hidden_states, next_token_labels(labels, shift_labels), num_items_in_batch)
+            targets = next_token_labels(labels, shift_labels)
+            assert targets is not None  # labels or shift_labels is given
+            loss = self._target_only_loss(hidden_states, targets, num_items_in_batch)
         return ScratchTransfoXLLMHeadModelOutput(
             loss=loss,
             logits=logits,
