@@ -39,13 +39,18 @@ the last row of streams are skipped.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence, Sized
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import Dataset, Sampler
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+if TYPE_CHECKING:  # for the checker only
+    from torch.utils.data import DataLoader
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+    from transformers.trainer_utils import EvalLoopOutput
 
 from ..losses import perplexity
 from .trainer import ScratchTrainer
@@ -98,17 +103,29 @@ class StreamSampler(Sampler[int]):
     def __len__(self) -> int:
         return self.steps * self.num_streams
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         for step in range(self.steps):
             for stream in range(self.num_streams):  # rank r's rows are streams r·batch_size … (r+1)·batch_size-1
                 yield stream * self.steps + step
 
 
+def segment_count(dataset: object) -> int:
+    """How many segments the dataset holds: streams are cut from a dataset of known length."""
+    if not isinstance(dataset, Sized):
+        raise ValueError(
+            f"TransfoXLTrainer cuts its data into streams of segments and needs a dataset with a length, got "
+            f"{type(dataset).__name__}: make one with segment_dataset(token_ids, segment_length)."
+        )
+    return len(dataset)
+
+
 class _ResetMemoryAtEpochStart(TrainerCallback):
-    def __init__(self, trainer: TransfoXLTrainer):
+    def __init__(self, trainer: TransfoXLTrainer) -> None:
         self.trainer = trainer
 
-    def on_epoch_begin(self, args, state, control, **kwargs):
+    def on_epoch_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         self.trainer._train_mems = None
 
 
@@ -116,24 +133,32 @@ class TransfoXLTrainer(ScratchTrainer):
     """``ScratchTrainer`` (atomic checkpoints, unsharded saving, the run's model card) that carries Transformer-XL's
     memory from step to step (see the module docstring)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._train_mems: list[torch.Tensor] | None = None
         self._eval_mems: list[torch.Tensor] | None = None
-        self._restored_mems = None  # read from a checkpoint, fed at the first step after resuming
+        self._restored_mems: list[torch.Tensor] | None = (
+            None  # read from a checkpoint, fed at the first step after resuming
+        )
         self._restore_pending = False
         self.add_callback(_ResetMemoryAtEpochStart(self))
 
     # -- data in streams -------------------------------------------------------------------------------------
-    def _get_train_sampler(self, train_dataset=None):
+    def _get_train_sampler(self, train_dataset: Dataset | None = None) -> StreamSampler:
         dataset = self.train_dataset if train_dataset is None else train_dataset
-        return StreamSampler(len(dataset), self._train_batch_size, self.args.world_size)
+        return StreamSampler(segment_count(dataset), self._train_batch_size, self.args.world_size)
 
-    def _get_eval_sampler(self, eval_dataset):
-        return StreamSampler(len(eval_dataset), self.args.eval_batch_size, self.args.world_size)
+    def _get_eval_sampler(self, eval_dataset: Dataset) -> StreamSampler:
+        return StreamSampler(segment_count(eval_dataset), self.args.eval_batch_size, self.args.world_size)
 
     # -- the memory ------------------------------------------------------------------------------------------
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+    def compute_loss(
+        self,
+        model: torch.nn.Module,
+        inputs: dict[str, torch.Tensor | Any],
+        return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, Any]:
         training = model.training
         if training and self._restore_pending:
             self._train_mems = (
@@ -153,16 +178,21 @@ class TransfoXLTrainer(ScratchTrainer):
         return (loss, outputs) if return_outputs else loss
 
     def evaluation_loop(
-        self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
-    ):
+        self,
+        dataloader: DataLoader,
+        description: str,
+        prediction_loss_only: bool | None = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> EvalLoopOutput:
         """Evaluate from an empty memory, carrying it across batches; report perplexity = exp(loss)."""
         self._eval_mems = None
         if prediction_loss_only is None and self.compute_metrics is None:
             prediction_loss_only = True  # do not gather (batch, segment, vocab) log-probabilities for nothing
         output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
         self._eval_mems = None
-        loss = output.metrics.get(f"{metric_key_prefix}_loss")
-        if loss is not None:
+        loss = output.metrics.get(f"{metric_key_prefix}_loss") if output.metrics is not None else None
+        if output.metrics is not None and loss is not None:
             output.metrics[f"{metric_key_prefix}_perplexity"] = perplexity(loss)
         return output
 
@@ -182,7 +212,7 @@ class TransfoXLTrainer(ScratchTrainer):
             os.path.join(output_dir, MEMORY_FILE.format(rank=self.args.process_index)),
         )
 
-    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
         super()._load_from_checkpoint(resume_from_checkpoint, model)
         path = os.path.join(resume_from_checkpoint, MEMORY_FILE.format(rank=self.args.process_index))
         if not os.path.exists(path):
