@@ -22,6 +22,7 @@ The banded kernel — residue classes for dilation, blocks of w/2 queries agains
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -46,6 +47,7 @@ from .encoder_heads import (
     EncoderForQuestionAnswering,
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
+    label_count,
 )
 from .kernels import masked_softmax
 from .layers import (
@@ -67,8 +69,10 @@ class ScratchLongformerEmbeddings(EncoderEmbeddings):
     count from pad_token_id + 1, padding tokens keep position pad_token_id."""
 
     def __init__(self, config: ScratchLongformerConfig) -> None:
+        if config.pad_token_id is None:  # (check() refuses None; this catches a config changed after it ran)
+            raise ValueError("ScratchLongformerConfig.pad_token_id is None: positions start at pad_token_id + 1.")
         super().__init__(config, position_padding_idx=config.pad_token_id)
-        self.padding_idx = config.pad_token_id
+        self.padding_idx: int = config.pad_token_id
 
     def default_position_ids(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor) -> torch.Tensor:
         if input_ids is not None:
@@ -107,7 +111,9 @@ class ScratchLongformerSelfAttention(nn.Module):
         the (batch, heads, n, d) of dense attention)."""
         return x.reshape(*x.shape[:2], self.num_heads, self.head_dim)
 
-    def _global(self, hidden_states, key_is_real, globals_, dropout):
+    def _global(
+        self, hidden_states: torch.Tensor, key_is_real: torch.Tensor, globals_: GlobalTokens, dropout: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The global tokens' rows: softmax(q_g K_gᵀ/√d) V_g over every real token, with the global projections
         (§3.1), each called as a module so that hooks, adapters and quantized replacements see it."""
         dim = self.head_dim
@@ -120,13 +126,19 @@ class ScratchLongformerSelfAttention(nn.Module):
         dropped = F.dropout(weights, p=dropout) if dropout > 0.0 else weights
         return torch.matmul(dropped, value), weights
 
-    def forward(self, hidden_states, key_is_real, globals_: GlobalTokens, output_attentions: bool = False):
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_is_real: torch.Tensor,
+        globals_: GlobalTokens,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         implementation = self.config._attn_implementation
         dropout = self.dropout if self.training else 0.0
         query, key, value = (self._by_head(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
         flex = implementation == "flex_attention" and not output_attentions  # (weights: the eager kernel)
         allowed = None if flex else self.pattern.block_masks(key_is_real, globals_)
-        if flex:
+        if allowed is None:  # flex: attend_flex builds its own block mask
             output, local_weights = self.pattern.attend_flex(query, key, value, key_is_real, globals_, dropout), None
         elif implementation == "sdpa" and not output_attentions and torch.is_grad_enabled():
             # Keep only Q, K, V (views of one projection) and the attention kernel's output for the backward pass
@@ -179,7 +191,13 @@ class ScratchLongformerLayer(GradientCheckpointingLayer):
         self.feed_forward = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act)
         self.feed_forward_residual = ResidualNorm(config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob)
 
-    def forward(self, hidden_states, key_is_real, globals_: GlobalTokens, output_attentions: bool = False):
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_is_real: torch.Tensor,
+        globals_: GlobalTokens,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         attended, local_weights, global_weights = self.attention(
             hidden_states, key_is_real, globals_, output_attentions
         )
@@ -332,7 +350,7 @@ class ScratchLongformerForMaskedLM(EncoderForMaskedLM, ScratchLongformerPreTrain
     mlm_activation = "gelu"
 
     @normalise_inputs
-    def forward(
+    def forward(  # type: ignore[override]  # global_attention_mask third, as in transformers' Longformer
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
@@ -345,7 +363,7 @@ class ScratchLongformerForMaskedLM(EncoderForMaskedLM, ScratchLongformerPreTrain
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | None = None,
     ) -> ScratchLongformerMaskedLMOutput:
-        return self.predict_masked(
+        output = self.predict_masked(
             labels,
             num_items_in_batch,
             input_ids=input_ids,
@@ -357,6 +375,7 @@ class ScratchLongformerForMaskedLM(EncoderForMaskedLM, ScratchLongformerPreTrain
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
+        return cast(ScratchLongformerMaskedLMOutput, output)
 
 
 class ScratchLongformerClassificationHead(nn.Module):
@@ -366,7 +385,7 @@ class ScratchLongformerClassificationHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+        self.out_proj = nn.Linear(config.hidden_size, label_count(config))
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         pooled = torch.tanh(self.dense(self.dropout(hidden_states[:, 0])))
@@ -387,7 +406,7 @@ class ScratchLongformerForSequenceClassification(EncoderForSequenceClassificatio
         self.post_init()
 
     @normalise_inputs
-    def forward(
+    def forward(  # type: ignore[override]  # global_attention_mask third, as in transformers' Longformer
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
@@ -403,7 +422,7 @@ class ScratchLongformerForSequenceClassification(EncoderForSequenceClassificatio
         if global_attention_mask is None and given is not None:
             first = torch.arange(given.shape[1], device=given.device) == 0
             global_attention_mask = first.expand(given.shape[:2]).long()
-        return self.classify_sequence(
+        output = self.classify_sequence(
             labels,
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -414,8 +433,9 @@ class ScratchLongformerForSequenceClassification(EncoderForSequenceClassificatio
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
+        return cast(ScratchLongformerSequenceClassifierOutput, output)
 
-    def sequence_logits(self, outputs: ScratchLongformerModelOutput) -> torch.Tensor:
+    def sequence_logits(self, outputs: BaseModelOutputWithPooling) -> torch.Tensor:
         return self.classifier(outputs.last_hidden_state)
 
 
@@ -429,7 +449,7 @@ class ScratchLongformerForTokenClassification(EncoderForTokenClassification, Scr
         super().__init__(config, dropout=config.hidden_dropout_prob)
 
     @normalise_inputs
-    def forward(
+    def forward(  # type: ignore[override]  # global_attention_mask third, as in transformers' Longformer
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
@@ -442,7 +462,7 @@ class ScratchLongformerForTokenClassification(EncoderForTokenClassification, Scr
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | None = None,
     ) -> ScratchLongformerTokenClassifierOutput:
-        return self.classify_tokens(
+        output = self.classify_tokens(
             labels,
             num_items_in_batch,
             input_ids=input_ids,
@@ -454,6 +474,7 @@ class ScratchLongformerForTokenClassification(EncoderForTokenClassification, Scr
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
+        return cast(ScratchLongformerTokenClassifierOutput, output)
 
 
 class ScratchLongformerForQuestionAnswering(EncoderForQuestionAnswering, ScratchLongformerPreTrainedModel):
@@ -463,7 +484,7 @@ class ScratchLongformerForQuestionAnswering(EncoderForQuestionAnswering, Scratch
     output_class = ScratchLongformerQuestionAnsweringOutput
 
     @normalise_inputs
-    def forward(
+    def forward(  # type: ignore[override]  # global_attention_mask third, as in transformers' Longformer
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
@@ -478,7 +499,7 @@ class ScratchLongformerForQuestionAnswering(EncoderForQuestionAnswering, Scratch
     ) -> ScratchLongformerQuestionAnsweringOutput:
         if global_attention_mask is None:
             global_attention_mask = tokens_before_first(input_ids, self.config.sep_token_id, "on the question")
-        return self.find_span(
+        output = self.find_span(
             start_positions,
             end_positions,
             input_ids=input_ids,
@@ -490,6 +511,7 @@ class ScratchLongformerForQuestionAnswering(EncoderForQuestionAnswering, Scratch
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
+        return cast(ScratchLongformerQuestionAnsweringOutput, output)
 
 
 class ScratchLongformerForMultipleChoice(EncoderForMultipleChoice, ScratchLongformerPreTrainedModel):
@@ -503,7 +525,7 @@ class ScratchLongformerForMultipleChoice(EncoderForMultipleChoice, ScratchLongfo
         super().__init__(config, dropout=config.hidden_dropout_prob)
 
     @normalise_inputs
-    def forward(
+    def forward(  # type: ignore[override]  # global_attention_mask third, as in transformers' Longformer
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
@@ -517,7 +539,7 @@ class ScratchLongformerForMultipleChoice(EncoderForMultipleChoice, ScratchLongfo
     ) -> ScratchLongformerMultipleChoiceOutput:
         if global_attention_mask is None:
             global_attention_mask = tokens_after_first_pair(input_ids, self.config.sep_token_id)
-        return self.choose(
+        output = self.choose(
             labels,
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -528,6 +550,7 @@ class ScratchLongformerForMultipleChoice(EncoderForMultipleChoice, ScratchLongfo
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
+        return cast(ScratchLongformerMultipleChoiceOutput, output)
 
 
 __all__ = [
