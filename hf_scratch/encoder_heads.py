@@ -35,17 +35,10 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .checks import choice_dimensions, flatten_choices
+from .checks import choice_dimensions, flatten_choices, label_count
 from .layers import MaskedLMHead, MaskedLMOutputEmbeddings
 from .losses import sequence_classification_loss, span_loss, token_cross_entropy
 from .modeling_common import already_normalised, normalise_inputs
-
-
-def label_count(config: PreTrainedConfig) -> int:
-    """``config.num_labels``, the classifier's width: transformers' config gives 2 unless ``id2label`` is None."""
-    if config.num_labels is None:
-        raise ValueError(f"{type(config).__name__}.num_labels is None: set num_labels (or id2label) for this head.")
-    return config.num_labels
 
 
 class EncoderHead:

@@ -23,7 +23,7 @@ from torch import nn
 from transformers.modeling_outputs import BaseModelOutputWithPooling, NextSentencePredictorOutput
 from transformers.utils import ModelOutput
 
-from .checks import check_one_input
+from .checks import check_one_input, label_count
 from .configuration_bert import ScratchBertConfig
 from .encoder_heads import (
     EncoderForMaskedLM,
@@ -32,7 +32,6 @@ from .encoder_heads import (
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
     EncoderHead,
-    label_count,
 )
 from .layers import (
     EncoderEmbeddings,

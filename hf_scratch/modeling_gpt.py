@@ -36,7 +36,15 @@ from transformers.modeling_outputs import (
 from transformers.utils import ModelOutput
 
 from .attention import MultiHeadAttention
-from .checks import check_input_ids, check_one_input, choice_dimensions, embedding_rows, flatten_choices, values_pass
+from .checks import (
+    check_input_ids,
+    check_one_input,
+    choice_dimensions,
+    embedding_rows,
+    flatten_choices,
+    label_count,
+    values_pass,
+)
 from .configuration_gpt import ScratchGPTConfig
 from .layers import EncoderLayer, get_activation, run_layers
 from .losses import causal_lm_loss, sequence_classification_loss, token_cross_entropy
@@ -356,12 +364,10 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
 
     def __init__(self, config: ScratchGPTConfig) -> None:
         super().__init__(config)
-        if config.num_labels is None:  # transformers' config sets 2 labels unless id2label was set to None after
-            raise ValueError("ScratchGPTForSequenceClassification needs config.num_labels (or id2label): set it.")
-        self.num_labels = config.num_labels
+        self.num_labels = label_count(config)
         self.model = ScratchGPTModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
+        self.score = nn.Linear(config.hidden_size, self.num_labels, bias=False)
         self.post_init()
 
     @normalise_inputs(unlisted=("lm_labels",))

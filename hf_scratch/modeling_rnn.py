@@ -34,7 +34,7 @@ from transformers import initialization as init
 from transformers.modeling_outputs import Seq2SeqModelOutput, SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
-from .checks import check_attention_mask, check_input_ids, check_one_input, embedding_rows, values_pass
+from .checks import check_attention_mask, check_input_ids, check_one_input, embedding_rows, label_count, values_pass
 from .configuration_rnn import ATTENDING_TYPES, BAHDANAU_DECODERS, ScratchRNNConfig
 from .kernels import masked_softmax
 from .layers import classifier_dropout
@@ -555,12 +555,10 @@ class ScratchRNNForSequenceClassification(ScratchRNNPreTrainedModel):
 
     def __init__(self, config: ScratchRNNConfig) -> None:
         super().__init__(config)
-        if config.num_labels is None:  # transformers' config sets 2 labels unless id2label was set to None after
-            raise ValueError("ScratchRNNForSequenceClassification needs config.num_labels (or id2label): set it.")
-        self.num_labels = config.num_labels
+        self.num_labels = label_count(config)
         self.model = ScratchRNNModel(config, add_decoder=False)
         self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         self.post_init()
 
     @normalise_inputs
