@@ -190,6 +190,7 @@ def test_pipelines_load_with_only_trust_remote_code(wordpiece, seq2seq_tokenizer
 
 @pytest.fixture(scope="module")
 def qa(wordpiece):
+    torch.manual_seed(0)  # the same weights whichever test files ran before in this process
     return pipeline("scratch-question-answering", model=bert_qa(wordpiece), tokenizer=wordpiece)
 
 
@@ -262,7 +263,9 @@ def test_qa_long_contexts_are_read_in_overlapping_windows(qa):
 
 
 def test_qa_aligns_answers_to_words(qa):
-    for answer in qa(question=QUESTION, context="the playerships shall laughingly welcome", top_k=5):
+    answers = qa(question=QUESTION, context="the playerships shall laughingly welcome", top_k=5)
+    # (one dict where word alignment leaves a single distinct span, as transformers' pipeline returns it)
+    for answer in answers if isinstance(answers, list) else [answers]:
         text, start, end = answer["answer"], answer["start"], answer["end"]
         assert text == "the playerships shall laughingly welcome"[start:end]
         assert start == 0 or "the playerships shall laughingly welcome"[start - 1] == " "
