@@ -85,7 +85,8 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
 
     u and v are read, in this forward, from one module, ``biases``: the model that shares its pair with every layer
     (``shared_biases``), or this attention itself with ``untie_r`` (its own pair). ``biases`` is a reference, not a
-    submodule, so every parameter is registered once, where its name has always been."""
+    submodule, so every parameter is registered once, where its name has always been (a deep copy of the whole model
+    copies the reference with it; a deep copy of one shared-bias attention alone copies the model it reads)."""
 
     biases: ScratchTransfoXLRelativeAttention | ScratchTransfoXLModel  # the module holding u and v
     content_bias: nn.Parameter  # u, with untie_r (add_relative_biases)
@@ -117,7 +118,9 @@ class ScratchTransfoXLRelativeAttention(nn.Module):
         mask: AttentionMask,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        content_bias, position_bias = self.biases.content_bias, self.biases.position_bias  # u, v
+        # u, v (on this layer's device: with a device map over several GPUs the model's pair sits on the first)
+        content_bias = self.biases.content_bias.to(context.device)
+        position_bias = self.biases.position_bias.to(context.device)
         inner = self.num_heads * self.head_dim
         # One call of the projection for memory + segment (hooks and adapters see it); queries are read for the
         # current segment only, keys and values for memory + segment.
