@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import torch
 from torch import nn
-from transformers import Cache, EncoderDecoderCache, PretrainedConfig
+from transformers import Cache, EncoderDecoderCache, PreTrainedConfig
 
 from .kernels import attend
 from .masks import AttentionMask
@@ -36,7 +36,7 @@ class AttentionLayer(Protocol):
     """What ``kernel_settings`` reads from an attention layer (``MultiHeadAttention``, Transformer-XL's)."""
 
     @property
-    def config(self) -> PretrainedConfig: ...
+    def config(self) -> PreTrainedConfig: ...
 
     @property
     def dropout(self) -> float: ...
@@ -63,7 +63,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(
         self,
-        config: PretrainedConfig,
+        config: PreTrainedConfig,
         hidden_size: int,
         num_heads: int,
         dropout: float = 0.0,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers import PretrainedConfig
+from transformers import PreTrainedConfig
 
 # --------------------------------------------------------------------------------------------------------------
 # Checks that read tensor values, and torch.compile / torch.export
@@ -148,7 +148,7 @@ def choice_dimensions(input_ids: torch.Tensor | None, inputs_embeds: torch.Tenso
     return batch, num_choices, length
 
 
-def label_count(config: PretrainedConfig) -> int:
+def label_count(config: PreTrainedConfig) -> int:
     """``config.num_labels``, the classifier's width: transformers' config gives 2 unless ``id2label`` is None."""
     if config.num_labels is None:
         raise ValueError(f"{type(config).__name__}.num_labels is None: set num_labels (or id2label) for this head.")

@@ -399,7 +399,7 @@ class ScratchLongformerForSequenceClassification(EncoderForSequenceClassificatio
 
     def __init__(self, config: ScratchLongformerConfig) -> None:
         super().__init__(config)
-        self.num_labels = config.num_labels
+        self.num_labels = label_count(config)
         self.build_base_model(config, add_pooling_layer=False)
         self.classifier = ScratchLongformerClassificationHead(config)
         self.post_init()

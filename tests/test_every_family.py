@@ -391,7 +391,8 @@ def module_files(name: str) -> list[str]:
         "positional.py",
     ]
     own = {"rnn": ["recurrent.py"], "transfo_xl": ["adaptive_softmax.py"], "longformer": ["banded_attention.py"]}
-    attention = [] if name == "rnn" else ["attention.py"]  # MultiHeadAttention and its head splitting
+    # MultiHeadAttention: every family but the RNN uses it (the RNN may carry attention.py through layers.py)
+    attention = [] if name == "rnn" else ["attention.py"]
     return [f"modeling_{name}.py", f"configuration_{name}.py", *core, *attention, *own.get(name, [])]
 
 

@@ -829,7 +829,11 @@ def test_readme_is_written_for_users():
     assert main_job.rstrip().endswith("training/quickstart.py")
     assert re.search(r"^\.venv/bin/python -m pytest -q( .*)?$", tests, re.M), tests  # the whole suite runs
     assert re.search(r"^\.venv-floor/bin/python -m pytest -q .*-m boundary$", tests, re.M), tests  # and the floor
-    assert re.search(r"\d+ s wall and \d+ s of CPU time", quickstart) and "--max_steps 100" in quickstart
+    # how long it takes, with the measurement on the run-notes page (the README holds no run log)
+    assert re.search(r"about [\d¼½¾]+ minutes", quickstart) and "--max_steps 100" in quickstart
+    assert "docs/run-notes.md#the-quickstart" in quickstart
+    run_notes = (REPO / "docs" / "run-notes.md").read_text(encoding="utf-8")
+    assert re.search(r"\d+ s wall and \d+ s of CPU time", run_notes)
     # the commands after the Quickstart are written with a bare `python` / `accelerate`: it says to activate the venv
     later_commands = "".join(re.findall(r"```bash\n(.*?)```", text[text.index(quickstart) + len(quickstart) :], re.S))
     assert re.search(r"^(python|accelerate) ", later_commands, re.M) and "source .venv/bin/activate" in quickstart
