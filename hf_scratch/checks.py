@@ -15,6 +15,8 @@ Checks on shapes, dtypes and types are plain Python and raise everywhere. The ma
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 from transformers import PreTrainedConfig
@@ -153,3 +155,13 @@ def label_count(config: PreTrainedConfig) -> int:
     if config.num_labels is None:
         raise ValueError(f"{type(config).__name__}.num_labels is None: set num_labels (or id2label) for this head.")
     return config.num_labels
+
+
+def given_source(
+    input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, encoder_outputs: Any
+) -> torch.Tensor | None:
+    """The tensor that sizes an encoder-decoder's source: the encoder's output when given (a ModelOutput or a tuple,
+    its states first), else the ids, else the embeddings the encoder reads; None when none is given."""
+    if encoder_outputs is not None:
+        return encoder_outputs[0]
+    return input_ids if input_ids is not None else inputs_embeds

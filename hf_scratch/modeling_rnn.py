@@ -34,7 +34,15 @@ from transformers import initialization as init
 from transformers.modeling_outputs import Seq2SeqModelOutput, SequenceClassifierOutput
 from transformers.utils import ModelOutput
 
-from .checks import check_attention_mask, check_input_ids, check_one_input, embedding_rows, label_count, values_pass
+from .checks import (
+    check_attention_mask,
+    check_input_ids,
+    check_one_input,
+    embedding_rows,
+    given_source,
+    label_count,
+    values_pass,
+)
 from .configuration_rnn import ATTENDING_TYPES, BAHDANAU_DECODERS, ScratchRNNConfig
 from .kernels import masked_softmax
 from .layers import classifier_dropout
@@ -449,10 +457,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         """The encoder's output — as given (a tuple made a ``ScratchRNNEncoderOutput``), or the encoder run on the
         source — and the source's padding, checked once for the encoder and the attention over its states
         (``checked_source``)."""
-        given = (
-            encoder_outputs[0] if encoder_outputs is not None else input_ids if input_ids is not None else inputs_embeds
-        )
-        source = checked_source(attention_mask, given)
+        source = checked_source(attention_mask, given_source(input_ids, inputs_embeds, encoder_outputs))
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,

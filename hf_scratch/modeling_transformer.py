@@ -34,7 +34,7 @@ from transformers.modeling_outputs import (
 )
 
 from .attention import MultiHeadAttention
-from .checks import check_attention_mask, check_input_ids, check_one_input, embedding_rows
+from .checks import check_attention_mask, check_input_ids, check_one_input, embedding_rows, given_source
 from .configuration_transformer import ScratchTransformerConfig
 from .layers import EncoderLayer, FeedForward, ResidualNorm, run_layers
 from .losses import token_cross_entropy
@@ -287,9 +287,7 @@ def source_for_both_sides(
     (batch, source_length) 0/1 mask (``source_mask``), sized by the encoder's output when given, else by the source
     the encoder reads. With neither source given, the user's mask is handed on as it is: the encoder's
     ``check_one_input`` refuses the call first."""
-    source = (
-        encoder_outputs[0] if encoder_outputs is not None else input_ids if input_ids is not None else inputs_embeds
-    )
+    source = given_source(input_ids, inputs_embeds, encoder_outputs)
     return attention_mask if source is None else source_mask(attention_mask, source)
 
 
