@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -819,13 +818,10 @@ def test_readme_is_written_for_users():
     assert all((REPO / picture).is_file() for picture in pictures), pictures
     quickstart = re.search(r"^## Quickstart\s*$(.*?)(?=^## )", text, re.S | re.M).group(1)
     main_job, tests = re.findall(r"```bash\n(.*?)```", quickstart, re.S)[:2]
-    # each block pins torch first (pip would otherwise pull a multi-GB CUDA build): the quickstart the small CPU build,
-    # the tests the newest release and, in the floor environment, the floor pyproject declares
+    # the quickstart pins torch first (pip would otherwise pull a multi-GB CUDA build): the small CPU build; what the
+    # test block installs at each end of the tested range is checked in tests/test_declared_is_tested.py
     assert main_job.startswith("python3 -m venv .venv\n.venv/bin/pip install torch==2.13.0\n"), main_job
-    assert re.match(r"python3 -m venv \.venv\n\.venv/bin/pip install torch==[\d.]+\n", tests), tests
-    torch_floor = re.search(r'"torch>=([\d.]+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8")).group(1)
-    floor_pin = re.search(r"^\.venv-floor/bin/pip install torch==([\d.]+)$", tests, re.M)
-    assert floor_pin and Version(floor_pin.group(1)) == Version(torch_floor), (torch_floor, tests)
+    assert re.match(r"(PYENV_VERSION=\S+ )?python3[.\d]* -m venv \.venv\n\.venv/bin/pip install ", tests), tests
     assert main_job.rstrip().endswith("training/quickstart.py")
     assert re.search(r"^\.venv/bin/python -m pytest -q( .*)?$", tests, re.M), tests  # the whole suite runs
     assert re.search(r"^\.venv-floor/bin/python -m pytest -q .*-m boundary$", tests, re.M), tests  # and the floor
