@@ -235,10 +235,10 @@ def described(value: Any) -> str:
     return f"a tensor of shape {tuple(value.shape)}" if torch.is_tensor(value) else repr(value)
 
 
-def take_from_transformers(model: nn.Module, arguments: dict[str, Any], parameters: list[str], owner: str) -> None:
-    """The one rule, for the names transformers knows that the forward does not take (``parameters``): each is
+def take_from_transformers(model: nn.Module, arguments: dict[str, Any], taken: list[str], owner: str) -> None:
+    """The one rule, for the names transformers knows that the forward does not take (not in ``taken``): each is
     dropped, unless its value asks for something the forward does not do (``asks_for_something``): a ValueError."""
-    for name in [name for name in arguments if name not in parameters]:
+    for name in [name for name in arguments if name not in taken]:
         value = arguments.pop(name)
         if name in UNSUPPORTED_FROM_TRANSFORMERS and asks_for_something(model, name, value):
             nothing = "False" if name in FLAGS_FROM_TRANSFORMERS else "None"
