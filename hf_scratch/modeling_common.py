@@ -10,9 +10,8 @@ family files keep the papers' code and go through this module for:
 - ``normalise_inputs``: the decorator on every public ``forward``. It binds positional arguments to their names,
   takes the cache under either release's name (from 5.24 on, the old name ``past_key_values`` warns that it is
   deprecated, as transformers' own models do), fills ``output_attentions`` / ``output_hidden_states`` /
-  ``use_cache`` from the config when they are not given, applies ``return_dict``, drops the few names transformers
-  passes that no model of ours reads (``IGNORED_FROM_TRANSFORMERS``), and refuses every other unknown keyword with a
-  ``TypeError`` naming it and the nearest accepted name — nothing a caller passes is silently lost;
+  ``use_cache`` from the config when they are not given, applies ``return_dict``, and applies the one rule for
+  arguments below — nothing a caller passes is silently lost;
 - ``already_normalised``: inputs are normalised once, at the public edge. A head's public forward has normalised its
   inputs when it calls its base model (or an encoder-decoder its encoder and decoder), so it says so:
   ``self.model(input_ids=…, past_key_values=…, use_cache=use_cache, …, **already_normalised())``. The callee's
@@ -28,6 +27,26 @@ family files keep the papers' code and go through this module for:
   decoder inputs from the labels;
 - ``Seq2SeqLMHeadMixin``: the encoder-decoders' generation head (the public ``forward`` transformers' ``generate``,
   Trainer and collator call), written once around two hooks of each family: its output layer and its token loss.
+
+The one rule for arguments. Every public forward accepts every name its transformers counterpart accepts in the
+installed release, with the same meaning: the parameters of the counterpart's forward, of its base model's forward
+(transformers' heads hand their ``**kwargs`` on to it) and the fields of the release's ``TransformersKwargs``. The
+counterpart is the class the converters map to (``ScratchBertForMaskedLM`` ↔ ``BertForMaskedLM``, ``ScratchGPT*`` ↔
+``GPT2*`` and ``OpenAIGPT*``, the encoder-decoder ↔ ``Marian*``); for the classes transformers 5 has none of, the
+release's nearest class of the same task (Transformer-XL ↔ ``GPT2Model`` / ``GPT2LMHeadModel``, the RNN ↔
+``MarianModel`` / ``MarianMTModel`` and ``BertForSequenceClassification``, GPT's multiple choice ↔
+``BertForMultipleChoice``, the ``AutoModelForMultipleChoice`` contract). ``tests/test_argument_parity.py`` derives
+the names from the release. A forward lists the names it implements as its parameters; for each other name:
+
+- a name transformers passes that a forward may drop whatever its value (``DROPPED_FROM_TRANSFORMERS``, with why:
+  ``cache_position``, ``num_items_in_batch`` for a loss that is a mean over examples, a padding-free batch's
+  flash-attention description where position_ids carry the same boundaries) is dropped;
+- a name whose meaning the forward does not implement (``UNSUPPORTED_FROM_TRANSFORMERS``: a cache, ``use_cache``,
+  cross-attention's ``encoder_hidden_states``, ``token_type_ids``, ``position_ids``, ``is_causal``,
+  ``output_router_logits``) is dropped when its value asks for nothing — None, False for a flag, ``use_cache=True``
+  where the counterpart keeps no cache either, as transformers' models drop what they do not use — and is a
+  ``ValueError`` saying what it asks for when it asks for more;
+- any other name is a ``TypeError`` naming it and the nearest accepted name.
 """
 
 from __future__ import annotations
@@ -60,15 +79,20 @@ CACHE_ALIASES = ("cache", "past_key_values")
 # (``@deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")``).
 OLD_CACHE_NAME_REMOVED_IN = "5.40.0"
 
+# The one rule for arguments (module docstring): a forward lists the names it implements as parameters; every other
+# name transformers knows is in one of the two tables below; a name in neither is a TypeError (``refuse_unknown``).
+
 # The flash-attention description of a padding-free batch: dropped only where the position_ids beside it carry the
 # same sequence boundaries to the model (``packed_boundaries_kept``).
 VARLEN_DESCRIPTION = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx")
 
-# Names a supported transformers release passes to ``forward`` that no model of ours reads: {name: why dropping it is
-# safe}. Every other unknown name is a TypeError.
-IGNORED_FROM_TRANSFORMERS = {
+# Names transformers passes that a forward not taking them drops whatever their value: {name: why that is safe}.
+DROPPED_FROM_TRANSFORMERS = {
     "cache_position": "generate() before 5.24 passes the new tokens' positions; the models read them off the cache "
     "(masks.cache_layout), from which those positions are computed",
+    "num_items_in_batch": "a loss that is a mean over the batch's examples (a classifier's, a span's) does not use "
+    "it, as in transformers' own heads; the Trainer passes it only to the heads that declare it "
+    "(accepts_loss_kwargs)",
     **dict.fromkeys(
         VARLEN_DESCRIPTION,
         "a padding-free batch (DataCollatorWithFlattening(return_flash_attn_kwargs=True), TRL's packing and "
@@ -77,6 +101,29 @@ IGNORED_FROM_TRANSFORMERS = {
         "(packed_boundaries_kept)",
     ),
 }
+
+# Names transformers' counterparts take for something a forward not taking them does not do: {name: what a value
+# asks for}. Such a name is dropped when its value asks for nothing (``asks_for_something``: None, and False for the
+# flags), as transformers' models drop what they do not use, and is a ValueError saying so when it asks for more.
+UNSUPPORTED_FROM_TRANSFORMERS = {
+    **dict.fromkeys(
+        CACHE_ALIASES, "a cache to continue from, and this model keeps none (Transformer-XL carries its memory as mems)"
+    ),
+    "use_cache": "the cache its decoder keeps, as transformers' counterpart returns it, and this head does not return "
+    "it (the family's base model and language-model head do)",
+    **dict.fromkeys(
+        ("encoder_hidden_states", "encoder_attention_mask"),
+        "cross-attention to an encoder's states (GPT-2, or BERT built as a decoder with add_cross_attention=True), and "
+        "no model here has it: use the encoder-decoder Transformer",
+    ),
+    "token_type_ids": "segment (token type) embeddings, and this model has none",
+    "position_ids": "positions chosen by the caller, and this model computes its own",
+    "is_causal": "attention switched between causal and bidirectional, and each model's attention is fixed by its "
+    "architecture",
+    "output_router_logits": "a mixture-of-experts router's logits, and no layer here has a router",
+}
+FLAGS_FROM_TRANSFORMERS = ("use_cache", "output_router_logits")  # False asks for nothing either
+FROM_TRANSFORMERS = set(DROPPED_FROM_TRANSFORMERS) | set(UNSUPPORTED_FROM_TRANSFORMERS)
 
 # Arguments the wrapper handles itself: they are accepted by every decorated forward.
 RETURN_DICT = "return_dict"
@@ -125,10 +172,8 @@ def warn_old_cache_name(owner: str) -> None:
 def take_cache(arguments: dict[str, Any], cache_parameter: str | None, owner: str) -> None:
     """Move the cache, given under either release's name, to the forward's own parameter ``cache_parameter``."""
     given = [name for name in CACHE_ALIASES if name in arguments and name != cache_parameter]
-    if not given:
+    if not given or cache_parameter is None:  # (a forward keeping no cache: the one rule, take_from_transformers)
         return
-    if cache_parameter is None:
-        raise TypeError(f"{owner} keeps no cache: it takes no {given[0]!r} argument.")
     if cache_parameter in arguments or len(given) > 1:
         raise TypeError(f"{owner} got the cache twice (as {' and '.join(CACHE_ALIASES)}): pass it once.")
     arguments[cache_parameter] = arguments.pop(given[0])
@@ -159,16 +204,48 @@ def packed_boundaries_kept(
         )
 
 
-def refuse_unknown(arguments: dict[str, Any], accepted: set[str], owner: str) -> None:
-    """A TypeError naming each keyword no parameter takes, and the nearest accepted name."""
+def refuse_unknown(arguments: dict[str, Any], parameters: set[str], owner: str) -> None:
+    """A TypeError naming the first keyword that is neither one of the forward's ``parameters`` nor a name
+    transformers knows (``FROM_TRANSFORMERS``), the nearest accepted name, and the parameters."""
+    accepted = parameters | FROM_TRANSFORMERS
     unknown = sorted(set(arguments) - accepted)
     if not unknown:
         return
     name = unknown[0]
     nearest = difflib.get_close_matches(name, sorted(accepted), n=1)
     hint = f" Did you mean {nearest[0]!r}?" if nearest else ""
-    listed = sorted(accepted - set(IGNORED_FROM_TRANSFORMERS))
-    raise TypeError(f"{owner} got an unexpected keyword argument {name!r}.{hint} It takes: {', '.join(listed)}.")
+    raise TypeError(
+        f"{owner} got an unexpected keyword argument {name!r}.{hint} It takes: {', '.join(sorted(parameters))}."
+    )
+
+
+def asks_for_something(model: nn.Module, name: str, value: Any) -> bool:
+    """Whether ``value``, given for ``name`` of ``UNSUPPORTED_FROM_TRANSFORMERS`` to a forward that does not take
+    it, asks that forward for something. None never does, nor does False for a flag (``FLAGS_FROM_TRANSFORMERS``).
+    ``use_cache=True`` asks only a head whose transformers counterpart would return the cache its decoder keeps
+    (GPT-2's classifiers: ``counterparts_return_the_cache``); a model with no cache at all ignores it, as
+    transformers' BERT, Longformer and OpenAI GPT do."""
+    if name == "use_cache":
+        return bool(value) and getattr(model, "counterparts_return_the_cache", False)
+    return bool(value) if name in FLAGS_FROM_TRANSFORMERS else value is not None
+
+
+def described(value: Any) -> str:
+    """A value as an error message names it: a tensor by its shape, anything else by its repr."""
+    return f"a tensor of shape {tuple(value.shape)}" if torch.is_tensor(value) else repr(value)
+
+
+def take_from_transformers(model: nn.Module, arguments: dict[str, Any], taken: list[str], owner: str) -> None:
+    """The one rule, for the names transformers knows that the forward does not take (not in ``taken``): each is
+    dropped, unless its value asks for something the forward does not do (``asks_for_something``): a ValueError."""
+    for name in [name for name in arguments if name not in taken]:
+        value = arguments.pop(name)
+        if name in UNSUPPORTED_FROM_TRANSFORMERS and asks_for_something(model, name, value):
+            nothing = "False" if name in FLAGS_FROM_TRANSFORMERS else "None"
+            raise ValueError(
+                f"{owner} does not support {name}={described(value)}: it asks for "
+                f"{UNSUPPORTED_FROM_TRANSFORMERS[name]}. Leave {name} out, or pass {nothing}."
+            )
 
 
 def already_normalised() -> dict[str, bool]:
@@ -224,9 +301,7 @@ def normalise_inputs(
     names = [name for name in signature.parameters if name != "self"]
     positional = [name for name, p in signature.parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD][1:]
     cache_parameter = next((name for name in CACHE_ALIASES if name in names), None)
-    accepted = set(names) | {RETURN_DICT} | set(IGNORED_FROM_TRANSFORMERS)
-    if cache_parameter is not None:
-        accepted |= set(CACHE_ALIASES)
+    parameters = set(names) | {RETURN_DICT} | (set(CACHE_ALIASES) if cache_parameter else set())
 
     @functools.wraps(forward)
     def normalised_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -240,15 +315,13 @@ def normalise_inputs(
             if name in kwargs:
                 raise TypeError(f"{owner} got multiple values for argument {name!r}.")
             kwargs[name] = value
-        refuse_unknown(kwargs, accepted, owner)
+        refuse_unknown(kwargs, parameters, owner)
         take_cache(kwargs, cache_parameter, owner)
         varlen_given = [name for name in VARLEN_DESCRIPTION if kwargs.get(name) is not None]
         if old_cache_name_typed and cache_parameter:  # (our heads hand it on with cache_argument: no warning)
             warn_old_cache_name(owner)
-        for name in IGNORED_FROM_TRANSFORMERS:
-            if name not in names:
-                kwargs.pop(name, None)
         return_dict = kwargs.pop(RETURN_DICT, None)
+        take_from_transformers(self, kwargs, names, owner)
         if return_dict is None:
             return_dict = getattr(self.config, "return_dict", True)
         for name in CONFIG_FLAGS:
@@ -279,6 +352,9 @@ class ScratchPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
+    # Whether transformers' counterparts of every head return the cache the family's decoder keeps (GPT-2's
+    # classifiers do): then a head here that returns none refuses use_cache=True (asks_for_something).
+    counterparts_return_the_cache = False
 
     def __init__(self, config: PreTrainedConfig, *inputs: Any, **kwargs: Any) -> None:
         super().__init__(config, *inputs, **kwargs)

@@ -148,6 +148,7 @@ class ScratchGPTPreTrainedModel(ScratchPreTrainedModel):
     _supports_flex_attn = True
     _no_split_modules = ["ScratchGPTLayer"]
     _skip_keys_device_placement = ["past_key_values"]
+    counterparts_return_the_cache = True  # GPT-2's classifier and double heads return the decoder's cache
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:

@@ -170,6 +170,7 @@ def test_fsdp2_consolidated_checkpoints_load_with_remote_code_alone(consolidated
 
     import transformers
     from test_training import PADDED, REMOTE_LOADER
+    from training_runs import run_without_hf_scratch
 
     jobs, expected = [], {}
     for (family, _kind), folder in consolidated.items():
@@ -179,19 +180,7 @@ def test_fsdp2_consolidated_checkpoints_load_with_remote_code_alone(consolidated
         with torch.no_grad():
             model = getattr(transformers, auto_class).from_pretrained(copied).eval()
             expected[str(copied)] = model(**{k: torch.tensor(v) for k, v in PADDED.items()}).logits
-    script = tmp_path / "load_remote.py"
-    script.write_text(REMOTE_LOADER)
-    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
-    env["HF_MODULES_CACHE"] = str(tmp_path / "modules")
-    completed = subprocess.run(
-        [sys.executable, "-I", str(script), json.dumps(jobs), str(tmp_path / "out.pt")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    run_without_hf_scratch(REMOTE_LOADER, [json.dumps(jobs), str(tmp_path / "out.pt")], tmp_path, ENV, TIMEOUT)
     loaded = torch.load(tmp_path / "out.pt")
     real = torch.tensor(PADDED["attention_mask"], dtype=torch.bool)
     for folder, logits in expected.items():

@@ -10,8 +10,9 @@ flex_attention kernels and compiled (one graph, no recompilation for other bound
 ``packing=True`` and with ``padding_free=True``: the first step's loss equals that of the same examples padded.
 
 The other families take no decoder ``position_ids`` (the encoder-decoder's decoder, Transformer-XL, the RNN), so no
-other decoder can be handed a packed batch: it refuses the keyword (TypeError). BERT and Longformer are encoders,
-whose transformers counterparts do not pack either.
+other decoder can be handed a packed batch: it refuses given position_ids (ValueError: transformers knows the name,
+``modeling_common``'s one rule for arguments). BERT and Longformer are encoders, whose transformers counterparts do
+not pack either.
 """
 
 from __future__ import annotations
@@ -246,13 +247,13 @@ def test_the_other_families_refuse_the_flash_attention_description(name):
 
 @pytest.mark.parametrize("name", ["transformer", "transfo_xl", "rnn"])
 def test_the_other_decoders_take_no_position_ids(name):
-    """No other decoder can be handed a packed batch: the keyword is refused, not ignored."""
+    """No other decoder can be handed a packed batch: given position_ids are refused, not ignored."""
     family = FAMILIES[name]
     ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
     kwargs = {"input_ids": ids, "position_ids": torch.tensor([[0, 1, 2, 0, 1, 2]])}
     if family.seq2seq:
         kwargs["decoder_input_ids"] = ids
-    with pytest.raises(TypeError, match="position_ids"):
+    with pytest.raises(ValueError, match="does not support position_ids=.*computes its own"):
         family.tiny_model()(**kwargs)
 
 

@@ -18,7 +18,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_runs import REPO, RUNS, TINY  # (also puts the repository, and its training package, on sys.path)
+from training_runs import (  # (also puts the repository, and its training package, on sys.path)
+    REPO,
+    RUNS,
+    TINY,
+    run_without_hf_scratch,
+)
 
 from training import (
     run_classification,
@@ -103,27 +108,12 @@ def test_tensorboard_logs_by_default(tmp_path):
 
 # ---- checkpoints load where hf_scratch cannot be imported -----------------------------------------------------
 
-REMOTE_LOADER = textwrap.dedent(
+REMOTE_LOADER = textwrap.dedent(  # run by training_runs.run_without_hf_scratch
     """
-    import importlib.abc, json, sys
+    import json
+    import sys
+
     import torch
-
-    class Blocker(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if (
-                name == "hf_scratch"
-                or name.startswith("hf_scratch.")
-                or name == "training"
-                or name.startswith("training.")
-            ):
-                raise ImportError(f"{name} is blocked in this process")
-
-    sys.meta_path.insert(0, Blocker())
-    try:
-        import hf_scratch  # noqa: F401
-        raise SystemExit("hf_scratch is importable: the test would prove nothing")
-    except ImportError:
-        pass
 
     import transformers
     jobs = json.loads(sys.argv[1])
@@ -173,19 +163,7 @@ def test_checkpoints_load_with_remote_code_without_hf_scratch(run_outputs, tmp_p
             logits,
             real if logits.shape[1] == real.shape[1] else torch.ones(logits.shape[:2], dtype=torch.bool),
         )
-    script = tmp_path / "load_remote.py"
-    script.write_text(REMOTE_LOADER)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
-    env.update(HF_MODULES_CACHE=str(tmp_path / "modules"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    completed = subprocess.run(
-        [sys.executable, "-I", str(script), json.dumps(jobs), str(tmp_path / "out.pt")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    run_without_hf_scratch(REMOTE_LOADER, [json.dumps(jobs), str(tmp_path / "out.pt")], tmp_path)
     loaded = torch.load(tmp_path / "out.pt")
     assert set(loaded) == set(expected)
     for folder, (logits, real) in expected.items():  # compared at the non-padding positions

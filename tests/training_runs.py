@@ -1,10 +1,15 @@
 """What the training-script tests share (test_training.py, test_model_cards.py, test_cli.py): the flags of a tiny,
 offline two-step run, and one run of each script (``RUNS``), made once per session by the ``run_outputs`` fixture
-of conftest.py."""
+of conftest.py; and a process in which hf_scratch cannot be imported, where their hub-ready folders are loaded with
+their remote code alone (``run_without_hf_scratch``: test_training.py, test_distributed.py, test_trl.py)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,3 +121,47 @@ def runner(tmp_path_factory):
         return cache[name]
 
     return get
+
+
+# ---- a process where hf_scratch cannot be imported ------------------------------------------------------------
+
+# What such a process runs first: importing hf_scratch (or the training package) fails there.
+BLOCK_HF_SCRATCH = textwrap.dedent(
+    """
+    import importlib.abc
+    import sys
+
+    class Blocker(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if (
+                name == "hf_scratch"
+                or name.startswith("hf_scratch.")
+                or name == "training"
+                or name.startswith("training.")
+            ):
+                raise ImportError(f"{name} is blocked in this process")
+
+    sys.meta_path.insert(0, Blocker())
+    try:
+        import hf_scratch  # noqa: F401
+        raise SystemExit("hf_scratch is importable: the test would prove nothing")
+    except ImportError:
+        pass
+    """
+)
+
+
+def run_without_hf_scratch(
+    script: str, args: list[str], tmp_path: Path, env: Mapping[str, str] = os.environ, timeout: int = 300
+) -> None:
+    """Run ``script`` with ``args`` in a fresh ``python -I`` process (no PYTHONPATH, no user site-packages) where
+    importing hf_scratch fails (``BLOCK_HF_SCRATCH`` runs first), offline, with transformers' cache of remote code
+    under ``tmp_path``; the test fails with the end of its stderr unless it succeeds."""
+    path = tmp_path / "without_hf_scratch.py"
+    path.write_text(BLOCK_HF_SCRATCH + script)
+    env = {key: value for key, value in env.items() if key != "PYTHONPATH"}
+    env.update(HF_MODULES_CACHE=str(tmp_path / "modules"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    completed = subprocess.run(
+        [sys.executable, "-I", str(path), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
