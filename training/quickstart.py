@@ -134,7 +134,8 @@ def set_up_quiet_torch(threads: int) -> None:
 
 def progress_printer(prompt: str, terminal: TextIO) -> Any:
     """A Trainer callback printing the training and held-out losses to ``terminal`` as they come, and keeping a
-    sample of the untrained model (``before``) and the vocabulary size."""
+    sample of the untrained model (``before``) and the vocabulary size. (Its class is made here, once transformers is
+    imported, so it is typed ``Any``.)"""
     from transformers import TrainerCallback
 
     def say(text: str) -> None:
@@ -180,7 +181,8 @@ def progress_printer(prompt: str, terminal: TextIO) -> Any:
 
 def train_with_the_log_in_a_file(options: argparse.Namespace, progress: Any) -> dict[str, Any]:
     """Step 1: run_clm on the tragedies, the Trainer's own output going to ``<output_dir>.log``; prints where the log
-    is, the held-out loss before and after, and the untrained model's sample."""
+    is, the held-out loss before and after, and the untrained model's sample (``progress``: ``progress_printer``'s
+    callback)."""
     from hf_scratch.losses import perplexity
 
     log = Path(options.output_dir).parent / f"{Path(options.output_dir).name}.log"
