@@ -23,6 +23,18 @@ from training_runs import TINY  # noqa: E402
 import hf_scratch  # noqa: E402,F401  (registers the families)
 from training import run_classification, run_clm, run_mlm, run_translation  # noqa: E402
 
+# the scripts that train (every one but quickstart.py, which runs run_clm)
+SCRIPTS = [
+    "run_classification",
+    "run_clm",
+    "run_mlm",
+    "run_multiple_choice",
+    "run_ner",
+    "run_pretraining",
+    "run_qa",
+    "run_translation",
+]
+
 
 def without(args: list[str], *flags: str) -> list[str]:
     """``args`` without the given flags and their values."""
@@ -119,6 +131,57 @@ def test_every_script_prints_its_usage():
     )
     assert "--block_size" not in help_of["run_qa.py"]  # only where it means something
     assert "--next_sentence_prediction" in help_of["run_pretraining.py"]  # Devlin et al. 2019 Table 5, "No NSP"
+    for script, printed in help_of.items():  # every default a script changes from the Trainer's, with the Trainer's
+        if script != "quickstart.py":
+            assert_help_lists_the_changed_trainer_defaults(script.removesuffix(".py"), printed)
+
+
+def assert_help_lists_the_changed_trainer_defaults(script: str, printed: str) -> None:
+    """Each field of ``TRAINER_DEFAULT_OVERRIDES`` that the script's TrainingArguments class has says, in its flag's
+    help, ours and the Trainer's default (read from the class's field)."""
+    import dataclasses
+
+    from transformers import Seq2SeqTrainingArguments, TrainingArguments
+
+    from training.arguments import override_note, shown, trainer_default_overrides
+
+    training_class = Seq2SeqTrainingArguments if script == "run_translation" else TrainingArguments
+    trainers = {field.name: field.default for field in dataclasses.fields(training_class)}
+    changed = trainer_default_overrides(training_class)
+    assert {"output_dir", "do_train", "do_eval", "learning_rate", "report_to", "use_cpu"} <= set(changed), script
+    flags = printed.split("\n  --")  # a flag's help runs until the next flag
+    for name in changed:
+        help_text = " ".join(next(block for block in flags if block.startswith(f"{name} ")).split())
+        assert help_text.endswith(f"({override_note(name, script, training_class)})"), (script, help_text)
+        assert help_text.endswith(f"; Trainer's default: {shown(trainers[name])})"), (script, help_text)
+    assert f"(default here: outputs/{script}; Trainer's default: None)" in " ".join(printed.split())
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_the_scripts_change_no_trainer_default_outside_the_table(script, tmp_path, monkeypatch):
+    """Parsed as ``main`` parses them, with only --model_type and --output_dir given, a script's TrainingArguments
+    differ from the Trainer's own (the class built with that --output_dir) in fields of ``TRAINER_DEFAULT_OVERRIDES``
+    alone: a default changed anywhere else would go unsaid in --help and in the run's first lines."""
+    import dataclasses
+
+    from training.arguments import parse_arguments, trainer_default_overrides
+
+    module = __import__(f"training.{script}", fromlist=["main", "SUPPORTED"])
+
+    class Parsed(Exception):
+        pass
+
+    def parse_and_stop(*args, **kwargs):
+        raise Parsed(parse_arguments(*args, **kwargs))  # nothing past the parsing runs
+
+    monkeypatch.setattr(module, "parse_arguments", parse_and_stop)
+    with pytest.raises(Parsed) as parsed:
+        module.main(["--model_type", module.SUPPORTED[0], "--output_dir", str(tmp_path)])
+    ours = parsed.value.args[0][-1]
+    trainers = type(ours)(output_dir=str(tmp_path))
+    changed = {f.name for f in dataclasses.fields(ours) if getattr(ours, f.name) != getattr(trainers, f.name)}
+    assert changed, "the scripts change some defaults (--learning_rate, --do_train, …)"
+    assert changed <= set(trainer_default_overrides(type(ours))), changed - set(trainer_default_overrides(type(ours)))
 
 
 # ---- one JSON file of arguments -------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""House habits the code keeps, checked over the whole package (``hf_scratch/`` and its sub-packages).
+"""House habits the code keeps, checked over the whole package (``hf_scratch/`` and its sub-packages) and the
+training scripts (``training/``, its data and metric scripts too).
 
 - Every function and method is at most ``MAX_FUNCTION_LINES`` lines long, counted over its whole span — from the
   ``def`` line (its decorators not included) to its last line, docstring and comments included — as Python's
@@ -11,6 +12,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "hf_scratch"
+TRAINING = PACKAGE.parent / "training"
 MAX_FUNCTION_LINES = 50
 
 
@@ -39,11 +41,11 @@ def _functions(tree: ast.AST, prefix: str = ""):
             yield from _functions(node, prefix)
 
 
-def test_every_package_function_is_at_most_50_lines():
-    offenders = long_functions()
+def test_every_package_and_training_function_is_at_most_50_lines():
+    offenders = [found for root in (PACKAGE, TRAINING) for found in long_functions(root)]
     assert not offenders, (
-        f"{len(offenders)} function(s) of hf_scratch/ are longer than {MAX_FUNCTION_LINES} lines (def to last line, "
-        "docstring included); split them into helpers that say what each part does:\n"
+        f"{len(offenders)} function(s) of hf_scratch/ or training/ are longer than {MAX_FUNCTION_LINES} lines (def to "
+        "last line, docstring included); split them into helpers that say what each part does:\n"
         + "\n".join(f"  {path}:{line} {name} ({length} lines)" for path, line, name, length in offenders)
     )
 

@@ -100,6 +100,41 @@ def test_script_trains_evaluates_and_writes_a_hub_ready_folder(name, run_outputs
         assert f"| {metric} | {round(results['eval'][metric], 4)} |" in card.text, metric
 
 
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_run_starts_with_the_defaults_it_changes_from_the_trainers(name, run_outputs):
+    """The first lines a run prints are one per default its script changes from the Trainer's
+    (``TRAINER_DEFAULT_OVERRIDES``): the value the run has (given, ours, or the Trainer's where ours does not apply),
+    then ours and the Trainer's — the Trainer's read from its ``TrainingArguments`` field (5e-5, False, …)."""
+    import dataclasses
+
+    from transformers import Seq2SeqTrainingArguments, TrainingArguments
+
+    from training.arguments import override_note, shown, trainer_default_overrides
+
+    module = RUNS[name][0]
+    script = module.__name__.rsplit(".", 1)[-1]
+    training_class = Seq2SeqTrainingArguments if module is run_translation else TrainingArguments
+    changed = list(trainer_default_overrides(training_class))
+    assert {"output_dir", "do_train", "do_eval", "learning_rate", "report_to", "use_cpu"} <= set(changed)
+    assert ({"predict_with_generate", "generation_max_length"} <= set(changed)) == (module is run_translation)
+    lines = run_outputs(name)["printed"].splitlines()[: len(changed)]
+    assert [line.split(" ")[:2] for line in lines] == [[f"{script}.py:", f"--{field}"] for field in changed], lines
+    line_of = dict(zip(changed, lines))
+    trainers = {field.name: field.default for field in dataclasses.fields(training_class)}
+    for field, line in line_of.items():
+        assert line.endswith(f"({override_note(field, script, training_class)})"), line
+        assert line.endswith(f"; Trainer's default: {shown(trainers[field])})"), line
+    # this run (TINY): ours where it gives nothing, what it gives where it does
+    assert line_of["learning_rate"].startswith(f"{script}.py: --learning_rate 1e-3 (default here: by family and")
+    assert line_of["do_train"].startswith(f"{script}.py: --do_train True (default here: true unless --do_eval")
+    assert line_of["report_to"].startswith(f"{script}.py: --report_to none, given (default here: tensorboard")
+    assert line_of["use_cpu"].startswith(f"{script}.py: --use_cpu True, given (")
+    assert "Trainer's default: 5e-5)" in line_of["learning_rate"] and "Trainer's default: False)" in line_of["do_eval"]
+    if module is run_translation:
+        assert line_of["predict_with_generate"].startswith(f"{script}.py: --predict_with_generate True (default here")
+        assert line_of["generation_max_length"].startswith(f"{script}.py: --generation_max_length 8, given (")
+
+
 def test_tensorboard_logs_by_default(tmp_path):
     args = [a for a in TINY if a not in ("--report_to", "none")]
     run_mlm.main(["--model_type", "scratch-bert", "--output_dir", str(tmp_path), *args])

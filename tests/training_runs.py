@@ -5,6 +5,8 @@ their remote code alone (``run_without_hf_scratch``: test_training.py, test_dist
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -110,14 +112,17 @@ RUNS = {
 
 def runner(tmp_path_factory):
     """A function running each script of ``RUNS`` once (lazily, the first time it is asked for), giving its results
-    and output folder."""
+    and output folder, and under ``"printed"`` what the run printed (its standard output)."""
     cache: dict[str, dict] = {}
 
     def get(name: str) -> dict:
         if name not in cache:
             module, model_type, extra, _ = RUNS[name]
             output_dir = tmp_path_factory.mktemp(name)
-            cache[name] = module.main(["--model_type", model_type, "--output_dir", str(output_dir), *TINY, *extra])
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                results = module.main(["--model_type", model_type, "--output_dir", str(output_dir), *TINY, *extra])
+            cache[name] = {**results, "printed": printed.getvalue()}
         return cache[name]
 
     return get

@@ -1,6 +1,7 @@
 """The command line of every training script: the argument dataclasses (``ModelArguments``, ``DataArguments``)
 parsed with ``HfArgumentParser`` beside ``TrainingArguments`` / ``Seq2SeqTrainingArguments`` (``parse_arguments``),
-with the defaults the scripts agree on, from flags or from one JSON file, and with the flag names of transformers'
+with the defaults the scripts change from the Trainer's (one table, ``TRAINER_DEFAULT_OVERRIDES``, which ``--help``
+and a run's first lines say), from flags or from one JSON file, and with the flag names of transformers'
 examples (``--block_size``, …) mapped onto ours; the checks that fail before any data is read
 (``check_common_arguments``, ``check_model_type``); and where ``--model_name_or_path`` is (``checkpoint_folder``:
 a local folder, or a hub id downloaded). The ``--output_dir`` rules (resume, overwrite) are in ``checkpoints.py``.
@@ -10,20 +11,22 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import logging
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import transformers
-from transformers import AutoConfig, HfArgumentParser, TrainingArguments
+from transformers import AutoConfig, HfArgumentParser, PreTrainedModel, TrainingArguments
+from transformers.hf_argparser import DataClassType
 
 from hf_scratch import FAMILY_CONFIGS
-from hf_scratch.configuration_common import SIZE_PRESETS
+from hf_scratch.configuration_common import SIZE_PRESETS, ScratchConfig
 from hf_scratch.convert import REFERENCE_TO_SCRATCH
 from hf_scratch.tools.tokenization import TOKENIZER_KINDS
 from training.checkpoints import resolve_output_dir
@@ -136,14 +139,14 @@ FINE_TUNING_LEARNING_RATE = 5e-5
 TRACEBACK_FLAG = "--traceback"  # the CLI (``run_script``) shows the traceback of an error only with this flag
 
 
-def default_learning_rate(model_args: ModelArguments) -> float:
+def default_learning_rate(model_type: str | None, model_size: str) -> float:
     """The learning rate of a run that gives no --learning_rate (the family config's ``learning_rates``)."""
-    if model_args.model_type not in FAMILIES:
+    if model_type not in FAMILIES:
         return FINE_TUNING_LEARNING_RATE
-    return family_config(model_args.model_type).learning_rates.get(model_args.model_size, FINE_TUNING_LEARNING_RATE)
+    return family_config(model_type).learning_rates.get(model_size, FINE_TUNING_LEARNING_RATE)
 
 
-def family_config(model_type: str):
+def family_config(model_type: str | None) -> type[ScratchConfig]:
     """The registered config class of an hf_scratch ``model_type`` (``hf_scratch.FAMILY_CONFIGS``)."""
     for config in FAMILY_CONFIGS:
         if config.model_type == model_type:
@@ -151,18 +154,159 @@ def family_config(model_type: str):
     raise ValueError(f"{model_type!r} is not an hf_scratch model type: the registered ones are {sorted(FAMILIES)}.")
 
 
+def short_float(value: float) -> str:
+    """1e-3, 2.5e-4 (not 0.001, 0.00025)."""
+    mantissa, exponent = f"{value:e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The defaults the scripts change from the Trainer's
+# ----------------------------------------------------------------------------------------------------------------
+
+TRAINERS = object()  # what an override's ``value`` gives for a run that keeps the Trainer's default
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the scripts' defaults depend on: the script, the flags the run gives and — once parsed — the values of
+    its model, data and script arguments, by field name."""
+
+    script: str
+    given: frozenset[str]
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Override:
+    """A default of the scripts that differs from the Trainer's (its ``TrainingArguments`` field default). ``ours``
+    says it in words (``{script}``: the script's name) for ``--help`` and the run's first lines; ``value`` gives it
+    for a run, or ``TRAINERS`` where that run keeps the Trainer's. ``before_parsing``: ``TrainingArguments``'s
+    ``__post_init__`` must see it (it sets up the device and fills in the output folder), so the parser gets it as if
+    given; the others are set on the parsed arguments."""
+
+    ours: str
+    value: Callable[[Run], object]
+    before_parsing: bool = False
+
+
+# Every default the scripts change from the Trainer's: field → ours. A flag the run gives wins. --help says ours and
+# the Trainer's in the flag's help (``describe_overrides``) and every run prints one line per entry in its first lines
+# (``changed_default_lines``). The fields only Seq2SeqTrainingArguments has count for run_translation alone.
+TRAINER_DEFAULT_OVERRIDES: dict[str, Override] = {
+    "output_dir": Override("outputs/{script}", lambda run: str(Path("outputs") / run.script), before_parsing=True),
+    "do_train": Override(
+        "true unless --do_eval alone is given", lambda run: TRAINERS if "do_eval" in run.given else True
+    ),
+    "do_eval": Override(
+        "true unless --do_train alone is given", lambda run: TRAINERS if "do_train" in run.given else True
+    ),
+    "learning_rate": Override(
+        "by family and --model_size when training from scratch, "
+        f"{short_float(FINE_TUNING_LEARNING_RATE)} when fine-tuning --model_name_or_path",
+        lambda run: default_learning_rate(run.arguments["model_type"], run.arguments["model_size"]),
+    ),
+    "report_to": Override(
+        "tensorboard when it is installed, else none", lambda run: ["tensorboard"] if tensorboard_installed() else []
+    ),
+    "dataloader_pin_memory": Override(  # torch warns that pinning needs an accelerator
+        "false without an accelerator", lambda run: TRAINERS if accelerator_available() else False, before_parsing=True
+    ),
+    "use_cpu": Override(  # the Trainer makes CPU processes one DDP run (over gloo) only with use_cpu
+        "true when several processes are launched without an accelerator",
+        lambda run: True if launched_processes() > 1 and not accelerator_available() else TRAINERS,
+        before_parsing=True,
+    ),
+    "predict_with_generate": Override("true", lambda run: True, before_parsing=True),
+    "generation_max_length": Override(
+        "--max_target_length", lambda run: run.arguments.get("max_target_length", TRAINERS)
+    ),
+}
+
+
+def trainer_default_overrides(training_class: type[TrainingArguments]) -> dict[str, Override]:
+    """The entries of ``TRAINER_DEFAULT_OVERRIDES`` that are fields of ``training_class``."""
+    fields = {declared.name for declared in dataclasses.fields(training_class)}
+    return {name: override for name, override in TRAINER_DEFAULT_OVERRIDES.items() if name in fields}
+
+
+def our_defaults(training_class: type[TrainingArguments], run: Run, before_parsing: bool) -> dict[str, object]:
+    """Our default of each field of ``training_class`` that the run does not give, where ours applies to the run (its
+    ``value`` is not ``TRAINERS``): those the parser must get (``before_parsing``), or those set on the parsed
+    arguments."""
+    ours = {}
+    for name, override in trainer_default_overrides(training_class).items():
+        if override.before_parsing == before_parsing and name not in run.given:
+            value = override.value(run)
+            if value is not TRAINERS:
+                ours[name] = value
+    return ours
+
+
+def trainer_default(training_class: type[TrainingArguments], name: str) -> object:
+    """The default of the field ``name`` as ``training_class`` declares it, read at run time (``output_dir``'s is
+    None: the Trainer then writes to ``trainer_output``)."""
+    declared = next(declared for declared in dataclasses.fields(training_class) if declared.name == name)
+    if declared.default_factory is not dataclasses.MISSING:
+        return declared.default_factory()
+    return declared.default
+
+
+def shown(value: object) -> str:
+    """A value as it is typed on the command line: 1e-3 (not 0.001), tensorboard (not ['tensorboard']), none for
+    an empty --report_to."""
+    if isinstance(value, list):
+        return " ".join(str(item) for item in value) or "none"
+    if isinstance(value, float):
+        return short_float(value)
+    return str(value)
+
+
+def override_note(name: str, script: str, training_class: type[TrainingArguments]) -> str:
+    """The words "default here: …; Trainer's default: …" for the field ``name`` of ``TRAINER_DEFAULT_OVERRIDES``."""
+    ours = TRAINER_DEFAULT_OVERRIDES[name].ours.format(script=script)
+    return f"default here: {ours}; Trainer's default: {shown(trainer_default(training_class, name))}"
+
+
+def changed_default_lines(
+    script: str, training_args: TrainingArguments, given: Iterable[str], ours: Iterable[str]
+) -> list[str]:
+    """One line per default the script changes from the Trainer's: the value this run has, whether the run gave it,
+    got ours (``ours``: the fields set from ``TRAINER_DEFAULT_OVERRIDES``) or kept the Trainer's, and both
+    defaults."""
+    training_class = type(training_args)
+    lines = []
+    for name in trainer_default_overrides(training_class):
+        how = ", given" if name in given else "" if name in ours else ", the Trainer's default in this run"
+        value = shown(getattr(training_args, name))
+        lines.append(f"{script}.py: --{name} {value}{how} ({override_note(name, script, training_class)})")
+    return lines
+
+
+def tensorboard_installed() -> bool:
+    """Whether the Trainer can log to TensorBoard (``transformers.integrations.is_tensorboard_available``)."""
+    from transformers.integrations import is_tensorboard_available
+
+    return bool(is_tensorboard_available())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The parser and its --help
+# ----------------------------------------------------------------------------------------------------------------
+
+
 class ScriptHelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """The script's docstring as written (its examples stay lines), and each flag's default — unless its help
     already says what the default is."""
 
-    def _format_action_invocation(self, action):
+    def _format_action_invocation(self, action: argparse.Action) -> str:
         """One spelling per flag (HfArgumentParser also accepts --max-steps for --max_steps: not listed twice)."""
         if len(action.option_strings) > 1:
             action = copy.copy(action)
             action.option_strings = [s for s in action.option_strings if "-" not in s[2:]] or action.option_strings[:1]
         return super()._format_action_invocation(action)
 
-    def _get_help_string(self, action):
+    def _get_help_string(self, action: argparse.Action) -> str | None:
         if "default:" in (action.help or "") or "(default" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
@@ -172,20 +316,14 @@ class ScriptArgumentParser(HfArgumentParser):
     """``HfArgumentParser`` whose errors are ValueErrors (``run_script`` prints them as one line and exits with
     status 2, as argparse does; a caller of ``main(args)`` gets the ValueError)."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         raise ValueError(message)
-
-
-def short_float(value: float) -> str:
-    """1e-3, 2.5e-4 (not 0.001, 0.00025)."""
-    mantissa, exponent = f"{value:e}".split("e")
-    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 def build_parser(
     script: str,
-    extra_dataclasses: tuple = (),
-    training_class=TrainingArguments,
+    extra_dataclasses: tuple[type[Any], ...] = (),
+    training_class: type[TrainingArguments] = TrainingArguments,
     aliases: dict[str, str] | None = None,
     doc: str | None = None,
     supported: Iterable[str] | None = None,
@@ -194,12 +332,13 @@ def build_parser(
     does and example commands), then its own flags, the model and data flags, and last the ~150 flags of
     ``TrainingArguments`` in a group of their own. ``supported`` model types show in ``--model_type``'s metavar;
     ``aliases`` are the flag names of transformers' examples for one of our fields (``{"block_size":
-    "max_seq_length"}``), shown with their own metavar."""
+    "max_seq_length"}``), shown with their own metavar. Each default of ``TRAINER_DEFAULT_OVERRIDES`` is in its
+    flag's help, with the Trainer's."""
     for dtype in extra_dataclasses:  # the script's own flags get a group of their own (listed first)
         if not hasattr(dtype, "_argument_group_name"):
             dtype._argument_group_name = f"{script}"
     parser = ScriptArgumentParser(
-        (*extra_dataclasses, ModelArguments, DataArguments, training_class),
+        [DataClassType(dtype) for dtype in (*extra_dataclasses, ModelArguments, DataArguments, training_class)],
         prog=f"{script}.py",
         usage=f"python training/{script}.py (--model_type TYPE | --model_name_or_path PATH) [flags]\n"
         f"       python training/{script}.py args.json",
@@ -207,12 +346,21 @@ def build_parser(
         f"{TRACEBACK_FLAG} shows where it failed.",
         formatter_class=ScriptHelpFormatter,
     )
+    describe_model_flags(parser, None if supported is None else list(supported))
+    add_aliases(parser, aliases or {})
+    describe_overrides(parser, script, training_class)
+    put_trainer_flags_last(parser, training_class)
+    return parser
+
+
+def describe_model_flags(parser: ScriptArgumentParser, supported: list[str] | None) -> None:
+    """The metavars of the model flags (the choices), the ``supported`` model types, and the learning rates by
+    family and size (of the ``supported`` families)."""
     actions = {action.dest: action for action in parser._actions}
     actions["model_size"].metavar = "{" + ",".join(SIZE_PRESETS) + "}"
     actions["tokenizer_type"].metavar = "{" + ",".join(TOKENIZER_KINDS) + "}"
     actions["attn_implementation"].metavar = "{eager,sdpa}"
     if supported is not None:
-        supported = list(supported)
         actions["model_type"].metavar = "{" + ",".join(supported) + "}"
         actions["model_type"].help = f"Train from scratch: {', '.join(supported)}."
     rates = "; ".join(
@@ -221,20 +369,33 @@ def build_parser(
         for model_type in (supported or FAMILIES)
         if model_type in FAMILIES
     )
-    actions["learning_rate"].help = (
-        f"The initial learning rate of AdamW (default: by family and --model_size when training from "
-        f"scratch — {rates}; {short_float(FINE_TUNING_LEARNING_RATE)} when fine-tuning --model_name_or_path)."
-    )
+    actions["learning_rate"].help = f"The initial learning rate of AdamW. Rates by family and size: {rates}."
+
+
+def add_aliases(parser: ScriptArgumentParser, aliases: dict[str, str]) -> None:
+    """The flag names of transformers' examples (``{"block_size": "max_seq_length"}``), in the data flags."""
+    actions = {action.dest: action for action in parser._actions}
     data_group = next(group for group in parser._action_groups if group.title == DataArguments._argument_group_name)
-    for alias, target in (aliases or {}).items():
+    for alias, target in aliases.items():
         data_group.add_argument(
             f"--{alias}",
             dest=target,
-            type=actions[target].type,
+            type=actions[target].type,  # type: ignore[arg-type]  # a field's type (HfArgumentParser always sets it)
             metavar=alias.upper(),
             default=argparse.SUPPRESS,
             help=f"The name transformers' example scripts use for --{target}: give one of the two.",
         )
+
+
+def describe_overrides(parser: ScriptArgumentParser, script: str, training_class: type[TrainingArguments]) -> None:
+    """Each flag whose default ``TRAINER_DEFAULT_OVERRIDES`` changes says so in its help, with the Trainer's."""
+    for name in trainer_default_overrides(training_class):
+        action = next(action for action in parser._actions if f"--{name}" in action.option_strings)
+        action.help = f"{(action.help or '').rstrip()} ({override_note(name, script, training_class)})"
+
+
+def put_trainer_flags_last(parser: ScriptArgumentParser, training_class: type[TrainingArguments]) -> None:
+    """Our groups first with -h and --traceback, the Trainer's flags (argparse's default "options" group) last."""
     first = parser._action_groups[2] if len(parser._action_groups) > 2 else parser._optionals
     first.add_argument(
         TRACEBACK_FLAG,
@@ -242,96 +403,105 @@ def build_parser(
         default=argparse.SUPPRESS,
         help="On an error, show the Python traceback instead of the one-line message.",
     )
-    # our groups first, the Trainer's flags (argparse's default "options" group) last, -h with ours
     trainer_group = parser._optionals
     trainer_group.title = f"Trainer arguments (transformers.{training_class.__name__})"
     trainer_group.description = (
         "The ones most runs set: --output_dir, --max_steps, --learning_rate, --per_device_train_batch_size, "
         "--eval_strategy, --save_steps, --use_cpu."
     )
-    help_action = actions["help"]
+    help_action = next(action for action in parser._actions if action.dest == "help")
     trainer_group._group_actions.remove(help_action)
     first._group_actions.insert(0, help_action)
     parser._action_groups.remove(trainer_group)
     parser._action_groups.append(trainer_group)
-    return parser
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Parsing
+# ----------------------------------------------------------------------------------------------------------------
 
 
 def parse_arguments(
     script: str,
-    extra_dataclasses: tuple = (),
+    extra_dataclasses: tuple[type[Any], ...] = (),
     args: list[str] | None = None,
-    training_class=TrainingArguments,
+    training_class: type[TrainingArguments] = TrainingArguments,
     aliases: dict[str, str] | None = None,
-    defaults: dict[str, Any] | None = None,
     doc: str | None = None,
     supported: Iterable[str] | None = None,
-):
+) -> tuple[Any, ...]:
     """Parse ``args`` (default: ``sys.argv[1:]``) into (ModelArguments, DataArguments, *extra, TrainingArguments).
 
     ``args`` are flags, or — as transformers' example scripts accept — the path of a single ``.json`` file holding
     an object of arguments (``{"model_type": "scratch-gpt", "max_steps": 200}``), read with ``HfArgumentParser``.
     ``aliases`` name fields the way transformers' examples do (``{"block_size": "max_seq_length"}``): either name
-    sets the field, both at once is an error. ``defaults`` are the script's own defaults for fields of the shared
-    dataclasses (e.g. ``predict_with_generate``), used unless given. ``doc`` (the script's docstring) and
-    ``supported`` (its model types) make its ``--help`` (``build_parser``).
-
-    Defaults differ from the Trainer's where a script needs them: with neither ``do_train`` nor ``do_eval`` a
-    script does both; logs go to TensorBoard (when installed) unless ``report_to`` says otherwise; ``output_dir``
-    defaults to ``outputs/<script>`` and is checked by ``resolve_output_dir`` (a rerun resumes); the learning rate
-    depends on the family and size (``default_learning_rate``); without a GPU the data loader does not pin memory
-    (torch warns that pinning needs an accelerator). A run started as several processes (``accelerate launch``,
-    ``torchrun``) on a machine without an accelerator gets ``use_cpu`` (the Trainer makes CPU processes one DDP run
-    only with it), which the main process says in one line; one the Trainer would still not make one distributed run
-    is refused (``check_distributed``). Bad values raise ValueError, the parser's own errors (unknown flags, a value
-    of the wrong type) too."""
+    sets the field, both at once is an error. ``doc`` (the script's docstring) and ``supported`` (its model types)
+    make its ``--help`` (``build_parser``). Where the run does not give them, the defaults of
+    ``TRAINER_DEFAULT_OVERRIDES`` replace the Trainer's; the main process prints one line about each. Several CPU
+    processes that our ``--use_cpu`` joins into one DDP run say so; ``--output_dir`` is checked by
+    ``resolve_output_dir`` (a rerun resumes). Bad values raise ValueError, the parser's own errors (unknown flags, a
+    value of the wrong type) too."""
     args = [arg for arg in (sys.argv[1:] if args is None else args) if arg != TRACEBACK_FLAG]
     aliases = dict(aliases or {})
-    defaults = {"output_dir": str(Path("outputs") / script), **(defaults or {})}
-    if not accelerator_available():
-        defaults.setdefault("dataloader_pin_memory", False)
-        if launched_processes() > 1:  # one DDP run over gloo: the Trainer joins CPU processes only with use_cpu
-            defaults.setdefault("use_cpu", True)
+    values = read_json_arguments(args[0]) if len(args) == 1 and args[0].endswith(".json") else None
+    given = frozenset(values) if values is not None else flags_given(args)
+    ours = our_defaults(training_class, Run(script, given), before_parsing=True)
     parser = build_parser(script, extra_dataclasses, training_class, aliases, doc, supported)
-    if len(args) == 1 and args[0].endswith(".json"):
-        values = read_json_arguments(args[0])
-        given = set(values)
+    parsed = parse_with_defaults(parser, args, values, aliases, ours)
+    check_aliases(aliases, given)
+    n_extra = len(extra_dataclasses)
+    parsed = (parsed[n_extra], parsed[n_extra + 1], *parsed[:n_extra], parsed[-1])
+    model_args, data_args, training_args = parsed[0], parsed[1], parsed[-1]
+    arguments = {name: value for namespace in parsed[:-1] for name, value in vars(namespace).items()}
+    for name, value in our_defaults(training_class, Run(script, given, arguments), before_parsing=False).items():
+        setattr(training_args, name, value)
+        ours[name] = value
+    check_common_arguments(model_args, data_args, training_args)
+    check_distributed(training_args)
+    if "use_cpu" in ours and training_args.process_index == 0:
+        logger.warning(
+            f"{script}.py: {launched_processes()} processes on a machine without an accelerator: training them as one "
+            f"{launched_processes()}-process DDP run on CPU over gloo (--use_cpu, turned on for you)."
+        )
+    resolve_output_dir(data_args, training_args)
+    if training_args.process_index == 0:
+        print("\n".join(changed_default_lines(script, training_args, given, ours)), flush=True)
+    transformers.set_seed(training_args.seed)  # before the model is initialised, so runs are reproducible
+    return parsed
+
+
+def flags_given(args: list[str]) -> frozenset[str]:
+    """The fields a command line gives: ``--max_steps 5``, ``--max-steps=5`` and ``--do_train`` name theirs."""
+    return frozenset(arg[2:].split("=", 1)[0].replace("-", "_") for arg in args if arg.startswith("--"))
+
+
+def parse_with_defaults(
+    parser: ScriptArgumentParser,
+    args: list[str],
+    values: dict[str, Any] | None,
+    aliases: dict[str, str],
+    defaults: dict[str, object],
+) -> tuple[Any, ...]:
+    """The dataclasses of the flags ``args``, or of ``values`` (the object of a JSON file) when given, with the
+    ``defaults`` the run does not give added as if given."""
+    if values is not None:
         values = {aliases.get(name, name): value for name, value in values.items()}
-        values.update({name: value for name, value in defaults.items() if name not in given})
-        parsed = parser.parse_dict(values)
-    else:
-        given = {arg[2:].split("=", 1)[0].replace("-", "_") for arg in args if arg.startswith("--")}  # --do-train too
-        args += [item for name, value in defaults.items() if name not in given for item in (f"--{name}", str(value))]
-        *parsed, unknown = parser.parse_args_into_dataclasses(args=args, return_remaining_strings=True)
-        if unknown:
-            raise ValueError(f"unrecognized arguments: {' '.join(unknown)} (--help lists the flags)")
+        return parser.parse_dict({**values, **defaults})
+    args = args + [item for name, value in defaults.items() for item in (f"--{name}", str(value))]
+    *parsed, unknown = parser.parse_args_into_dataclasses(args=args, return_remaining_strings=True)
+    if unknown:
+        raise ValueError(f"unrecognized arguments: {' '.join(unknown)} (--help lists the flags)")
+    return tuple(parsed)
+
+
+def check_aliases(aliases: dict[str, str], given: frozenset[str]) -> None:
+    """A field named twice, by its name and by the name transformers' examples use, is refused."""
     for alias, target in aliases.items():
         if alias in given and target in given:
             raise ValueError(
                 f"--{alias} and --{target} are the same setting (the first is the name transformers' examples use): "
                 "give one of them."
             )
-    n_extra = len(extra_dataclasses)
-    parsed = (parsed[n_extra], parsed[n_extra + 1], *parsed[:n_extra], parsed[-1])
-    model_args, data_args, training_args = parsed[0], parsed[1], parsed[-1]
-    if "do_train" not in given and "do_eval" not in given:
-        training_args.do_train = training_args.do_eval = True
-    if "report_to" not in given:
-        from transformers.integrations import is_tensorboard_available
-
-        training_args.report_to = ["tensorboard"] if is_tensorboard_available() else []
-    if "learning_rate" not in given:
-        training_args.learning_rate = default_learning_rate(model_args)
-    check_common_arguments(model_args, data_args, training_args)
-    check_distributed(training_args)
-    if defaults.get("use_cpu") and "use_cpu" not in given and training_args.process_index == 0:
-        logger.warning(
-            f"{script}.py: {launched_processes()} processes on a machine without an accelerator: training them as one "
-            f"{launched_processes()}-process DDP run on CPU over gloo (--use_cpu, turned on for you)."
-        )
-    resolve_output_dir(data_args, training_args)
-    transformers.set_seed(training_args.seed)  # before the model is initialised, so runs are reproducible
-    return parsed
 
 
 def accelerator_available() -> bool:
@@ -349,7 +519,7 @@ def launched_processes() -> int:
     return int(os.environ.get("WORLD_SIZE", "1") or 1)
 
 
-def check_distributed(training_args) -> None:
+def check_distributed(training_args: TrainingArguments) -> None:
     """Refuse a run launched as several processes that the Trainer would not join into one distributed run: each
     process would train its own copy of the model and write it into the same folder. On a machine without an
     accelerator, the Trainer joins the processes (DDP over gloo) only with ``use_cpu``, which ``parse_arguments``
@@ -373,7 +543,7 @@ def check_distributed(training_args) -> None:
     )
 
 
-def run_script(main, argv: list[str] | None = None) -> None:
+def run_script(main: Callable[[list[str]], object], argv: list[str] | None = None) -> None:
     """``python training/<script>.py …``: run the script's ``main``. Bad input (a ValueError: the scripts raise one
     naming the flag and the fix, the parser raises one for unknown flags and malformed values) ends the run with
     that message on one line of stderr and exit status 2, as argparse does; ``--traceback`` (or
@@ -403,7 +573,9 @@ def read_json_arguments(path: str) -> dict[str, Any]:
     return values
 
 
-def check_common_arguments(model_args: ModelArguments, data_args: DataArguments, training_args) -> None:
+def check_common_arguments(
+    model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments
+) -> None:
     if model_args.model_type is None and model_args.model_name_or_path is None:
         raise ValueError(
             "Give --model_type (train from scratch, e.g. --model_type scratch-bert) "
@@ -453,8 +625,8 @@ def check_model_type(model_args: ModelArguments, supported: Iterable[str]) -> st
     if model_args.model_type is not None and model_args.model_type not in supported:
         raise ValueError(unsupported_model_type(model_args.model_type, supported))
     model_type = model_args.model_type or checkpoint_model_type(model_args)
-    scratch_type = REFERENCE_TO_SCRATCH.get(model_type, model_type)
-    if scratch_type not in supported:
+    scratch_type = REFERENCE_TO_SCRATCH.get(model_type or "", model_type)
+    if scratch_type is None or scratch_type not in supported:
         raise ValueError(f"This script trains {supported}; got model type {model_type!r}.")
     try:
         AutoConfig.for_model(scratch_type)
@@ -500,9 +672,9 @@ def checkpoint_folder(model_args: ModelArguments) -> str | None:
 def checkpoint_model_type(model_args: ModelArguments) -> str | None:
     """The ``model_type`` in the config.json of --model_name_or_path (None when training from scratch)."""
     folder = checkpoint_folder(model_args)
-    config_file = Path(folder) / "config.json" if folder else None
-    if config_file is None:
+    if not folder:
         return None
+    config_file = Path(folder) / "config.json"
     if not config_file.is_file():
         raise ValueError(
             f"--model_name_or_path {model_args.model_name_or_path!r} has no config.json: give a model folder or hub id."
@@ -511,7 +683,7 @@ def checkpoint_model_type(model_args: ModelArguments) -> str | None:
     return json.loads(config_file.read_text())["model_type"]
 
 
-def check_weights_file(name: str, folder: Path) -> None:
+def check_weights_file(name: str | None, folder: Path) -> None:
     """A checkpoint folder must hold its weights in one of the files ``from_pretrained`` reads (safetensors or
     PyTorch, single or sharded)."""
     from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
@@ -525,6 +697,6 @@ def check_weights_file(name: str, folder: Path) -> None:
         )
 
 
-def family_of(model) -> str:
+def family_of(model: PreTrainedModel) -> str:
     """The family name of an hf_scratch model (``FAMILIES``)."""
     return FAMILIES[model.config.model_type]

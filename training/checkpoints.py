@@ -25,6 +25,9 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 from hf_scratch.tools.trainer import STAGING_PREFIX
 
 if TYPE_CHECKING:
+    import torch
+    from transformers import TrainingArguments
+
     from training.arguments import DataArguments
 
 logger = logging.getLogger(__name__)
@@ -34,7 +37,7 @@ logger = logging.getLogger(__name__)
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def resolve_output_dir(data_args: DataArguments, training_args) -> None:
+def resolve_output_dir(data_args: DataArguments, training_args: TrainingArguments) -> None:
     """What training does with an ``--output_dir`` that already holds files — the contract of transformers'
     example scripts: resume from its newest *complete* ``checkpoint-N`` (``last_complete_checkpoint``; an incomplete
     one is skipped with a warning, never loaded), refuse a non-empty folder without checkpoints, or — with
@@ -43,6 +46,7 @@ def resolve_output_dir(data_args: DataArguments, training_args) -> None:
     used as given (``train_evaluate_save`` refuses an incomplete one). What a run killed before its first checkpoint
     leaves (a staging folder, TensorBoard's ``runs``) does not count: rerunning its command starts over. The folder
     must be writable (``check_output_dir_writable``). The log says what happens."""
+    assert training_args.output_dir is not None  # TrainingArguments.__post_init__ fills it in
     check_output_dir_writable(training_args.output_dir)
     given = training_args.resume_from_checkpoint
     output_dir = Path(training_args.output_dir)
@@ -101,7 +105,7 @@ def check_output_dir_writable(output_dir: str) -> None:
         ) from error
 
 
-def check_disk_space(model, training_args) -> None:
+def check_disk_space(model: torch.nn.Module, training_args: TrainingArguments) -> None:
     """Fail before training starts when the disk of ``--output_dir`` cannot hold one more checkpoint: the weights
     plus, unless ``--save_only_model``, the optimizer state (Adam's two moments: about twice the weights again),
     i.e. ≈ 3 × the parameter bytes, and a margin for the tokenizer, config and trainer state. A checkpoint is
@@ -110,6 +114,7 @@ def check_disk_space(model, training_args) -> None:
     saves_checkpoints = str(getattr(training_args.save_strategy, "value", training_args.save_strategy)) != "no"
     needed = (3 if saves_checkpoints and not training_args.save_only_model else 1) * parameter_bytes
     needed += needed // 10 + 16 * 2**20
+    assert training_args.output_dir is not None  # TrainingArguments.__post_init__ fills it in
     path = Path(training_args.output_dir).absolute()
     free = shutil.disk_usage(next(folder for folder in (path, *path.parents) if folder.exists())).free
     if free < needed:
@@ -193,7 +198,7 @@ def last_complete_checkpoint(output_dir: str | Path) -> str | None:
     are skipped with a warning (a save interrupted by a crash, or damaged files) and never loaded."""
     pattern = re.compile(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)")
     checkpoints = [p for p in Path(output_dir).iterdir() if p.is_dir() and pattern.fullmatch(p.name)]
-    for checkpoint in sorted(checkpoints, key=lambda p: int(pattern.fullmatch(p.name).group(1)), reverse=True):
+    for checkpoint in sorted(checkpoints, key=lambda p: int(p.name.rsplit("-", 1)[1]), reverse=True):
         problem = checkpoint_problem(checkpoint)
         if problem is None:
             return str(checkpoint)

@@ -26,10 +26,19 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import datasets
-from transformers import AutoConfig, AutoTokenizer
+import torch
+from transformers import (
+    AutoConfig,
+    AutoTokenizer,
+    BatchEncoding,
+    PreTrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    TrainingArguments,
+)
 
 from hf_scratch.convert import load_reference_checkpoint, needs_conversion
 from hf_scratch.losses import perplexity
@@ -55,6 +64,10 @@ from training.model_card import CardInfo, write_model_card
 TRAINING_DIR = Path(__file__).resolve().parent
 DATA_DIR = TRAINING_DIR / "data"
 METRICS_DIR = TRAINING_DIR / "metrics"
+# the splits a script reads: loaded, or streamed (--streaming); a split is a Dataset or an IterableDataset
+DatasetSplits: TypeAlias = datasets.DatasetDict | datasets.IterableDatasetDict
+# a data collator: the examples of a batch → the batch
+Collator: TypeAlias = Callable[[list[dict[str, Any]]], dict[str, Any]]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -70,7 +83,7 @@ def load_raw_datasets(
     seed: int = 42,
     limit: bool = True,
     can_stream: bool = False,
-):
+) -> DatasetSplits:
     """A DatasetDict with "train" and "validation": from ``--dataset_name``, local files, or the embedded default
     ``training/data/<default_data>/{train,validation}.*`` (downloads honour --cache_dir / --token).
     ``text_sample_by="paragraph"`` makes a txt row a block separated by blank lines (a document). ``limit=False``
@@ -91,38 +104,51 @@ def load_raw_datasets(
         except Exception as error:  # datasets raises many types (FileNotFoundError, ConnectionError, …)
             raise ValueError(f"Cannot load --dataset_name {data_args.dataset_name!r}: {error}") from error
     else:
-        files = {"train": data_args.train_file, "validation": data_args.validation_file}
-        if data_args.train_file is None and data_args.validation_file is None:
-            folder = DATA_DIR / default_data
-            files = {split: str(next(folder.glob(f"{split}.*"))) for split in ("train", "validation")}
-        files = {split: path for split, path in files.items() if path is not None}
-        extensions = {DATA_EXTENSIONS[p.rsplit(".", 1)[-1].lower()] for p in files.values()}
-        if len(extensions) != 1:
-            raise ValueError(
-                f"--train_file and --validation_file must have the same format, got {sorted(files.values())}."
-            )
-        builder = extensions.pop()
-        kwargs = {"sample_by": text_sample_by} if builder == "text" else {}
-        try:
-            raw = datasets.load_dataset(builder, data_files=files, **kwargs, **options)
-        except Exception as error:
-            raise ValueError(f"Cannot read {sorted(files.values())} as {builder}: {error}") from error
+        raw = read_data_files(data_args, default_data, text_sample_by, options)
     if "train" not in raw:
         raise ValueError(f"The data has no 'train' split (splits: {list(raw)}).")
-    if "validation" not in raw and data_args.streaming:
-        stream, share = raw["train"], data_args.validation_split_percentage
-
-        def rows(validation: bool):
-            return stream.filter(lambda _, index: (index % 100 < share) == validation, with_indices=True)
-
-        raw = datasets.IterableDatasetDict(train=rows(validation=False), validation=rows(validation=True))
-    elif "validation" not in raw:
-        held_out = raw["train"].train_test_split(test_size=data_args.validation_split_percentage / 100, seed=seed)
-        raw = datasets.DatasetDict(train=held_out["train"], validation=held_out["test"])
+    raw = with_validation_split(raw, data_args, seed)
     return limit_samples(raw, data_args) if limit else raw
 
 
-def limit_samples(data, data_args: DataArguments):
+def read_data_files(
+    data_args: DataArguments, default_data: str, text_sample_by: str, options: dict[str, Any]
+) -> DatasetSplits:
+    """--train_file / --validation_file, or else the embedded ``training/data/<default_data>``, read by the
+    datasets builder of their extension (``DATA_EXTENSIONS``) with the ``load_dataset`` ``options``."""
+    given = {"train": data_args.train_file, "validation": data_args.validation_file}
+    files = {split: path for split, path in given.items() if path is not None}
+    if not files:
+        folder = DATA_DIR / default_data
+        files = {split: str(next(folder.glob(f"{split}.*"))) for split in ("train", "validation")}
+    extensions = {DATA_EXTENSIONS[p.rsplit(".", 1)[-1].lower()] for p in files.values()}
+    if len(extensions) != 1:
+        raise ValueError(f"--train_file and --validation_file must have the same format, got {sorted(files.values())}.")
+    builder = extensions.pop()
+    kwargs = {"sample_by": text_sample_by} if builder == "text" else {}
+    try:
+        return datasets.load_dataset(builder, data_files=files, **kwargs, **options)
+    except Exception as error:  # datasets raises many types (FileNotFoundError, DatasetGenerationError, …)
+        raise ValueError(f"Cannot read {sorted(files.values())} as {builder}: {error}") from error
+
+
+def with_validation_split(raw: DatasetSplits, data_args: DataArguments, seed: int) -> DatasetSplits:
+    """``raw``, with --validation_split_percentage of its training rows held out as "validation" when it has none
+    (a stream: the rows whose index modulo 100 falls below it)."""
+    if "validation" in raw:
+        return raw
+    if data_args.streaming:
+        stream, share = raw["train"], data_args.validation_split_percentage
+
+        def rows(validation: bool) -> datasets.IterableDataset:
+            return stream.filter(lambda _, index: (index % 100 < share) == validation, with_indices=True)
+
+        return datasets.IterableDatasetDict(train=rows(validation=False), validation=rows(validation=True))
+    held_out = raw["train"].train_test_split(test_size=data_args.validation_split_percentage / 100, seed=seed)
+    return datasets.DatasetDict(train=held_out["train"], validation=held_out["test"])
+
+
+def limit_samples(data: DatasetSplits, data_args: DataArguments) -> DatasetSplits:
     """Apply --max_train_samples / --max_eval_samples (the first rows of a stream)."""
     for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples)):
         if limit is None:
@@ -134,7 +160,7 @@ def limit_samples(data, data_args: DataArguments):
     return data
 
 
-def column_names(dataset) -> list[str]:
+def column_names(dataset: datasets.Dataset | datasets.IterableDataset) -> list[str]:
     """The columns of a dataset; a stream whose features are unknown until read shows them in its first row."""
     if dataset.column_names is not None:
         return list(dataset.column_names)
@@ -148,7 +174,7 @@ def map_options(data_args: DataArguments, desc: str) -> dict[str, Any]:
     return {} if data_args.streaming else {"num_proc": data_args.preprocessing_num_workers, "desc": desc}
 
 
-def require_columns(raw, columns: Iterable[str], what: str, flags: dict[str, str] | None = None) -> None:
+def require_columns(raw: DatasetSplits, columns: Iterable[str], what: str, flags: dict[str, str] | None = None) -> None:
     """Every split has ``columns``; else a ValueError naming the missing ones, the columns found and the flag that
     names another column (``flags``: column → flag)."""
     flags = flags or {}
@@ -164,7 +190,7 @@ def require_columns(raw, columns: Iterable[str], what: str, flags: dict[str, str
 
 
 def choose_column(
-    raw, given: str | None, candidates: Sequence[str], flag: str, what: str, position: int | None = None
+    raw: DatasetSplits, given: str | None, candidates: Sequence[str], flag: str, what: str, position: int | None = None
 ) -> str:
     """The column a script reads, as transformers' example scripts choose it: the one ``--<flag>`` names, else the
     first of ``candidates`` the training data has (the examples' default names), else — where the examples do so —
@@ -198,7 +224,9 @@ def describe_data(data_args: DataArguments, default_data: str) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def get_tokenizer(model_args: ModelArguments, texts: Callable[[], Iterable[str]], needs_padding: bool = False):
+def get_tokenizer(
+    model_args: ModelArguments, texts: Callable[[], Iterable[str]], needs_padding: bool = False
+) -> PreTrainedTokenizerBase:
     """The tokenizer given by --tokenizer_name, else the checkpoint's, else one trained on ``texts()``. With
     ``needs_padding`` a tokenizer without a pad token gets one (``<pad>``, appended to the vocabulary).
     ``create_model`` then sets its ``model_max_length`` to the model's input limit."""
@@ -242,10 +270,14 @@ def parse_config_overrides(text: str | None) -> dict[str, Any]:
     return overrides
 
 
-def scratch_config(model_args: ModelArguments, tokenizer, **head_kwargs):
+def scratch_config(
+    model_args: ModelArguments, tokenizer: PreTrainedTokenizerBase, **head_kwargs: Any
+) -> PreTrainedConfig:
     """The from-scratch config: family defaults ← size preset ← tokenizer (vocabulary, special ids) ← head settings
     (labels) ← --config_overrides. Unknown override names raise ValueError."""
-    default = AutoConfig.for_model(model_args.model_type)
+    model_type = model_args.model_type
+    assert model_type is not None  # from scratch: check_common_arguments requires --model_type
+    default = AutoConfig.for_model(model_type)
     has = lambda name: hasattr(default, name)  # noqa: E731 (attribute_map aliases count)
     kwargs: dict[str, Any] = default.size_preset(model_args.model_size)
     kwargs["vocab_size"] = len(tokenizer)
@@ -262,10 +294,12 @@ def scratch_config(model_args: ModelArguments, tokenizer, **head_kwargs):
     if unknown:
         raise ValueError(f"--config_overrides: {type(default).__name__} has no field(s) {unknown}.")
     kwargs.update(overrides)
-    return AutoConfig.for_model(model_args.model_type, **kwargs)
+    return AutoConfig.for_model(model_type, **kwargs)
 
 
-def create_model(model_args: ModelArguments, auto_class, tokenizer, **head_kwargs):
+def create_model(
+    model_args: ModelArguments, auto_class: Any, tokenizer: PreTrainedTokenizerBase, **head_kwargs: Any
+) -> PreTrainedModel:
     """The model to train: from scratch (``--model_type``) or from ``--model_name_or_path``. A reference checkpoint
     (model_type bert, gpt2, …) is converted to hf_scratch first, then loaded into the head ``auto_class`` (an Auto
     class, or a model class) asks for (a new head is initialised; ``head_kwargs`` such as ``num_labels`` update the
@@ -278,26 +312,30 @@ def create_model(model_args: ModelArguments, auto_class, tokenizer, **head_kwarg
         # an Auto class, or a head no Auto class names (GPT's double heads)
         from_config = getattr(auto_class, "from_config", None) or auto_class._from_config
         model = from_config(config, **load_kwargs)
-    elif needs_conversion(checkpoint_model_type(model_args)):
-        converted = load_reference_checkpoint(checkpoint_folder(model_args))
-        with tempfile.TemporaryDirectory() as folder:
-            converted.save_pretrained(folder)
-            model = auto_class.from_pretrained(folder, ignore_mismatched_sizes=True, **head_kwargs, **load_kwargs)
     else:
-        model = auto_class.from_pretrained(
-            checkpoint_folder(model_args),
-            ignore_mismatched_sizes=True,
-            trust_remote_code=model_args.trust_remote_code,
-            **head_kwargs,
-            **load_kwargs,
-        )
+        model = from_checkpoint(model_args, auto_class, **head_kwargs, **load_kwargs)
     tokenizer.model_max_length = min(tokenizer.model_max_length, model_max_length(model.config))
     if model_args.model_name_or_path is None:  # built from this tokenizer: its ids are the model's
         align_special_tokens(model, tokenizer)
     return model
 
 
-def align_special_tokens(model, tokenizer) -> None:
+def from_checkpoint(model_args: ModelArguments, auto_class: Any, **kwargs: Any) -> PreTrainedModel:
+    """--model_name_or_path loaded into the head of ``auto_class`` (``kwargs``: its head settings and load options),
+    converted to hf_scratch first when it is a reference checkpoint."""
+    folder, model_type = checkpoint_folder(model_args), checkpoint_model_type(model_args)
+    assert folder is not None and model_type is not None  # --model_name_or_path is given
+    if needs_conversion(model_type):
+        converted = load_reference_checkpoint(folder)
+        with tempfile.TemporaryDirectory() as converted_folder:
+            converted.save_pretrained(converted_folder)
+            return auto_class.from_pretrained(converted_folder, ignore_mismatched_sizes=True, **kwargs)
+    return auto_class.from_pretrained(
+        folder, ignore_mismatched_sizes=True, trust_remote_code=model_args.trust_remote_code, **kwargs
+    )
+
+
+def align_special_tokens(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
     """Give a model built from scratch for ``tokenizer`` the tokenizer's pad/bos/eos ids in its config and generation
     config now — what the Trainer would do when training starts (``transformers.trainer_utils.align_special_tokens``),
     with a warning the user can do nothing about ("The tokenizer has new PAD/BOS/EOS tokens…": Transformer-XL's
@@ -317,7 +355,7 @@ def align_special_tokens(model, tokenizer) -> None:
         logger.setLevel(level)
 
 
-def prepare_for_saving(model, tokenizer) -> None:
+def prepare_for_saving(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
     """Make the saved folder self-describing: the tokenizer's special ids in the generation config of generative
     models (padding falls back to the end-of-text token, as for GPT-2). The config carries the full auto_map of its
     family already (``ScratchConfig.__post_init__``)."""
@@ -335,7 +373,7 @@ def prepare_for_saving(model, tokenizer) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def load_metric(name: str):
+def load_metric(name: str) -> Any:
     """An `evaluate` metric module kept in ``training/metrics/<name>/<name>.py`` (the hub is not reachable)."""
     import evaluate
 
@@ -349,12 +387,12 @@ def load_metric(name: str):
 
 def train_evaluate_save(
     trainer: ScratchTrainer,
-    model_args,
-    data_args,
-    training_args,
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TrainingArguments,
     card: CardInfo,
-    extra_metrics: Callable[[dict], dict] | None = None,
-) -> dict:
+    extra_metrics: Callable[[dict[str, float]], dict[str, float]] | None = None,
+) -> dict[str, Any]:
     """Train (from the checkpoint ``resolve_output_dir`` found or --resume_from_checkpoint gave, if any; after
     checking the disk has room for a checkpoint), evaluate, save the hub-ready folder with its model card, push it
     if asked; return the results: ``{"train": …, "eval": …, "log_history": …, "output_dir": …}``. ``trainer`` is a
@@ -365,7 +403,9 @@ def train_evaluate_save(
             f"save, the model card), got {type(trainer).__name__}."
         )
     results: dict[str, Any] = {"output_dir": training_args.output_dir}
-    prepare_for_saving(trainer.model, trainer.processing_class)
+    # the script's model and tokenizer (the Trainer types its attributes as unions of what any Trainer may hold)
+    model, tokenizer = cast(PreTrainedModel, trainer.model), cast(PreTrainedTokenizerBase, trainer.processing_class)
+    prepare_for_saving(model, tokenizer)
     if training_args.do_train:
         results["train"] = run_training(trainer, data_args, training_args)
     if training_args.do_eval:
@@ -373,8 +413,8 @@ def train_evaluate_save(
     results["log_history"] = list(trainer.state.log_history)
     trainer.model_card = functools.partial(  # called with the output folder
         write_model_card,
-        model=trainer.model,
-        tokenizer=trainer.processing_class,
+        model=model,
+        tokenizer=tokenizer,
         model_args=model_args,
         data_args=data_args,
         training_args=training_args,
@@ -391,7 +431,9 @@ def train_evaluate_save(
     return results
 
 
-def run_training(trainer: ScratchTrainer, data_args: DataArguments, training_args) -> dict:
+def run_training(
+    trainer: ScratchTrainer, data_args: DataArguments, training_args: TrainingArguments
+) -> dict[str, float]:
     """The training part of ``train_evaluate_save``: refuse a --resume_from_checkpoint that is not a complete
     checkpoint, check the disk, clear what --overwrite_output_dir or an interrupted save left, train; the metrics."""
     checkpoint = training_args.resume_from_checkpoint
@@ -402,11 +444,11 @@ def run_training(trainer: ScratchTrainer, data_args: DataArguments, training_arg
             f"--resume_from_checkpoint {checkpoint} is incomplete ({problem}): its save was interrupted "
             "or its files were damaged since; resume from another checkpoint."
         )
-    check_disk_space(trainer.model, training_args)
+    check_disk_space(cast(torch.nn.Module, trainer.model), training_args)
     if data_args.overwrite_output_dir and training_args.should_save:
-        remove_checkpoints(training_args.output_dir)
+        remove_checkpoints(str(training_args.output_dir))
     elif training_args.should_save:
-        remove_staging_folders(training_args.output_dir)
+        remove_staging_folders(str(training_args.output_dir))
     metrics = dict(trainer.train(resume_from_checkpoint=checkpoint).metrics)
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
@@ -414,7 +456,9 @@ def run_training(trainer: ScratchTrainer, data_args: DataArguments, training_arg
     return metrics
 
 
-def run_evaluation(trainer: ScratchTrainer, card: CardInfo, extra_metrics: Callable[[dict], dict] | None) -> dict:
+def run_evaluation(
+    trainer: ScratchTrainer, card: CardInfo, extra_metrics: Callable[[dict[str, float]], dict[str, float]] | None
+) -> dict[str, float]:
     """The evaluation part of ``train_evaluate_save``: the trainer's metrics, with ``eval_perplexity`` for a
     language model's card and the script's ``extra_metrics``, logged and saved."""
     metrics = trainer.evaluate()
@@ -433,8 +477,14 @@ def run_evaluation(trainer: ScratchTrainer, card: CardInfo, extra_metrics: Calla
 
 
 def tokenize_text_blocks(
-    raw, tokenizer, text_column: str, data_args: DataArguments, line_by_line: bool, training_args, special_tokens: bool
-):
+    raw: DatasetSplits,
+    tokenizer: PreTrainedTokenizerBase,
+    text_column: str,
+    data_args: DataArguments,
+    line_by_line: bool,
+    training_args: TrainingArguments,
+    special_tokens: bool,
+) -> DatasetSplits:
     """Language-modelling examples: each non-empty line on its own (``line_by_line``, truncated to ``block_size``),
     or all text concatenated and cut into blocks of ``block_size`` tokens (the remainder is dropped), as in
     transformers' run_clm / run_mlm. ``special_tokens`` adds [CLS]…[SEP] around each block (BERT-style MLM).
@@ -447,44 +497,10 @@ def tokenize_text_blocks(
             f"--max_seq_length (--block_size) {block_size} exceeds the {tokenizer.model_max_length} positions the "
             "model reads (tokenizer.model_max_length): lower it, or configure more max_position_embeddings."
         )
-    columns = column_names(raw["train"])
     with training_args.main_process_first(desc="tokenizing"):
         if line_by_line:
-
-            def tokenize(batch):
-                lines = [line for line in batch[text_column] if line and not line.isspace()]
-                return tokenizer(
-                    lines, truncation=True, max_length=block_size, return_special_tokens_mask=special_tokens
-                )
-
-            tokenized = raw.map(
-                tokenize, batched=True, remove_columns=columns, **map_options(data_args, "tokenizing lines")
-            )
-            return limit_samples(tokenized, data_args)
-        wrap = special_tokens and tokenizer.cls_token_id is not None and tokenizer.sep_token_id is not None
-        inner = block_size - (2 if wrap else 0)
-        eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None and not special_tokens else []
-
-        def tokenize(batch):
-            ids = tokenizer([t + "\n" for t in batch[text_column]], add_special_tokens=False)["input_ids"]
-            return {"input_ids": [i for i in ids]}
-
-        def group(batch):
-            flat = [token for ids in batch["input_ids"] for token in ids] + eos
-            blocks = [flat[i : i + inner] for i in range(0, len(flat) - inner + 1, inner)]
-            result = {"input_ids": blocks}
-            if wrap:
-                result["input_ids"] = [[tokenizer.cls_token_id, *block, tokenizer.sep_token_id] for block in blocks]
-                result["special_tokens_mask"] = [[1] + [0] * len(block) + [1] for block in blocks]
-            result["attention_mask"] = [[1] * len(ids) for ids in result["input_ids"]]
-            return result
-
-        tokenized = raw.map(tokenize, batched=True, remove_columns=columns, **map_options(data_args, "tokenizing"))
-        whole_split = {} if data_args.streaming else {"batch_size": None}
-        grouped = tokenized.map(
-            group, batched=True, **whole_split, **map_options(data_args, f"grouping into blocks of {block_size}")
-        )
-        grouped = limit_samples(grouped, data_args)
+            return limit_samples(tokenize_lines(raw, tokenizer, text_column, data_args, special_tokens), data_args)
+        grouped = limit_samples(concatenated_blocks(raw, tokenizer, text_column, data_args, special_tokens), data_args)
     for split, dataset in grouped.items():
         if not data_args.streaming and len(dataset) == 0:
             raise ValueError(
@@ -494,7 +510,63 @@ def tokenize_text_blocks(
     return grouped
 
 
-def label_list(raw, label_column: str) -> list:
+def tokenize_lines(
+    raw: DatasetSplits,
+    tokenizer: PreTrainedTokenizerBase,
+    text_column: str,
+    data_args: DataArguments,
+    special_tokens: bool,
+) -> DatasetSplits:
+    """``tokenize_text_blocks`` with ``line_by_line``: each non-empty line an example of at most --max_seq_length
+    tokens."""
+
+    def tokenize(batch: dict[str, list[str]]) -> BatchEncoding:
+        lines = [line for line in batch[text_column] if line and not line.isspace()]
+        return tokenizer(
+            lines, truncation=True, max_length=data_args.max_seq_length, return_special_tokens_mask=special_tokens
+        )
+
+    columns = column_names(raw["train"])
+    return raw.map(tokenize, batched=True, remove_columns=columns, **map_options(data_args, "tokenizing lines"))
+
+
+def concatenated_blocks(
+    raw: DatasetSplits,
+    tokenizer: PreTrainedTokenizerBase,
+    text_column: str,
+    data_args: DataArguments,
+    special_tokens: bool,
+) -> DatasetSplits:
+    """``tokenize_text_blocks`` without ``line_by_line``: the text of a split concatenated (an end-of-text token
+    after it, unless ``special_tokens``) and cut into blocks of --max_seq_length tokens, [CLS]…[SEP] included."""
+    block_size = data_args.max_seq_length
+    wrap = special_tokens and tokenizer.cls_token_id is not None and tokenizer.sep_token_id is not None
+    inner = block_size - (2 if wrap else 0)
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None and not special_tokens else []
+
+    def tokenize(batch: dict[str, list[str]]) -> dict[str, list[list[int]]]:
+        ids = tokenizer([t + "\n" for t in batch[text_column]], add_special_tokens=False)["input_ids"]
+        return {"input_ids": [i for i in ids]}
+
+    def group(batch: dict[str, list[list[int]]]) -> dict[str, list[list[int]]]:
+        flat = [token for ids in batch["input_ids"] for token in ids] + eos
+        blocks = [flat[i : i + inner] for i in range(0, len(flat) - inner + 1, inner)]
+        result = {"input_ids": blocks}
+        if wrap:
+            result["input_ids"] = [[tokenizer.cls_token_id, *block, tokenizer.sep_token_id] for block in blocks]
+            result["special_tokens_mask"] = [[1] + [0] * len(block) + [1] for block in blocks]
+        result["attention_mask"] = [[1] * len(ids) for ids in result["input_ids"]]
+        return result
+
+    columns = column_names(raw["train"])
+    tokenized = raw.map(tokenize, batched=True, remove_columns=columns, **map_options(data_args, "tokenizing"))
+    whole_split = {} if data_args.streaming else {"batch_size": None}
+    return tokenized.map(
+        group, batched=True, **whole_split, **map_options(data_args, f"grouping into blocks of {block_size}")
+    )
+
+
+def label_list(raw: DatasetSplits, label_column: str) -> list[Any]:
     """The sorted labels seen in the training data (strings or integers)."""
     labels = sorted(set(raw["train"][label_column]))
     if len(labels) < 2:

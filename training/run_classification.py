@@ -20,19 +20,31 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
+from transformers import (
+    AutoModelForSequenceClassification,
+    DataCollatorWithPadding,
+    EvalPrediction,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    TrainerCallback,
+    TrainingArguments,
+)
 
 from hf_scratch import ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig, ScratchRNNConfig
 from hf_scratch.tools.trainer import ScratchTrainer
-from training.arguments import check_model_type, parse_arguments, run_script
+from training.arguments import DataArguments, ModelArguments, check_model_type, parse_arguments, run_script
 from training.common import (
+    Collator,
+    DatasetSplits,
     choose_column,
     column_names,
     create_model,
@@ -47,6 +59,9 @@ from training.common import (
     train_evaluate_save,
 )
 from training.model_card import CardInfo
+
+if TYPE_CHECKING:
+    from hf_scratch.tools.gpt_input_transforms import GPTTaskInputs
 
 SUPPORTED = tuple(
     config.model_type for config in (ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig, ScratchRNNConfig)
@@ -105,8 +120,13 @@ class GPTClassificationCollator:
     """Frames each example with GPT-1's input transformation at batch time (right-padded) and adds the labels."""
 
     def __init__(
-        self, task_inputs, text_column: str, text_pair_column: str | None, symmetric: bool, lm_labels: bool = False
-    ):
+        self,
+        task_inputs: GPTTaskInputs,
+        text_column: str,
+        text_pair_column: str | None,
+        symmetric: bool,
+        lm_labels: bool = False,
+    ) -> None:
         self.task_inputs, self.text_column, self.text_pair_column, self.symmetric = (
             task_inputs,
             text_column,
@@ -115,7 +135,7 @@ class GPTClassificationCollator:
         )
         self.lm_labels = lm_labels
 
-    def __call__(self, features: list[dict]) -> dict:
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
 
         first = [f[self.text_column] for f in features]
@@ -132,12 +152,12 @@ class GPTClassificationCollator:
         return batch
 
 
-def without_global_attention(collate):
+def without_global_attention(collate: Collator) -> Collator:
     """A collator giving every batch ``global_attention_mask`` = 0, so that no token of the Longformer gets global
     attention (its classification head otherwise puts it on the first token)."""
     import torch
 
-    def collate_without_global_attention(features: list[dict]) -> dict:
+    def collate_without_global_attention(features: list[dict[str, Any]]) -> dict[str, Any]:
         batch = collate(features)
         batch["global_attention_mask"] = torch.zeros_like(batch["input_ids"])
         return batch
@@ -160,7 +180,7 @@ def check_global_attention(global_attention: str | None, model_type: str) -> Non
         )
 
 
-def classification_text_columns(raw, cls_args: ClassificationArguments) -> list[str]:
+def classification_text_columns(raw: DatasetSplits, cls_args: ClassificationArguments) -> list[str]:
     """The one or two text columns of a run: --text_column_names (or its former name --text_column), plus
     --text_pair_column; by default transformers' 'sentence', else a GLUE file's 'sentence1' and 'sentence2', else
     'text'."""
@@ -193,7 +213,9 @@ def check_classification_flags(cls_args: ClassificationArguments, model_type: st
         )
 
 
-def load_labelled_data(model_args, data_args, cls_args: ClassificationArguments):
+def load_labelled_data(
+    model_args: ModelArguments, data_args: DataArguments, cls_args: ClassificationArguments
+) -> tuple[DatasetSplits, list[str], list[Any]]:
     """The raw splits, limited to --max_*_samples and given integer ``labels``; their text columns; the label set."""
     raw = load_raw_datasets(model_args, data_args, "plays", limit=False)
     text_columns = classification_text_columns(raw, cls_args)
@@ -213,7 +235,16 @@ def load_labelled_data(model_args, data_args, cls_args: ClassificationArguments)
     return raw, text_columns, labels
 
 
-def gpt_model_data_collator(model_args, data_args, cls_args, training_args, raw, text_columns, tokenizer, head):
+def gpt_model_data_collator(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    cls_args: ClassificationArguments,
+    training_args: TrainingArguments,
+    raw: DatasetSplits,
+    text_columns: list[str],
+    tokenizer: PreTrainedTokenizerBase,
+    head: dict[str, Any],
+) -> tuple[PreTrainedModel, DatasetSplits, Collator]:
     """GPT: the model, the untokenized data and a collator framing them with GPT-1's input transformations."""
     from hf_scratch.tools.gpt_input_transforms import GPTTaskInputs
 
@@ -232,7 +263,15 @@ def gpt_model_data_collator(model_args, data_args, cls_args, training_args, raw,
     return model, data, collator
 
 
-def encoder_model_data_collator(model_args, data_args, cls_args, raw, text_columns, tokenizer, head):
+def encoder_model_data_collator(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    cls_args: ClassificationArguments,
+    raw: DatasetSplits,
+    text_columns: list[str],
+    tokenizer: PreTrainedTokenizerBase,
+    head: dict[str, Any],
+) -> tuple[PreTrainedModel, DatasetSplits, Collator]:
     """BERT / Longformer / RNN: the model, the tokenized data and a padding collator."""
     model = create_model(model_args, AutoModelForSequenceClassification, tokenizer, **head)
     data = raw.map(
@@ -243,16 +282,16 @@ def encoder_model_data_collator(model_args, data_args, cls_args, raw, text_colum
         remove_columns=[c for c in raw["train"].column_names if c != "labels"],
         **map_options(data_args, "tokenizing"),
     )
-    collator = DataCollatorWithPadding(tokenizer)
+    collator: Collator = DataCollatorWithPadding(tokenizer)
     if cls_args.global_attention == "none":
         collator = without_global_attention(collator)
     return model, data, collator
 
 
-def accuracy_f1_metrics():
+def accuracy_f1_metrics() -> Callable[[EvalPrediction], dict[str, float]]:
     metric = load_metric("accuracy_f1")
 
-    def compute_metrics(eval_prediction):
+    def compute_metrics(eval_prediction: EvalPrediction) -> dict[str, float]:
         return metric.compute(
             predictions=np.argmax(eval_prediction.predictions, -1), references=eval_prediction.label_ids
         )
@@ -260,7 +299,7 @@ def accuracy_f1_metrics():
     return compute_metrics
 
 
-def classification_card(data_args) -> CardInfo:
+def classification_card(data_args: DataArguments) -> CardInfo:
     return CardInfo(
         task="sequence classification",
         pipeline_tag="text-classification",
@@ -272,7 +311,7 @@ def classification_card(data_args) -> CardInfo:
     )
 
 
-def main(args=None, callbacks=None) -> dict:
+def main(args: list[str] | None = None, callbacks: list[TrainerCallback] | None = None) -> dict[str, Any]:
     model_args, data_args, cls_args, training_args = parse_arguments(
         "run_classification",
         (ClassificationArguments,),

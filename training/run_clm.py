@@ -20,11 +20,12 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from transformers import AutoModelForCausalLM, default_data_collator
+from transformers import AutoModelForCausalLM, TrainerCallback, default_data_collator
 
 from hf_scratch import ScratchGPTConfig, ScratchTransfoXLConfig
 from hf_scratch.tools.trainer import ScratchTrainer
@@ -56,7 +57,7 @@ class CLMArguments:
     )
 
 
-def main(args=None, callbacks=None) -> dict:
+def main(args: list[str] | None = None, callbacks: list[TrainerCallback] | None = None) -> dict[str, Any]:
     model_args, data_args, clm_args, training_args = parse_arguments(
         "run_clm", (CLMArguments,), args, aliases={"block_size": "max_seq_length"}, doc=__doc__, supported=SUPPORTED
     )

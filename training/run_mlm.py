@@ -14,11 +14,12 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
+from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling, TrainerCallback
 
 from hf_scratch import ScratchBertConfig, ScratchLongformerConfig
 from hf_scratch.tools.trainer import ScratchTrainer
@@ -51,7 +52,7 @@ class MLMArguments:
     line_by_line: bool = field(default=False, metadata={"help": "One example per line instead of concatenated blocks."})
 
 
-def main(args=None, callbacks=None) -> dict:
+def main(args: list[str] | None = None, callbacks: list[TrainerCallback] | None = None) -> dict[str, Any]:
     model_args, data_args, mlm_args, training_args = parse_arguments(
         "run_mlm", (MLMArguments,), args, aliases={"block_size": "max_seq_length"}, doc=__doc__, supported=SUPPORTED
     )

@@ -18,19 +18,31 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice
+from transformers import (
+    AutoModelForMultipleChoice,
+    DataCollatorForMultipleChoice,
+    EvalPrediction,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    TrainerCallback,
+    TrainingArguments,
+)
 
 from hf_scratch import ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig
 from hf_scratch.tools.trainer import ScratchTrainer
-from training.arguments import check_model_type, parse_arguments, run_script
+from training.arguments import DataArguments, ModelArguments, check_model_type, parse_arguments, run_script
 from training.common import (
+    Collator,
+    DatasetSplits,
     column_names,
     create_model,
     describe_data,
@@ -42,6 +54,11 @@ from training.common import (
     train_evaluate_save,
 )
 from training.model_card import CardInfo
+
+if TYPE_CHECKING:
+    import torch
+
+    from hf_scratch.tools.gpt_input_transforms import GPTTaskInputs
 
 SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig, ScratchGPTConfig, ScratchLongformerConfig))
 
@@ -71,17 +88,16 @@ class GPTMultipleChoiceCollator:
     ending's index as ``labels`` for ``ScratchGPTForMultipleChoice``, or — with ``--lm_labels`` — as ``mc_labels``
     beside the language-modelling ``labels`` for ``ScratchGPTDoubleHeadsModel``."""
 
-    def __init__(self, task_inputs, args: MultipleChoiceArguments):
+    def __init__(self, task_inputs: GPTTaskInputs, args: MultipleChoiceArguments) -> None:
         self.task_inputs, self.args = task_inputs, args
 
-    def __call__(self, features: list[dict]) -> dict:
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
 
         from hf_scratch.tools.gpt_input_transforms import language_modeling_labels
 
-        batch = self.task_inputs.multiple_choice(
-            [f[self.args.context_column] for f in features], [f[self.args.endings_column] for f in features]
-        )
+        context, endings = choice_columns(self.args)
+        batch = self.task_inputs.multiple_choice([f[context] for f in features], [f[endings] for f in features])
         choices = torch.tensor([f["labels"] for f in features], dtype=torch.long)
         if not self.args.lm_labels:  # the standard contract: the extract token is found from the attention mask
             del batch["mc_token_ids"]
@@ -89,7 +105,7 @@ class GPTMultipleChoiceCollator:
         return {**batch, "mc_labels": choices, "labels": language_modeling_labels(batch)}
 
 
-def choice_logits(logits, labels):
+def choice_logits(logits: torch.Tensor | tuple[torch.Tensor, ...], labels: torch.Tensor | None) -> torch.Tensor:
     """Keep the (batch, choices) scores: the logits of a multiple-choice head, or the double heads' mc_logits
     beside their LM logits."""
     return logits if not isinstance(logits, tuple) else next(t for t in logits if t.ndim == 2)
@@ -98,7 +114,7 @@ def choice_logits(logits, labels):
 SWAG_ENDINGS = re.compile(r"ending(\d+)$")
 
 
-def with_context_and_endings(raw, mc_args: MultipleChoiceArguments):
+def with_context_and_endings(raw: DatasetSplits, mc_args: MultipleChoiceArguments) -> DatasetSplits:
     """The data with a context column and a column of endings. Without --context_column / --endings_column: rows in
     SWAG's layout (transformers' run_swag: ``sent1``, ``sent2``, ``ending0``…) become ``context`` = sent1 and
     ``endings`` = [sent2 + " " + ending_i]; other data keeps ``context`` / ``endings``."""
@@ -112,7 +128,7 @@ def with_context_and_endings(raw, mc_args: MultipleChoiceArguments):
     ):
         ending_names = [name for _, name in endings]
 
-        def swag(row):
+        def swag(row: dict[str, str]) -> dict[str, Any]:
             return {"context": row["sent1"], "endings": [f"{row['sent2']} {row[name]}" for name in ending_names]}
 
         raw = raw.map(swag, remove_columns=["sent1", "sent2", *ending_names])
@@ -121,21 +137,26 @@ def with_context_and_endings(raw, mc_args: MultipleChoiceArguments):
     return raw
 
 
-def load_choice_data(model_args, data_args, mc_args: MultipleChoiceArguments):
+def choice_columns(mc_args: MultipleChoiceArguments) -> tuple[str, str]:
+    """The context and endings columns, once ``with_context_and_endings`` has named them."""
+    assert mc_args.context_column is not None and mc_args.endings_column is not None  # with_context_and_endings
+    return mc_args.context_column, mc_args.endings_column
+
+
+def load_choice_data(
+    model_args: ModelArguments, data_args: DataArguments, mc_args: MultipleChoiceArguments
+) -> tuple[DatasetSplits, int]:
     """The raw splits with a context, a list of endings and integer ``labels``; the number of endings per row."""
     raw = load_raw_datasets(model_args, data_args, "next_line")
     raw = with_context_and_endings(raw, mc_args)
+    context, endings = choice_columns(mc_args)
     require_columns(
         raw,
-        [mc_args.context_column, mc_args.endings_column, mc_args.label_column],
+        [context, endings, mc_args.label_column],
         "multiple choice",
-        {
-            mc_args.context_column: "context_column",
-            mc_args.endings_column: "endings_column",
-            mc_args.label_column: "label_column",
-        },
+        {context: "context_column", endings: "endings_column", mc_args.label_column: "label_column"},
     )
-    counts = {len(e) for split in raw.values() for e in split[mc_args.endings_column]}
+    counts = {len(e) for split in raw.values() for e in split[endings]}
     if len(counts) != 1 or 0 in counts:
         raise ValueError(f"Every row needs the same, non-zero number of endings; found {sorted(counts)}.")
     num_choices = counts.pop()
@@ -148,7 +169,14 @@ def load_choice_data(model_args, data_args, mc_args: MultipleChoiceArguments):
     return raw, num_choices
 
 
-def gpt_model_data_collator(model_args, data_args, mc_args, training_args, raw, tokenizer):
+def gpt_model_data_collator(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    mc_args: MultipleChoiceArguments,
+    training_args: TrainingArguments,
+    raw: DatasetSplits,
+    tokenizer: PreTrainedTokenizerBase,
+) -> tuple[PreTrainedModel, DatasetSplits, Collator]:
     """GPT: the model (with double heads under --lm_labels), the untokenized data and a GPT-1 framing collator."""
     from hf_scratch import ScratchGPTDoubleHeadsModel
     from hf_scratch.tools.gpt_input_transforms import GPTTaskInputs
@@ -164,13 +192,22 @@ def gpt_model_data_collator(model_args, data_args, mc_args, training_args, raw, 
     return model, data, GPTMultipleChoiceCollator(task_inputs, mc_args)
 
 
-def encoder_model_data_collator(model_args, data_args, mc_args, training_args, raw, tokenizer, num_choices):
+def encoder_model_data_collator(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    mc_args: MultipleChoiceArguments,
+    training_args: TrainingArguments,
+    raw: DatasetSplits,
+    tokenizer: PreTrainedTokenizerBase,
+    num_choices: int,
+) -> tuple[PreTrainedModel, DatasetSplits, Collator]:
     """BERT / Longformer: the model, every (context, ending) pair tokenized, grouped per row, and a padding collator."""
     model = create_model(model_args, AutoModelForMultipleChoice, tokenizer)
+    context, endings_column = choice_columns(mc_args)
 
-    def tokenize(batch):
-        firsts = [c for c in batch[mc_args.context_column] for _ in range(num_choices)]
-        seconds = [e for endings in batch[mc_args.endings_column] for e in endings]
+    def tokenize(batch: dict[str, list[Any]]) -> dict[str, list[list[list[int]]]]:
+        firsts = [c for c in batch[context] for _ in range(num_choices)]
+        seconds = [e for endings in batch[endings_column] for e in endings]
         encoded = tokenizer(firsts, seconds, truncation=True, max_length=data_args.max_seq_length)
         return {k: [v[i : i + num_choices] for i in range(0, len(v), num_choices)] for k, v in encoded.items()}
 
@@ -184,10 +221,10 @@ def encoder_model_data_collator(model_args, data_args, mc_args, training_args, r
     return model, data, DataCollatorForMultipleChoice(tokenizer)
 
 
-def accuracy_metric():
+def accuracy_metric() -> Callable[[EvalPrediction], dict[str, float]]:
     metric = load_metric("accuracy_f1")
 
-    def compute_metrics(eval_prediction):
+    def compute_metrics(eval_prediction: EvalPrediction) -> dict[str, float]:
         scores = metric.compute(
             predictions=np.argmax(eval_prediction.predictions, -1), references=eval_prediction.label_ids
         )
@@ -196,7 +233,7 @@ def accuracy_metric():
     return compute_metrics
 
 
-def multiple_choice_card(data_args, is_gpt: bool) -> CardInfo:
+def multiple_choice_card(data_args: DataArguments, is_gpt: bool) -> CardInfo:
     return CardInfo(
         task="multiple choice",
         pipeline_tag="multiple-choice",
@@ -211,7 +248,7 @@ def multiple_choice_card(data_args, is_gpt: bool) -> CardInfo:
     )
 
 
-def main(args=None, callbacks=None) -> dict:
+def main(args: list[str] | None = None, callbacks: list[TrainerCallback] | None = None) -> dict[str, Any]:
     model_args, data_args, mc_args, training_args = parse_arguments(
         "run_multiple_choice", (MultipleChoiceArguments,), args, doc=__doc__, supported=SUPPORTED
     )

@@ -13,19 +13,30 @@ entity-level precision / recall / F1 and token accuracy.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification
+from transformers import (
+    AutoModelForTokenClassification,
+    BatchEncoding,
+    DataCollatorForTokenClassification,
+    EvalPrediction,
+    PreTrainedTokenizerBase,
+    TrainerCallback,
+    TrainingArguments,
+)
 
 from hf_scratch import ScratchBertConfig, ScratchLongformerConfig
 from hf_scratch.tools.trainer import ScratchTrainer
-from training.arguments import check_model_type, parse_arguments, run_script
+from training.arguments import DataArguments, ModelArguments, check_model_type, parse_arguments, run_script
 from training.common import (
+    DatasetSplits,
     choose_column,
     create_model,
     describe_data,
@@ -61,7 +72,9 @@ class NERArguments:
     )
 
 
-def load_tagged_data(model_args, data_args, ner_args: NERArguments):
+def load_tagged_data(
+    model_args: ModelArguments, data_args: DataArguments, ner_args: NERArguments
+) -> tuple[DatasetSplits, list[str]]:
     """The raw splits (limited to --max_*_samples) and the sorted tag set of the training data."""
     raw = load_raw_datasets(model_args, data_args, "names", limit=False)
     ner_args.tokens_column = choose_column(
@@ -82,19 +95,28 @@ def load_tagged_data(model_args, data_args, ner_args: NERArguments):
     return raw, tags
 
 
-def tokenize_and_align_tags(raw, tokenizer, tags, data_args, ner_args, training_args):
+def tokenize_and_align_tags(
+    raw: DatasetSplits,
+    tokenizer: PreTrainedTokenizerBase,
+    tags: list[str],
+    data_args: DataArguments,
+    ner_args: NERArguments,
+    training_args: TrainingArguments,
+) -> DatasetSplits:
     """Tokenized splits whose first sub-token of each word carries the word's tag id (the others -100)."""
     tag_to_id = {tag: i for i, tag in enumerate(tags)}
+    tokens_column, tags_column = ner_args.tokens_column, ner_args.tags_column
+    assert tokens_column is not None and tags_column is not None  # load_tagged_data chose them
 
-    def tokenize_and_align(batch):
+    def tokenize_and_align(batch: dict[str, list[list[str]]]) -> BatchEncoding:
         encoded = tokenizer(
-            batch[ner_args.tokens_column],
+            batch[tokens_column],
             is_split_into_words=True,
             truncation=True,
             max_length=data_args.max_seq_length,
         )
         encoded["labels"] = []
-        for row, word_tags in enumerate(batch[ner_args.tags_column]):
+        for row, word_tags in enumerate(batch[tags_column]):
             previous, labels = None, []
             for word in encoded.word_ids(row):
                 labels.append(-100 if word is None or word == previous else tag_to_id[word_tags[word]])
@@ -111,21 +133,22 @@ def tokenize_and_align_tags(raw, tokenizer, tags, data_args, ner_args, training_
         )
 
 
-def seqeval_metrics(names: list[str]):
+def seqeval_metrics(names: list[str]) -> Callable[[EvalPrediction], dict[str, float]]:
     metric = load_metric("seqeval")
 
-    def compute_metrics(eval_prediction):
+    def compute_metrics(eval_prediction: EvalPrediction) -> dict[str, float]:
         predictions = np.argmax(eval_prediction.predictions, -1)
-        keep = eval_prediction.label_ids != -100
+        label_ids = np.asarray(eval_prediction.label_ids)
+        keep = label_ids != -100
         predicted = [[names[p] for p, k in zip(row, mask) if k] for row, mask in zip(predictions, keep)]
-        gold = [[names[g] for g, k in zip(row, mask) if k] for row, mask in zip(eval_prediction.label_ids, keep)]
+        gold = [[names[g] for g, k in zip(row, mask) if k] for row, mask in zip(label_ids, keep)]
         scores = metric.compute(predictions=predicted, references=gold)
         return {key.removeprefix("overall_"): value for key, value in scores.items() if key.startswith("overall_")}
 
     return compute_metrics
 
 
-def ner_card(data_args) -> CardInfo:
+def ner_card(data_args: DataArguments) -> CardInfo:
     return CardInfo(
         task="token classification",
         pipeline_tag="token-classification",
@@ -137,7 +160,7 @@ def ner_card(data_args) -> CardInfo:
     )
 
 
-def main(args=None, callbacks=None) -> dict:
+def main(args: list[str] | None = None, callbacks: list[TrainerCallback] | None = None) -> dict[str, Any]:
     model_args, data_args, ner_args, training_args = parse_arguments(
         "run_ner",
         (NERArguments,),

@@ -20,18 +20,26 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import datasets
 import numpy as np
-from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, DataCollatorForLanguageModeling
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoModelForPreTraining,
+    DataCollatorForLanguageModeling,
+    EvalPrediction,
+    PreTrainedTokenizerBase,
+    TrainerCallback,
+)
 
 from hf_scratch import ScratchBertConfig
 from hf_scratch.tools.pretraining import DataCollatorForBertPreTraining, make_nsp_examples, split_documents
 from hf_scratch.tools.trainer import ScratchTrainer
-from training.arguments import check_model_type, parse_arguments, run_script
+from training.arguments import DataArguments, check_model_type, parse_arguments, run_script
 from training.common import (
     choose_column,
     create_model,
@@ -43,6 +51,9 @@ from training.common import (
     train_evaluate_save,
 )
 from training.model_card import CardInfo
+
+if TYPE_CHECKING:
+    import torch
 
 # the families this script trains
 SUPPORTED = tuple(config.model_type for config in (ScratchBertConfig,))
@@ -66,31 +77,68 @@ class PretrainingArguments:
     )
 
 
-def documents_of(dataset, text_column: str, from_txt: bool) -> list[str]:
+def documents_of(dataset: datasets.Dataset, text_column: str, from_txt: bool) -> list[str]:
     texts = dataset[text_column]
     return (
         [doc for text in texts for doc in split_documents(text)] if from_txt else [t for t in texts if t and t.strip()]
     )
 
 
-def predicted_ids(logits, labels):
+def predicted_ids(
+    logits: torch.Tensor | tuple[torch.Tensor, ...], labels: torch.Tensor | tuple[torch.Tensor, ...]
+) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """Keep only the argmax of each head, MLM (and NSP when trained): the full MLM logits would fill memory."""
     return tuple(head.argmax(-1) for head in logits) if isinstance(logits, tuple) else logits.argmax(-1)
 
 
-def pretraining_accuracy(eval_prediction) -> dict:
+def pretraining_accuracy(eval_prediction: EvalPrediction) -> dict[str, float]:
     """Masked-token accuracy over the masked positions, and next-sentence accuracy when NSP is trained."""
     predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
-    with_nsp = isinstance(predictions, tuple)
-    mlm_predictions, mlm_labels = (predictions[0], labels[0]) if with_nsp else (predictions, labels)
-    masked = mlm_labels != -100
-    metrics = {"mlm_accuracy": float(np.mean(mlm_predictions[masked] == mlm_labels[masked])) if masked.any() else 0.0}
-    if with_nsp:
-        metrics["nsp_accuracy"] = float(np.mean(predictions[1] == labels[1]))
+    heads = predictions if isinstance(predictions, tuple) else (predictions,)  # MLM, and NSP when trained
+    targets = labels if isinstance(labels, tuple) else (labels,)
+    masked = targets[0] != -100
+    metrics = {"mlm_accuracy": float(np.mean(heads[0][masked] == targets[0][masked])) if masked.any() else 0.0}
+    if len(heads) > 1:
+        metrics["nsp_accuracy"] = float(np.mean(heads[1] == targets[1]))
     return metrics
 
 
-def main(args=None, callbacks=None) -> dict:
+def sentence_pairs(
+    documents: dict[str, list[str]],
+    tokenizer: PreTrainedTokenizerBase,
+    data_args: DataArguments,
+    pt_args: PretrainingArguments,
+    seed: int,
+) -> datasets.DatasetDict:
+    """BERT's examples (``make_nsp_examples``: sentence pairs, half of them with a random second segment) of each
+    split's documents, limited to --max_*_samples; without next-sentence prediction, the pairs without its label."""
+    examples = {
+        split: make_nsp_examples(
+            docs, tokenizer, data_args.max_seq_length, seed=seed, short_seq_prob=pt_args.short_seq_prob
+        )
+        for split, docs in documents.items()
+    }
+    data = limit_samples(
+        datasets.DatasetDict({split: datasets.Dataset.from_list(rows) for split, rows in examples.items()}), data_args
+    )
+    return data if pt_args.next_sentence_prediction else data.remove_columns("next_sentence_label")
+
+
+def pretraining_card(data_args: DataArguments, tokenizer: PreTrainedTokenizerBase, nsp: bool) -> CardInfo:
+    return CardInfo(
+        task="pre-training (masked LM + next-sentence prediction)"
+        if nsp
+        else "pre-training (masked LM on sentence pairs, no NSP)",
+        pipeline_tag="fill-mask",
+        dataset=describe_data(data_args, "documents"),
+        metric_names=["mlm_accuracy", "nsp_accuracy"] if nsp else ["mlm_accuracy"],
+        usage="```python\nfrom transformers import AutoModelForMaskedLM, pipeline\n"
+        'mlm = AutoModelForMaskedLM.from_pretrained("...", trust_remote_code=True)\n'
+        f'print(pipeline("fill-mask", model=mlm, tokenizer=tokenizer)("to be or not to {tokenizer.mask_token}"))\n```',
+    )
+
+
+def main(args: list[str] | None = None, callbacks: list[TrainerCallback] | None = None) -> dict[str, Any]:
     model_args, data_args, pt_args, training_args = parse_arguments(
         "run_pretraining", (PretrainingArguments,), args, doc=__doc__, supported=SUPPORTED
     )
@@ -103,23 +151,7 @@ def main(args=None, callbacks=None) -> dict:
     tokenizer = get_tokenizer(model_args, lambda: documents["train"])
     nsp = pt_args.next_sentence_prediction
     model = create_model(model_args, AutoModelForPreTraining if nsp else AutoModelForMaskedLM, tokenizer)
-    data = datasets.DatasetDict(
-        {
-            split: datasets.Dataset.from_list(
-                make_nsp_examples(
-                    docs,
-                    tokenizer,
-                    data_args.max_seq_length,
-                    seed=training_args.seed,
-                    short_seq_prob=pt_args.short_seq_prob,
-                )
-            )
-            for split, docs in documents.items()
-        }
-    )
-    data = limit_samples(data, data_args)
-    if not nsp:
-        data = data.remove_columns("next_sentence_label")
+    data = sentence_pairs(documents, tokenizer, data_args, pt_args, seed=training_args.seed)
     training_args.label_names = ["labels", "next_sentence_label"] if nsp else ["labels"]
     collator = DataCollatorForBertPreTraining if nsp else DataCollatorForLanguageModeling
     trainer = ScratchTrainer(
@@ -133,17 +165,7 @@ def main(args=None, callbacks=None) -> dict:
         preprocess_logits_for_metrics=predicted_ids,
         callbacks=callbacks,
     )
-    card = CardInfo(
-        task="pre-training (masked LM + next-sentence prediction)"
-        if nsp
-        else "pre-training (masked LM on sentence pairs, no NSP)",
-        pipeline_tag="fill-mask",
-        dataset=describe_data(data_args, "documents"),
-        metric_names=["mlm_accuracy", "nsp_accuracy"] if nsp else ["mlm_accuracy"],
-        usage="```python\nfrom transformers import AutoModelForMaskedLM, pipeline\n"
-        'mlm = AutoModelForMaskedLM.from_pretrained("...", trust_remote_code=True)\n'
-        f'print(pipeline("fill-mask", model=mlm, tokenizer=tokenizer)("to be or not to {tokenizer.mask_token}"))\n```',
-    )
+    card = pretraining_card(data_args, tokenizer, nsp)
     return train_evaluate_save(trainer, model_args, data_args, training_args, card)
 
 

@@ -14,19 +14,30 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import datasets
 import numpy as np
-from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
+from transformers import (
+    AutoModelForQuestionAnswering,
+    BatchEncoding,
+    DataCollatorWithPadding,
+    PreTrainedTokenizerBase,
+    TrainerCallback,
+    TrainingArguments,
+)
 
 from hf_scratch import ScratchBertConfig, ScratchLongformerConfig
 from hf_scratch.tools.trainer import ScratchTrainer
-from training.arguments import check_model_type, parse_arguments, run_script
+from training.arguments import DataArguments, check_model_type, parse_arguments, run_script
 from training.common import (
+    DatasetSplits,
     create_model,
     describe_data,
     get_tokenizer,
@@ -49,7 +60,9 @@ class QAArguments:
     max_answer_length: int = field(default=30, metadata={"help": "Longest answer (tokens) considered at evaluation."})
 
 
-def windows(tokenizer, batch, max_length: int, stride: int):
+def windows(
+    tokenizer: PreTrainedTokenizerBase, batch: dict[str, list[Any]], max_length: int, stride: int
+) -> BatchEncoding:
     return tokenizer(
         [q.lstrip() for q in batch["question"]],
         batch["context"],
@@ -62,7 +75,7 @@ def windows(tokenizer, batch, max_length: int, stride: int):
     )
 
 
-def check_questions_fit(tokenizer, raw, max_length: int, stride: int) -> None:
+def check_questions_fit(tokenizer: PreTrainedTokenizerBase, raw: DatasetSplits, max_length: int, stride: int) -> None:
     """Each window holds the whole question, the special tokens and more context tokens than ``--doc_stride``
     (else the fast tokenizer cannot make overlapping windows and fails inside its Rust code): a ValueError naming
     the longest question before anything is tokenized for training."""
@@ -77,10 +90,12 @@ def check_questions_fit(tokenizer, raw, max_length: int, stride: int) -> None:
         )
 
 
-def train_features(tokenizer, max_length: int, stride: int):
+def train_features(
+    tokenizer: PreTrainedTokenizerBase, max_length: int, stride: int
+) -> Callable[[dict[str, list[Any]]], BatchEncoding]:
     """Start/end token positions of the answer in each window; [CLS] (0) when the window does not contain it."""
 
-    def prepare(batch):
+    def prepare(batch: dict[str, list[Any]]) -> BatchEncoding:
         encoded = windows(tokenizer, batch, max_length, stride)
         starts, ends = [], []
         for i, offsets in enumerate(encoded.pop("offset_mapping")):
@@ -102,10 +117,12 @@ def train_features(tokenizer, max_length: int, stride: int):
     return prepare
 
 
-def eval_features(tokenizer, max_length: int, stride: int):
+def eval_features(
+    tokenizer: PreTrainedTokenizerBase, max_length: int, stride: int
+) -> Callable[[dict[str, list[Any]]], BatchEncoding]:
     """Windows that remember their example id and keep offsets only for context tokens."""
 
-    def prepare(batch):
+    def prepare(batch: dict[str, list[Any]]) -> BatchEncoding:
         encoded = windows(tokenizer, batch, max_length, stride)
         mapping = encoded.pop("overflow_to_sample_mapping")
         encoded["example_id"] = [batch["id"][m] for m in mapping]
@@ -118,12 +135,19 @@ def eval_features(tokenizer, max_length: int, stride: int):
     return prepare
 
 
-def best_answers(examples, features, start_logits, end_logits, max_answer_length: int, n_best: int = 20) -> dict:
+def best_answers(
+    examples: datasets.Dataset,
+    features: datasets.Dataset,
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    max_answer_length: int,
+    n_best: int = 20,
+) -> dict[str, str]:
     """For each example, the highest start+end score over all its windows' valid spans (end ≥ start, in context)."""
-    by_example = defaultdict(list)
+    by_example: defaultdict[str, list[int]] = defaultdict(list)
     for index, example_id in enumerate(features["example_id"]):
         by_example[example_id].append(index)
-    answers = {}
+    answers: dict[str, str] = {}
     for example in examples:
         best_text, best_score = "", -np.inf
         for index in by_example[example["id"]]:
@@ -142,22 +166,15 @@ def best_answers(examples, features, start_logits, end_logits, max_answer_length
     return answers
 
 
-def main(args=None, callbacks=None) -> dict:
-    model_args, data_args, qa_args, training_args = parse_arguments(
-        "run_qa", (QAArguments,), args, doc=__doc__, supported=SUPPORTED
-    )
-    check_model_type(model_args, SUPPORTED)
-    raw = load_raw_datasets(model_args, data_args, "speakers")
-    require_columns(raw, COLUMNS, "extractive question answering")
-    if qa_args.doc_stride > data_args.max_seq_length // 2:
-        raise ValueError(
-            f"--doc_stride {qa_args.doc_stride} must be well below --max_seq_length {data_args.max_seq_length} "
-            "(windows would not advance)."
-        )
-    tokenizer = get_tokenizer(model_args, lambda: (t for c in ("question", "context") for t in raw["train"][c]))
-    if not tokenizer.is_fast:
-        raise ValueError("run_qa needs a fast tokenizer (offset mappings locate the answer).")
-    model = create_model(model_args, AutoModelForQuestionAnswering, tokenizer)
+def qa_windows(
+    raw: DatasetSplits,
+    tokenizer: PreTrainedTokenizerBase,
+    data_args: DataArguments,
+    qa_args: QAArguments,
+    training_args: TrainingArguments,
+) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """The windows of the training contexts with their answer positions, and those of the validation contexts with
+    their example ids and offsets (``train_features``, ``eval_features``)."""
     length, stride = data_args.max_seq_length, qa_args.doc_stride
     check_questions_fit(tokenizer, raw, length, stride)
     with training_args.main_process_first(desc="tokenizing"):
@@ -173,28 +190,36 @@ def main(args=None, callbacks=None) -> dict:
             remove_columns=raw["validation"].column_names,
             **map_options(data_args, "evaluation windows"),
         )
+    return train, validation
+
+
+def span_metrics(
+    trainer: ScratchTrainer,
+    examples: datasets.Dataset,
+    windows: datasets.Dataset,
+    model_inputs: datasets.Dataset,
+    max_answer_length: int,
+) -> Callable[[dict[str, float]], dict[str, float]]:
+    """Exact match / F1 of the best spans (the Trainer's compute_metrics needs labels; spans need examples): the
+    ``extra_metrics`` of ``train_evaluate_save``. ``model_inputs`` are the ``windows`` without their example ids
+    and offsets."""
     metric = load_metric("squad")
 
-    def span_metrics(_) -> dict:
-        """Exact match / F1 of the best spans (the Trainer's compute_metrics needs labels; spans need examples)."""
-        start_logits, end_logits = trainer.predict(trainer.eval_dataset).predictions[:2]
-        predicted = best_answers(raw["validation"], validation, start_logits, end_logits, qa_args.max_answer_length)
-        scores = metric.compute(
+    def scores(_: dict[str, float]) -> dict[str, float]:
+        # a tuple of the head's outputs, start and end logits (transformers types it as a 1-tuple or one array)
+        start_logits, end_logits = cast(tuple[np.ndarray, ...], trainer.predict(model_inputs).predictions)[:2]
+        predicted = best_answers(examples, windows, start_logits, end_logits, max_answer_length)
+        found = metric.compute(
             predictions=[{"id": i, "prediction_text": text} for i, text in predicted.items()],
-            references=[{"id": e["id"], "answers": e["answers"]} for e in raw["validation"]],
+            references=[{"id": e["id"], "answers": e["answers"]} for e in examples],
         )
-        return {f"eval_{name}": value for name, value in scores.items()}
+        return {f"eval_{name}": value for name, value in found.items()}
 
-    trainer = ScratchTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=train,
-        eval_dataset=validation.remove_columns(["example_id", "offset_mapping"]),
-        processing_class=tokenizer,
-        data_collator=DataCollatorWithPadding(tokenizer),
-        callbacks=callbacks,
-    )
-    card = CardInfo(
+    return scores
+
+
+def qa_card(data_args: DataArguments) -> CardInfo:
+    return CardInfo(
         task="extractive question answering",
         pipeline_tag="question-answering",
         dataset=describe_data(data_args, "speakers"),
@@ -205,7 +230,37 @@ def main(args=None, callbacks=None) -> dict:
         'print(qa(question="Who says \\"Not a mouse stirring\\"?", '
         'context="Ber. Have you had quiet guard? Fran. Not a mouse stirring."))\n```',
     )
-    return train_evaluate_save(trainer, model_args, data_args, training_args, card, extra_metrics=span_metrics)
+
+
+def main(args: list[str] | None = None, callbacks: list[TrainerCallback] | None = None) -> dict[str, Any]:
+    model_args, data_args, qa_args, training_args = parse_arguments(
+        "run_qa", (QAArguments,), args, doc=__doc__, supported=SUPPORTED
+    )
+    check_model_type(model_args, SUPPORTED)
+    raw = load_raw_datasets(model_args, data_args, "speakers")
+    require_columns(raw, COLUMNS, "extractive question answering")
+    if qa_args.doc_stride > data_args.max_seq_length // 2:
+        raise ValueError(
+            f"--doc_stride {qa_args.doc_stride} must be well below --max_seq_length {data_args.max_seq_length} "
+            "(windows would not advance)."
+        )
+    tokenizer = get_tokenizer(model_args, lambda: (t for c in ("question", "context") for t in raw["train"][c]))
+    if not tokenizer.is_fast:
+        raise ValueError("run_qa needs a fast tokenizer (offset mappings locate the answer).")
+    model = create_model(model_args, AutoModelForQuestionAnswering, tokenizer)
+    train, validation = qa_windows(raw, tokenizer, data_args, qa_args, training_args)
+    model_inputs = validation.remove_columns(["example_id", "offset_mapping"])
+    trainer = ScratchTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train,
+        eval_dataset=model_inputs,
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        callbacks=callbacks,
+    )
+    spans = span_metrics(trainer, raw["validation"], validation, model_inputs, qa_args.max_answer_length)
+    return train_evaluate_save(trainer, model_args, data_args, training_args, qa_card(data_args), extra_metrics=spans)
 
 
 if __name__ == "__main__":

@@ -16,19 +16,31 @@ messages into English (``training/data/de_en``). Sources are truncated to ``--ma
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    BatchEncoding,
+    DataCollatorForSeq2Seq,
+    EvalPrediction,
+    PreTrainedTokenizerBase,
+    Seq2SeqTrainingArguments,
+    TrainerCallback,
+    TrainingArguments,
+)
 
 from hf_scratch import ScratchRNNConfig, ScratchTransformerConfig
 from hf_scratch.tools.trainer import ScratchSeq2SeqTrainer
-from training.arguments import check_model_type, parse_arguments, run_script
+from training.arguments import DataArguments, ModelArguments, check_model_type, parse_arguments, run_script
 from training.common import (
+    DatasetSplits,
     create_model,
     describe_data,
     get_tokenizer,
@@ -52,7 +64,9 @@ class TranslationArguments:
     max_target_length: int = field(default=64, metadata={"help": "Maximum target tokens (labels and generation)."})
 
 
-def load_translation_pairs(model_args, data_args, tr_args: TranslationArguments):
+def load_translation_pairs(
+    model_args: ModelArguments, data_args: DataArguments, tr_args: TranslationArguments
+) -> DatasetSplits:
     """The raw splits, once their translation column is checked to hold both --source_lang and --target_lang."""
     raw = load_raw_datasets(model_args, data_args, "de_en")
     require_columns(raw, [tr_args.translation_column], "translation")
@@ -65,11 +79,17 @@ def load_translation_pairs(model_args, data_args, tr_args: TranslationArguments)
     return raw
 
 
-def tokenize_pairs(raw, tokenizer, data_args, tr_args, training_args):
+def tokenize_pairs(
+    raw: DatasetSplits,
+    tokenizer: PreTrainedTokenizerBase,
+    data_args: DataArguments,
+    tr_args: TranslationArguments,
+    training_args: TrainingArguments,
+) -> DatasetSplits:
     """Tokenized sources with the tokenized targets as ``labels``."""
     source, target = tr_args.source_lang, tr_args.target_lang
 
-    def tokenize(batch):
+    def tokenize(batch: dict[str, list[dict[str, str]]]) -> BatchEncoding:
         sources = [p[source] for p in batch[tr_args.translation_column]]
         targets = [p[target] for p in batch[tr_args.translation_column]]
         encoded = tokenizer(sources, truncation=True, max_length=data_args.max_seq_length)
@@ -84,11 +104,11 @@ def tokenize_pairs(raw, tokenizer, data_args, tr_args, training_args):
         )
 
 
-def bleu_metrics(tokenizer):
+def bleu_metrics(tokenizer: PreTrainedTokenizerBase) -> Callable[[EvalPrediction], dict[str, float]]:
     metric = load_metric("sacrebleu")
 
-    def compute_metrics(eval_prediction):
-        predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
+    def compute_metrics(eval_prediction: EvalPrediction) -> dict[str, float]:
+        predictions, labels = np.asarray(eval_prediction.predictions), np.asarray(eval_prediction.label_ids)
         predictions = np.where(predictions < 0, tokenizer.pad_token_id, predictions)
         labels = np.where(labels == -100, tokenizer.pad_token_id, labels)
         hypotheses = [t.strip() for t in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
@@ -100,7 +120,7 @@ def bleu_metrics(tokenizer):
     return compute_metrics
 
 
-def translation_card(data_args, tr_args) -> CardInfo:
+def translation_card(data_args: DataArguments, tr_args: TranslationArguments) -> CardInfo:
     return CardInfo(
         task=f"translation {tr_args.source_lang}→{tr_args.target_lang}",
         pipeline_tag="translation",
@@ -113,14 +133,13 @@ def translation_card(data_args, tr_args) -> CardInfo:
     )
 
 
-def main(args=None, callbacks=None) -> dict:
+def main(args: list[str] | None = None, callbacks: list[TrainerCallback] | None = None) -> dict[str, Any]:
     model_args, data_args, tr_args, training_args = parse_arguments(
         "run_translation",
         (TranslationArguments,),
         args,
         training_class=Seq2SeqTrainingArguments,
         aliases={"max_source_length": "max_seq_length"},
-        defaults={"predict_with_generate": True},
         doc=__doc__,
         supported=SUPPORTED,
     )
@@ -134,7 +153,6 @@ def main(args=None, callbacks=None) -> dict:
         model_args, lambda: (p[lang] for p in pairs("train") for lang in (source, target)), needs_padding=True
     )
     model = create_model(model_args, AutoModelForSeq2SeqLM, tokenizer)
-    training_args.generation_max_length = training_args.generation_max_length or tr_args.max_target_length
     model.generation_config.max_length = training_args.generation_max_length
     data = tokenize_pairs(raw, tokenizer, data_args, tr_args, training_args)
     trainer = ScratchSeq2SeqTrainer(

@@ -26,7 +26,7 @@ Examples:
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class AccuracyF1(evaluate.Metric):
-    def _info(self):
+    def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation="",
@@ -34,19 +34,21 @@ class AccuracyF1(evaluate.Metric):
             features=datasets.Features({"predictions": datasets.Value("int64"), "references": datasets.Value("int64")}),
         )
 
-    def _compute(self, predictions, references, average="macro", pos_label=1):
-        predictions, references = np.asarray(predictions), np.asarray(references)
+    def _compute(
+        self, predictions: list[int], references: list[int], average: str = "macro", pos_label: int = 1
+    ) -> dict[str, float]:
+        guessed, gold = np.asarray(predictions), np.asarray(references)
         if average not in ("macro", "binary"):
             raise ValueError(f"average={average!r} is not supported: use 'macro' or 'binary'.")
-        classes = [pos_label] if average == "binary" else np.union1d(predictions, references)
+        classes = [pos_label] if average == "binary" else np.union1d(guessed, gold)
         scores = []
         for label in classes:
-            true_positive = np.sum((predictions == label) & (references == label))
-            predicted, actual = np.sum(predictions == label), np.sum(references == label)
+            true_positive = np.sum((guessed == label) & (gold == label))
+            predicted, actual = np.sum(guessed == label), np.sum(gold == label)
             precision = true_positive / predicted if predicted else 0.0
             recall = true_positive / actual if actual else 0.0
             scores.append(2 * precision * recall / (precision + recall) if precision + recall else 0.0)
         return {
-            "accuracy": float(np.mean(predictions == references)) if len(references) else 0.0,
+            "accuracy": float(np.mean(guessed == gold)) if len(gold) else 0.0,
             "f1": float(np.mean(scores)),
         }

@@ -1,6 +1,8 @@
 """Corpus BLEU with sacreBLEU (Post 2018), a thin `evaluate` module over the `sacrebleu` package kept in the
 repository (load it by path: ``evaluate.load("training/metrics/sacrebleu/sacrebleu.py")``)."""
 
+from typing import Any
+
 import datasets
 import evaluate
 
@@ -21,7 +23,7 @@ Examples:
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class Sacrebleu(evaluate.Metric):
-    def _info(self):
+    def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation="",
@@ -34,7 +36,9 @@ class Sacrebleu(evaluate.Metric):
             ),
         )
 
-    def _compute(self, predictions, references, tokenize="13a", lowercase=False):
+    def _compute(
+        self, predictions: list[str], references: list[list[str]], tokenize: str = "13a", lowercase: bool = False
+    ) -> dict[str, Any]:
         import sacrebleu
 
         counts = {len(r) for r in references}

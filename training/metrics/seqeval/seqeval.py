@@ -2,6 +2,8 @@
 module over the `seqeval` package, kept in the repository (load it by path:
 ``evaluate.load("training/metrics/seqeval/seqeval.py")``)."""
 
+from typing import Any
+
 import datasets
 import evaluate
 
@@ -21,7 +23,7 @@ Examples:
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class Seqeval(evaluate.Metric):
-    def _info(self):
+    def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation="",
@@ -34,14 +36,14 @@ class Seqeval(evaluate.Metric):
             ),
         )
 
-    def _compute(self, predictions, references):
+    def _compute(self, predictions: list[list[str]], references: list[list[str]]) -> dict[str, Any]:
         from seqeval.metrics import accuracy_score, classification_report
 
         report = classification_report(y_true=references, y_pred=predictions, output_dict=True, zero_division=0)
         report.pop("macro avg", None)
         report.pop("weighted avg", None)
         overall = report.pop("micro avg")
-        scores = {
+        scores: dict[str, Any] = {
             entity: {
                 "precision": float(s["precision"]),
                 "recall": float(s["recall"]),

@@ -5,6 +5,7 @@ by path: ``evaluate.load("training/metrics/squad/squad.py")``). Scores are perce
 import collections
 import re
 import string
+from typing import Any
 
 import datasets
 import evaluate
@@ -41,7 +42,7 @@ def token_f1(prediction: str, truth: str) -> float:
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class Squad(evaluate.Metric):
-    def _info(self):
+    def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation="",
@@ -59,7 +60,7 @@ class Squad(evaluate.Metric):
             ),
         )
 
-    def _compute(self, predictions, references):
+    def _compute(self, predictions: list[dict[str, Any]], references: list[dict[str, Any]]) -> dict[str, float]:
         predicted = {p["id"]: p["prediction_text"] for p in predictions}
         exact, f1 = 0.0, 0.0
         for reference in references:
