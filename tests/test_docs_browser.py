@@ -8,7 +8,8 @@ network closed to everything but localhost, so the site must carry all it needs 
 - struck-through text (no page means it: a docstring's ``<s>`` read as an HTML tag strikes the rest through);
 - a list rendered as a paragraph (a docstring list with no blank line before it);
 - a picture without a caption, or a caption that does not quote the title its PNG records;
-- a displayed equation outside the text column, at a desktop's width and a phone's; a page that scrolls sideways;
+- a displayed equation wider than the text column on a desktop, or outside it on a phone; a page that scrolls
+  sideways;
 - code broken across lines in a table, an API signature smaller than the body text;
 - a link to a page or anchor of the site that is not there.
 
@@ -60,7 +61,7 @@ RESULT_PAGES = ("benchmarks/results/", "replications/results/")
 
 # Runs in the page once it has loaded (docs/javascripts/math.js typesets as the page loads): what the reader sees.
 INSPECT_PAGE = r"""
-async () => {
+async (onPhone) => {
   await document.fonts.ready;
   const article = document.querySelector("article.md-content__inner") || document.body;
   const column = article.getBoundingClientRect();
@@ -114,8 +115,8 @@ async () => {
       caption: figure.querySelector("figcaption")?.textContent.replace(/\s+/g, " ").trim() || "",
     }));
 
-  // wide content: the page never scrolls sideways, and a displayed equation shows inside the text column (with
-  // the column's margins, which Material gives to equations and code on a phone) or scrolls in its own box there
+  // wide content: the page never scrolls sideways; a displayed equation fits the text column on a desktop, and on
+  // a phone shows inside the column (with the margins Material gives equations and code there) or scrolls in its box
   const overflow = [];
   if (document.documentElement.scrollWidth > window.innerWidth + 1) {
     overflow.push(`the page is ${document.documentElement.scrollWidth} px wide in a ${window.innerWidth} px window`);
@@ -135,6 +136,10 @@ async () => {
       }
       left = Math.max(left, clip.left);
       right = Math.min(right, clip.right);
+    }
+    const box = math.closest("div.arithmatex") || math;
+    if (!onPhone && box.scrollWidth > box.clientWidth + 1) {  // on a desktop, a reader should not have to scroll
+      overflow.push(`equation ${box.scrollWidth} px wide in a ${box.clientWidth} px column: "${snippet(math)}"`);
     }
     if (right > columnRight + 1 || left < columnLeft - 1) {
       overflow.push(`equation ${Math.round(left)}–${Math.round(right)} px (${Math.round(width)} px wide) outside ` +
@@ -238,14 +243,14 @@ def visit(context, url: str, path: str, screenshots: Path | None, settle: bool =
         lambda response: failed.append(f"{response.url} (HTTP {response.status})") if response.status >= 400 else None,
     )
     tab.goto(url + path, wait_until="networkidle" if settle else "load")
-    seen = tab.evaluate(INSPECT_PAGE)
+    seen = tab.evaluate(INSPECT_PAGE, False)
     overflow = seen["overflow"]
     if screenshots is not None and path in SCREENSHOTS.values():
         screenshots.mkdir(parents=True, exist_ok=True)
         tab.screenshot(path=str(screenshots / next(name for name, page in SCREENSHOTS.items() if page == path)))
     if seen["hasMath"]:  # a phone's narrow column: the equations again
         tab.set_viewport_size(PHONE)
-        overflow += [f"at {PHONE['width']} px: {problem}" for problem in tab.evaluate(INSPECT_PAGE)["overflow"]]
+        overflow += [f"at {PHONE['width']} px: {problem}" for problem in tab.evaluate(INSPECT_PAGE, True)["overflow"]]
     tab.close()
     problems = {
         "console errors": errors,
