@@ -29,6 +29,7 @@ class ScratchRNNConfig(Seq2SeqConfig):
 
     Fields beyond the shared names (CONTRIBUTING.md, "Names across families"; the special tokens are
     ``Seq2SeqConfig``'s, configuration_common.py):
+
     - ``cell_type``: ``"rnn"`` (s_t = f(U x_t + W s_{t-1})), ``"lstm"`` (forget / input / output gates and a cell
       state), ``"gru"`` (torch's GRU: reset applied after the hidden matmul, h = (1−z)·n + z·h) or ``"gru_cho"``
       (the GRU of Cho et al. 2014 §2.3, eq. 5–8: reset applied before the matmul, h̃ = tanh(W x + U(r·h)); written

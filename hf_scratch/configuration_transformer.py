@@ -24,6 +24,7 @@ class ScratchTransformerConfig(Seq2SeqConfig):
 
     Fields beyond the shared names (CONTRIBUTING.md, "Names across families"; the special tokens are
     ``Seq2SeqConfig``'s, configuration_common.py):
+
     - ``decoder_vocab_size``: target vocabulary when it differs from the source one (None: same as ``vocab_size``;
       must equal it when ``share_encoder_decoder_embeddings``).
     - ``share_encoder_decoder_embeddings``: one embedding matrix for source and target tokens (paper §3.4);

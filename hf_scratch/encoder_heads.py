@@ -128,7 +128,7 @@ class EncoderForMaskedLM(MaskedLMOutputEmbeddings, EncoderHead):
 class EncoderForSequenceClassification(EncoderHead):
     """One label (or value) per sequence — regression, single- or multi-label by ``config.problem_type`` (Devlin et
     al. 2019 §4.1). The family builds the layers in ``__init__`` and reads the logits off the base model's output
-    in ``sequence_logits``: BERT from the pooled [CLS], Longformer with RoBERTa's head on <s>; BERT's next-sentence
+    in ``sequence_logits``: BERT from the pooled [CLS], Longformer with RoBERTa's head on ``<s>``; BERT's next-sentence
     prediction is the two-class case with its own loss (``sequence_loss``) and output class."""
 
     output_class: ClassVar[type[ModelOutput]] = SequenceClassifierOutput  # BERT's NSP: NextSentencePredictorOutput

@@ -12,7 +12,7 @@ from .checks import values_pass
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int | None, decoder_start_token_id: int) -> torch.Tensor:
     """Decoder inputs from labels: [start, y_1 … y_{n-1}], the outputs "offset by one position" of Vaswani et al.
-    2017 §3.1 (the decoder reads "<s> i want a beer" to predict "i want a beer </s>"). Ignored label positions
+    2017 §3.1 (the decoder reads ``<s> i want a beer`` to predict ``i want a beer </s>``). Ignored label positions
     (-100) become padding, filled whatever the values (no branch on them: it compiles); without a ``pad_token_id``
     they are an error, checked with ``values_pass``."""
     shifted = labels.new_zeros(labels.shape)

@@ -8,6 +8,7 @@ form of a boolean "may attend" relation (``masks.py``). A query row that may att
 with every kernel.
 
 Kernels, chosen by ``config._attn_implementation``:
+
 - ``"eager"``: the equation above written out, and the only one that can return the attention weights;
 - ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with the same boolean mask, or, with a score term,
   the additive float mask B + M;

@@ -297,7 +297,7 @@ class EncoderEmbeddings(nn.Module):
 
 
 class Pooler(nn.Module):
-    """pooled = tanh(W h_0 + b): the first token's ([CLS], <s>) final state C (Devlin et al. 2019 §3) through a
+    """pooled = tanh(W h_0 + b): the first token's (``[CLS]``, ``<s>``) final state C (Devlin et al. 2019 §3) through a
     dense layer and tanh — the dense + tanh layer is the reference implementation's addition, which the BERT
     checkpoints carry. The sequence summary that next-sentence prediction, classification and multiple choice read."""
 

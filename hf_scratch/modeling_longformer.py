@@ -378,7 +378,7 @@ class ScratchLongformerForMaskedLM(EncoderForMaskedLM, ScratchLongformerPreTrain
 
 
 class ScratchLongformerClassificationHead(nn.Module):
-    """logits = W_out · Dropout(tanh(W · Dropout(h_<s>)))."""
+    """logits = W_out · Dropout(tanh(W · Dropout(h_``<s>``)))."""
 
     def __init__(self, config: ScratchLongformerConfig) -> None:
         super().__init__()

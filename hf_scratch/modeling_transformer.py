@@ -14,7 +14,7 @@ in the order of the paper (§3: the encoder and decoder stacks, attention, feed-
    cross-attention keys/values are computed from the encoder output once.
 
 Decoder inputs are the labels shifted right behind ``decoder_start_token_id``, the output embeddings "offset by one
-position" of §3.1 (the decoder reads "<s> i want a beer" to predict "i want a beer </s>").
+position" of §3.1 (the decoder reads ``<s> i want a beer`` to predict ``i want a beer </s>``).
 """
 
 from __future__ import annotations

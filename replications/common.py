@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import math
 import os
+import re
 import shlex
 import statistics
 import sys
@@ -170,6 +171,17 @@ def fmt(values: Sequence[float], digits: int = 2) -> str:
 # --------------------------------------------------------------------------------------------------------------
 
 
+RAW_TAG = re.compile(r"(?<!`)(</?[A-Za-z]\w*>)(?!`)")
+
+
+def as_markdown_text(line: str) -> str:
+    """A token such as <s> put in code (outside the line's code spans), so that Markdown, GitHub's and the
+    documentation site's alike, shows it instead of reading an HTML tag (``<s>`` strikes the rest of the page
+    through)."""
+    parts = re.split(r"(`[^`]*`)", line)
+    return "".join(part if part.startswith("`") else RAW_TAG.sub(r"`\1`", part) for part in parts)
+
+
 @dataclass
 class ClaimReport:
     """One claim's Markdown page: title, the paper's claim, the command, seeds, table rows, verdicts, pictures."""
@@ -230,6 +242,12 @@ class ClaimReport:
         if self.notes:
             lines += [""] + [f"- {note}" for note in self.notes]
         lines += [""] + [f"![{picture}]({picture})" for picture in self.pictures]
+        fence = lines.index("```bash")
+        lines = [
+            *map(as_markdown_text, lines[:fence]),
+            *lines[fence : fence + 3],
+            *map(as_markdown_text, lines[fence + 3 :]),
+        ]
         return "\n".join(lines) + "\n"
 
     def write(self, args: argparse.Namespace, seconds: float) -> Path:

@@ -25,6 +25,19 @@ def test_command_renders_every_picture(tmp_path):
         _image_has_content(tmp_path / name)
 
 
+def test_cross_attention_has_its_own_key_tokens_and_records_its_title(tmp_path):
+    from PIL import Image
+
+    target, source = ["<s>", "the", "cat"], ["die", "Katze", "schläft", "</s>"]
+    weights = torch.softmax(torch.randn(len(target), len(source)), dim=-1)
+    path = viz.plot_attention(tmp_path / "cross.png", weights, target, title="cross-attention", key_tokens=source)
+    _image_has_content(path, min_bytes=3_000)
+    with Image.open(path) as image:
+        assert image.info["Title"] == "cross-attention"  # what a caption of the picture must name
+    with pytest.raises(ValueError, match="key_tokens"):
+        viz.plot_attention(tmp_path / "wrong.png", weights, target)  # 3 × 4 weights, 3 tokens both ways
+
+
 def test_mask_patterns_are_the_attention_relations():
     patterns = viz.mask_patterns(length=12, memory=4)
     causal = patterns["causal (GPT, decoder)"]

@@ -1,6 +1,7 @@
 """Train a small tokenizer with 🤗 tokenizers and wrap it as a transformers ``PreTrainedTokenizerFast``.
 
 Four kinds (``TOKENIZER_KINDS``), matching the families:
+
 - ``"wordpiece"``: BERT / Longformer style — [CLS] A [SEP] (B [SEP]) with segment ids, [MASK] for MLM;
 - ``"bpe"``: byte-level BPE for GPT and Transformer-XL (``<|endoftext|>`` as bos/eos/unk);
 - ``"char"``: one token per character (the nanoGPT-style character-level LM), plus ``<pad>``/``<unk>``/``<eos>``;

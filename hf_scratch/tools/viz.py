@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -43,10 +44,12 @@ def _pyplot() -> ModuleType:
     return plt
 
 
-def _save(fig: Figure, path: str | Path) -> Path:
+def _save(fig: Figure, path: str | Path, title: str = "") -> Path:
+    """Write the PNG; ``title``, what the picture shows, goes into its metadata too (PNG ``Title``), so a caption
+    can be checked against it (tests/test_docs_browser.py)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Title": title} if title else None)
     _pyplot().close(fig)
     return path
 
@@ -70,7 +73,7 @@ def plot_positional_encoding(
     ax.set_ylabel("position")
     ax.set_title(f"Sinusoidal positional encoding ({layout}, d_model={dim})")
     fig.colorbar(image, ax=ax)
-    return _save(fig, path)
+    return _save(fig, path, ax.get_title())
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -88,20 +91,35 @@ def attention_weights(model: nn.Module, inputs: dict[str, Any], layer: int = -1)
     return outputs.attentions[layer]
 
 
-def plot_attention(path: str | Path, weights: torch.Tensor, tokens: Sequence[str], title: str = "") -> Path:
-    """Heatmap of a (query, key) weight matrix, labelled with the tokens."""
+def plot_attention(
+    path: str | Path,
+    weights: torch.Tensor,
+    tokens: Sequence[str],
+    title: str = "",
+    key_tokens: Sequence[str] | None = None,
+) -> Path:
+    """Heatmap of a (query, key) weight matrix, labelled with the tokens: ``tokens`` the queries (rows) and, for
+    self-attention, the keys too; ``key_tokens`` the keys (columns) when they differ, as in cross-attention, where the
+    decoder's tokens attend over the encoder's."""
     plt = _pyplot()
     weights = weights.detach().float().cpu()
-    size = max(4.0, 0.35 * len(tokens) + 2)
-    fig, ax = plt.subplots(figsize=(size, size))
+    keys = tokens if key_tokens is None else key_tokens
+    if tuple(weights.shape) != (len(tokens), len(keys)):
+        raise ValueError(
+            f"The weights are {tuple(weights.shape)} (query, key) but there are {len(tokens)} query and {len(keys)} "
+            "key tokens: pass key_tokens for cross-attention, whose keys are the other sequence's tokens."
+        )
+    width, height = max(4.0, 0.35 * len(keys) + 2), max(4.0, 0.35 * len(tokens) + 2)
+    fig, ax = plt.subplots(figsize=(width, height))
     image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0)
-    ax.set_xticks(range(len(tokens)), tokens, rotation=90)
+    ax.set_xticks(range(len(keys)), keys, rotation=90)
     ax.set_yticks(range(len(tokens)), tokens)
     ax.set_xlabel("key")
     ax.set_ylabel("query")
-    ax.set_title(title or "attention weights")
+    title = title or "attention weights"
+    ax.set_title("\n".join(textwrap.wrap(title, int(9 * width), break_on_hyphens=False)))  # ~9 characters an inch
     fig.colorbar(image, ax=ax, fraction=0.046)
-    return _save(fig, path)
+    return _save(fig, path, title)
 
 
 def _demo_bert(sentence: str) -> tuple[PreTrainedModel, dict[str, torch.Tensor], list[str]]:
