@@ -7,7 +7,8 @@ term B (``score_bias``: Transformer-XL's relative-position terms (b) + (d), Dai 
 form of a boolean "may attend" relation (``masks.py``). A query row that may attend nothing returns zeros, never NaN,
 with every kernel.
 
-Kernels, chosen by ``config._attn_implementation``:
+``attend`` is the only place a kernel is chosen, by ``config._attn_implementation`` and the form of the mask (its
+docstring holds the table):
 - ``"eager"``: the equation above written out, and the only one that can return the attention weights;
 - ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with the same boolean mask, or, with a score term,
   the additive float mask B + M;
@@ -15,9 +16,9 @@ Kernels, chosen by ``config._attn_implementation``:
   set transformers' ``_supports_attention_backend``), any kernel registered in transformers' ``AttentionInterface``
   that takes the additive mask M, 4-D — ``"flex_attention"`` (on CPU, under ``torch.compile``) or your own
   (``AttentionInterface.register("name", function)``); see ``registered_attention``;
-- Longformer, whose attention is a band (``banded_attention.py``; Beltagy et al. 2020), runs its blocks through
-  ``attend`` and also runs ``"flex_attention"``: torch's flex_attention (``flex_kernel``) with a block mask built
-  from the window, the dilations and the global tokens.
+- a relation too large to build whole, given by blocks (``BlockSparseMask``: Longformer's band, Beltagy et al. 2020,
+  in ``banded_attention.py``): ``"flex_attention"`` runs torch's flex_attention (``flex_kernel``) over its
+  ``BlockMask``; the other kernels run its blocks, each a small dense problem, by the rows above.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention.flex_attention import flex_attention
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
 from transformers import AttentionInterface
 
 from .masks import AttentionMask, mask_to_bias
@@ -66,6 +67,42 @@ def check_attn_implementation(name: str | None, registry: bool = False) -> str:
             + (", or a kernel registered with transformers.AttentionInterface." if registry else ".")
         )
     return name
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Relations given by blocks
+# --------------------------------------------------------------------------------------------------------------
+
+
+# A dense attention with the kernel settings of one ``attend`` call: (query, key, value, mask) → (output, weights)
+DenseAttention = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, AttentionMask], tuple[torch.Tensor, torch.Tensor | None]
+]
+
+
+class BlockSparseMask:
+    """A "may attend" relation that attention visits block by block and never builds whole (n × n): Longformer's
+    sliding window with its global keys (``banded_attention.BandedMask``). ``attend`` runs it one of two ways: torch's
+    flex_attention over its ``BlockMask`` (``flex_block_mask``), or its blocks of queries against their own keys as
+    a batch of small dense problems, by the dense rows of ``attend`` (``attend_in_blocks``)."""
+
+    def flex_block_mask(self) -> BlockMask:
+        """The relation as flex_attention's tiles over (batch, heads, n, n), built without an n×n tensor."""
+        raise NotImplementedError
+
+    def attend_in_blocks(
+        self,
+        dense: DenseAttention,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        keep_only_kernel_outputs: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``dense`` on the blocks of ``query``, ``key``, ``value`` (batch, heads, n, head_dim); returns the output,
+        (batch, heads, n, head_dim), and the weights in the relation's own layout or None.
+        ``keep_only_kernel_outputs``: keep only the fused kernel's output for the backward pass, and build the
+        blocks again there (they would be the largest tensors kept)."""
+        raise NotImplementedError
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -198,6 +235,20 @@ def flex_kernel(device_type: str) -> FlexAttention:
     return compiled_flex_attention(device_type)
 
 
+def block_sparse_flex(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: BlockSparseMask, dropout: float
+) -> torch.Tensor:
+    """softmax(Q Kᵀ/√d + M) V by torch's flex_attention (``flex_kernel``) with M given by tiles, the ``BlockMask``
+    of ``mask``: the fused kernel visits only the tiles the relation touches. flex_attention has no attention
+    dropout."""
+    if dropout > 0.0:
+        raise ValueError(
+            "flex_attention has no attention dropout: use the model in eval mode, set "
+            "attention_probs_dropout_prob=0.0, or train with attn_implementation='sdpa'."
+        )
+    return flex_kernel(query.device.type)(query, key, value, block_mask=mask.flex_block_mask())
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The dispatcher
 # --------------------------------------------------------------------------------------------------------------
@@ -212,27 +263,63 @@ def attend(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    mask: AttentionMask | None = None,
+    mask: AttentionMask | BlockSparseMask | None = None,
     *,
     score_bias: torch.Tensor | None = None,
     implementation: str = "sdpa",
+    registry: bool = True,
     dropout: float = 0.0,
     scale: float | None = None,
     output_attentions: bool = False,
     module: nn.Module | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """softmax(Q Kᵀ·scale + B + M) V by the chosen kernel; returns (output, weights or None).
+    """softmax(Q Kᵀ·scale + B + M) V by the kernel chosen here, the one place any family chooses one; returns
+    (output, weights or None).
 
     ``query``, ``key``, ``value``: (batch, heads, length, head_dim); ``mask``: the "may attend" relation (None: every
-    key); ``score_bias`` B: an additive pre-softmax score term broadcastable to (batch, heads, query_length,
-    key_length), None for plain attention. Asking for the weights always runs the eager kernel (SDPA cannot return
-    them). Another ``implementation`` than "eager" / "sdpa" is a kernel of transformers' ``AttentionInterface``,
-    called with ``module`` (the attention layer, as transformers passes it); it takes no score term."""
-    query_length, key_length = query.shape[-2], key.shape[-2]
+    key), dense (``AttentionMask``) or by blocks (``BlockSparseMask``); ``score_bias`` B: an additive pre-softmax
+    score term broadcastable to (batch, heads, query_length, key_length), None for plain attention;
+    ``implementation``: the config's ``_attn_implementation``; ``registry``: whether it may name a kernel of
+    transformers' ``AttentionInterface`` (the families whose models set ``_supports_attention_backend``), called
+    with ``module`` (the attention layer, as transformers passes it).
+
+    The kernel, by the first row that applies:
+
+    | mask / what is asked           | implementation                   | kernel                                     |
+    |--------------------------------|----------------------------------|--------------------------------------------|
+    | ``BlockSparseMask``            | ``"flex_attention"``, no weights | ``block_sparse_flex`` (its ``BlockMask``)  |
+    | ``BlockSparseMask``            | any other                        | its blocks, by the rows below              |
+    | the weights asked for          | any                              | ``eager_attention`` (SDPA cannot give them)|
+    | any                            | ``"eager"``                      | ``eager_attention``                        |
+    | any (no score term)            | registered, with ``registry``    | ``registered_attention``                   |
+    | with a score term B            | ``"sdpa"``                       | ``sdpa_with_score_bias``                   |
+    | causal only, keys = queries    | ``"sdpa"``                       | SDPA with its own causal mask              |
+    | any                            | ``"sdpa"``                       | ``sdpa_attention``                         |
+
+    Without ``registry``, ``"flex_attention"`` is torch's flex_attention for block-sparse relations only (Longformer's
+    band); a dense relation then runs SDPA (Longformer's global rows, G × n: flex would have no tile to skip)."""
+    if isinstance(mask, BlockSparseMask):
+        if score_bias is not None:
+            raise ValueError("A block-sparse mask takes no extra score term (score_bias).")
+        if implementation == FLEX_ATTENTION and not output_attentions:
+            return block_sparse_flex(query, key, value, mask, dropout), None
+        dense = functools.partial(
+            attend,
+            implementation=implementation,
+            registry=registry,
+            dropout=dropout,
+            scale=scale,
+            output_attentions=output_attentions,
+            module=module,
+        )
+        fused = implementation == "sdpa" and not output_attentions
+        return mask.attend_in_blocks(
+            dense, query, key, value, keep_only_kernel_outputs=fused and torch.is_grad_enabled()
+        )
     if output_attentions or implementation == "eager":
         output, weights = eager_attention(query, key, value, relation(mask, query, key), dropout, scale, score_bias)
         return output, (weights if output_attentions else None)
-    if implementation not in ATTENTION_IMPLEMENTATIONS:
+    if registry and implementation not in ATTENTION_IMPLEMENTATIONS:
         if score_bias is not None:
             raise ValueError(
                 f"attn_implementation={implementation!r} takes no extra score term (score_bias): use 'eager' or 'sdpa'."
@@ -241,7 +328,7 @@ def attend(
         return registered_attention(module, query, key, value, allowed, implementation, dropout, scale), None
     if score_bias is not None:
         return sdpa_with_score_bias(query, key, value, relation(mask, query, key), score_bias, dropout, scale), None
-    if mask is not None and mask.only_causal and query_length == key_length:
+    if mask is not None and mask.only_causal and query.shape[-2] == key.shape[-2]:
         # Pure causal self-attention: let the kernel use its own (faster) triangular mask.
         return sdpa_attention(query, key, value, None, dropout=dropout, scale=scale, is_causal=True), None
     return sdpa_attention(query, key, value, relation(mask, query, key), dropout=dropout, scale=scale), None
