@@ -30,6 +30,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 from transformers import AttentionInterface
 
@@ -254,6 +255,12 @@ def block_sparse_flex(
 # --------------------------------------------------------------------------------------------------------------
 
 
+def may_be_empty(length: int | torch.SymInt) -> bool:
+    """Whether a query length may be 0 as far as torch.compile knows: a length read from the data (an unbacked
+    symbol: Longformer's number of global tokens G). SDPA's checks cannot be traced then; the eager kernel can."""
+    return not statically_known_true(length >= 1)
+
+
 def relation(mask: AttentionMask | None, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor | None:
     """The boolean "may attend" relation of ``mask`` for these queries and keys, None when ``mask`` is None."""
     return None if mask is None else mask.to_bool(query.shape[-2], key.shape[-2], query.device)
@@ -291,6 +298,7 @@ def attend(
     | ``BlockSparseMask``            | any other                        | its blocks, by the rows below              |
     | the weights asked for          | any                              | ``eager_attention`` (SDPA cannot give them)|
     | any                            | ``"eager"``                      | ``eager_attention``                        |
+    | no query, or maybe none        | any                              | ``eager_attention`` (``may_be_empty``)     |
     | any (no score term)            | registered, with ``registry``    | ``registered_attention``                   |
     | with a score term B            | ``"sdpa"``                       | ``sdpa_with_score_bias``                   |
     | causal only, keys = queries    | ``"sdpa"``                       | SDPA with its own causal mask              |
@@ -316,7 +324,7 @@ def attend(
         return mask.attend_in_blocks(
             dense, query, key, value, keep_only_kernel_outputs=fused and torch.is_grad_enabled()
         )
-    if output_attentions or implementation == "eager":
+    if output_attentions or implementation == "eager" or may_be_empty(query.shape[-2]):
         output, weights = eager_attention(query, key, value, relation(mask, query, key), dropout, scale, score_bias)
         return output, (weights if output_attentions else None)
     if registry and implementation not in ATTENTION_IMPLEMENTATIONS:
