@@ -7,8 +7,7 @@ term B (``score_bias``: Transformer-XL's relative-position terms (b) + (d), Dai 
 form of a boolean "may attend" relation (``masks.py``). A query row that may attend nothing returns zeros, never NaN,
 with every kernel.
 
-``attend`` is the only place a kernel is chosen, by ``config._attn_implementation`` and the form of the mask (its
-docstring holds the table):
+The kernels, chosen by ``config._attn_implementation``:
 - ``"eager"``: the equation above written out, and the only one that can return the attention weights;
 - ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with the same boolean mask, or, with a score term,
   the additive float mask B + M;
@@ -16,9 +15,26 @@ docstring holds the table):
   set transformers' ``_supports_attention_backend``), any kernel registered in transformers' ``AttentionInterface``
   that takes the additive mask M, 4-D — ``"flex_attention"`` (on CPU, under ``torch.compile``) or your own
   (``AttentionInterface.register("name", function)``); see ``registered_attention``;
-- a relation too large to build whole, given by blocks (``BlockSparseMask``: Longformer's band, Beltagy et al. 2020,
-  in ``banded_attention.py``): ``"flex_attention"`` runs torch's flex_attention (``flex_kernel``) over its
-  ``BlockMask``; the other kernels run its blocks, each a small dense problem, by the rows above.
+- for a relation too large to build whole, given by blocks (``BlockSparseMask``: Longformer's band, Beltagy et al.
+  2020, in ``banded_attention.py``), ``"flex_attention"`` is torch's flex_attention over its ``BlockMask``
+  (``block_sparse_flex``); the other kernels run its blocks, each a small dense problem.
+
+``attend`` is the only place a kernel is chosen, by the first row that applies:
+
+| the mask, what is asked         | implementation                     | kernel                                    |
+|---------------------------------|------------------------------------|-------------------------------------------|
+| ``BlockSparseMask``, no weights | ``"flex_attention"``               | ``block_sparse_flex``, its ``BlockMask``  |
+| ``BlockSparseMask``             | any                                | its blocks, each by the rows below        |
+| the weights asked for           | any                                | ``eager_attention`` (SDPA gives none)     |
+| any                             | ``"eager"``                        | ``eager_attention``                       |
+| a query length that may be 0    | any                                | ``eager_attention`` (``may_be_empty``)    |
+| no score term                   | registered, with ``registry``      | ``registered_attention``                  |
+| a score term B                  | ``"sdpa"``                         | ``sdpa_with_score_bias``                  |
+| causal only, keys = queries     | ``"sdpa"``                         | SDPA with its own causal mask             |
+| any                             | ``"sdpa"``, ``"flex_attention"`` ¹ | ``sdpa_attention``                        |
+
+¹ without ``registry`` (Longformer), ``"flex_attention"`` is torch's flex_attention over block-sparse relations;
+a dense relation (Longformer's global rows, G × n: no tile to skip) runs SDPA.
 """
 
 from __future__ import annotations
@@ -26,6 +42,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -237,7 +254,12 @@ def flex_kernel(device_type: str) -> FlexAttention:
 
 
 def block_sparse_flex(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: BlockSparseMask, dropout: float
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: BlockSparseMask,
+    dropout: float,
+    scale: float | None = None,
 ) -> torch.Tensor:
     """softmax(Q Kᵀ/√d + M) V by torch's flex_attention (``flex_kernel``) with M given by tiles, the ``BlockMask``
     of ``mask``: the fused kernel visits only the tiles the relation touches. flex_attention has no attention
@@ -247,7 +269,7 @@ def block_sparse_flex(
             "flex_attention has no attention dropout: use the model in eval mode, set "
             "attention_probs_dropout_prob=0.0, or train with attn_implementation='sdpa'."
         )
-    return flex_kernel(query.device.type)(query, key, value, block_mask=mask.flex_block_mask())
+    return flex_kernel(query.device.type)(query, key, value, block_mask=mask.flex_block_mask(), scale=scale)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -266,6 +288,25 @@ def relation(mask: AttentionMask | None, query: torch.Tensor, key: torch.Tensor)
     return None if mask is None else mask.to_bool(query.shape[-2], key.shape[-2], query.device)
 
 
+def attend_block_sparse(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: BlockSparseMask,
+    score_bias: torch.Tensor | None,
+    **settings: Any,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``attend``'s rows for a ``BlockSparseMask``: torch's flex_attention over its ``BlockMask``, or its blocks by
+    ``attend``'s dense rows with the same ``settings`` — keeping only SDPA's output for the backward pass."""
+    if score_bias is not None:
+        raise ValueError("A block-sparse mask takes no extra score term (score_bias).")
+    implementation, output_attentions = settings["implementation"], settings["output_attentions"]
+    if implementation == FLEX_ATTENTION and not output_attentions:
+        return block_sparse_flex(query, key, value, mask, settings["dropout"], settings["scale"]), None
+    fused = implementation == "sdpa" and not output_attentions and torch.is_grad_enabled()
+    return mask.attend_in_blocks(functools.partial(attend, **settings), query, key, value, fused)
+
+
 def attend(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -280,50 +321,15 @@ def attend(
     output_attentions: bool = False,
     module: nn.Module | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """softmax(Q Kᵀ·scale + B + M) V by the kernel chosen here, the one place any family chooses one; returns
-    (output, weights or None).
-
-    ``query``, ``key``, ``value``: (batch, heads, length, head_dim); ``mask``: the "may attend" relation (None: every
-    key), dense (``AttentionMask``) or by blocks (``BlockSparseMask``); ``score_bias`` B: an additive pre-softmax
-    score term broadcastable to (batch, heads, query_length, key_length), None for plain attention;
-    ``implementation``: the config's ``_attn_implementation``; ``registry``: whether it may name a kernel of
-    transformers' ``AttentionInterface`` (the families whose models set ``_supports_attention_backend``), called
-    with ``module`` (the attention layer, as transformers passes it).
-
-    The kernel, by the first row that applies:
-
-    | mask / what is asked           | implementation                   | kernel                                     |
-    |--------------------------------|----------------------------------|--------------------------------------------|
-    | ``BlockSparseMask``            | ``"flex_attention"``, no weights | ``block_sparse_flex`` (its ``BlockMask``)  |
-    | ``BlockSparseMask``            | any other                        | its blocks, by the rows below              |
-    | the weights asked for          | any                              | ``eager_attention`` (SDPA cannot give them)|
-    | any                            | ``"eager"``                      | ``eager_attention``                        |
-    | no query, or maybe none        | any                              | ``eager_attention`` (``may_be_empty``)     |
-    | any (no score term)            | registered, with ``registry``    | ``registered_attention``                   |
-    | with a score term B            | ``"sdpa"``                       | ``sdpa_with_score_bias``                   |
-    | causal only, keys = queries    | ``"sdpa"``                       | SDPA with its own causal mask              |
-    | any                            | ``"sdpa"``                       | ``sdpa_attention``                         |
-
-    Without ``registry``, ``"flex_attention"`` is torch's flex_attention for block-sparse relations only (Longformer's
-    band); a dense relation then runs SDPA (Longformer's global rows, G × n: flex would have no tile to skip)."""
+    """softmax(Q Kᵀ·scale + B + M) V by the kernel the module's table chooses; returns (output, weights or None).
+    Q, K, V: (batch, heads, length, head_dim); ``mask``: the "may attend" relation, dense (``AttentionMask``), by
+    blocks (``BlockSparseMask``) or None (every key); B (``score_bias``): broadcastable to (batch, heads,
+    query_length, key_length); ``implementation``: the config's ``_attn_implementation``; ``registry``: it may name a
+    kernel of transformers' ``AttentionInterface`` (models with ``_supports_attention_backend``), called with
+    ``module``, the attention layer, as transformers passes it."""
     if isinstance(mask, BlockSparseMask):
-        if score_bias is not None:
-            raise ValueError("A block-sparse mask takes no extra score term (score_bias).")
-        if implementation == FLEX_ATTENTION and not output_attentions:
-            return block_sparse_flex(query, key, value, mask, dropout), None
-        dense = functools.partial(
-            attend,
-            implementation=implementation,
-            registry=registry,
-            dropout=dropout,
-            scale=scale,
-            output_attentions=output_attentions,
-            module=module,
-        )
-        fused = implementation == "sdpa" and not output_attentions
-        return mask.attend_in_blocks(
-            dense, query, key, value, keep_only_kernel_outputs=fused and torch.is_grad_enabled()
-        )
+        settings = dict(implementation=implementation, registry=registry, dropout=dropout, scale=scale, module=module)
+        return attend_block_sparse(query, key, value, mask, score_bias, output_attentions=output_attentions, **settings)
     if output_attentions or implementation == "eager" or may_be_empty(query.shape[-2]):
         output, weights = eager_attention(query, key, value, relation(mask, query, key), dropout, scale, score_bias)
         return output, (weights if output_attentions else None)

@@ -166,7 +166,7 @@ class RecordingKernel:
     def __init__(self):
         self.block_masks = []
 
-    def __call__(self, query, key, value, block_mask=None):
+    def __call__(self, query, key, value, block_mask=None, scale=None):
         self.block_masks.append(block_mask)
         return torch.zeros_like(query)
 
