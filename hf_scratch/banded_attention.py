@@ -5,17 +5,18 @@ computing it without the full matrix).
 For one head group of dilation d: the sequence is split into its d residue classes (i mod d), each a plain
 sliding-window problem of length n/d; that is cut into blocks of w/2 queries, each attending the 3·w/2 keys of its
 own and the two neighbouring blocks (a fixed band mask keeps |i - j| ≤ w/2) plus the global keys. Dilation thus
-costs what no dilation costs. Both kernels — ``"eager"`` (softmax written out; returns the weights) and ``"sdpa"``
-(``scaled_dot_product_attention`` on the blocks) — run through the one dispatcher, ``kernels.attend``.
-``GlobalTokens`` says where the global tokens are and keeps the block masks the layers share; the dense relation, for
-tests and pictures, is ``viz.longformer_mask``.
+costs what no dilation costs. ``BandedMask`` is this relation as the mask the one dispatcher, ``kernels.attend``,
+takes (a ``kernels.BlockSparseMask``); the dispatcher chooses the kernel: ``"eager"`` (softmax written out; returns
+the weights) or ``"sdpa"`` (``scaled_dot_product_attention``) on the blocks. ``GlobalTokens`` says where the global
+tokens are and keeps the block masks the layers share; the dense relation, for tests and pictures, is
+``viz.longformer_mask``.
 
-A third kernel, ``"flex_attention"``, computes the same local rows with torch's ``flex_attention`` on the unsplit
-sequence: a ``mask_mod`` states the relation (``longformer_mask_mod``), and a ``BlockMask`` of 128 × 128 tiles built
-from the window, each head's dilation, the global keys and the padding (``flex_block_mask``) — from per-tile
-summaries, never from an n×n mask — lets the fused kernel visit only the tiles the band and the global columns touch,
-and skip the mask on the tiles they cover entirely. A head of dilation d visits the tiles within its reach w/2·d, d
-times as many as an undilated head (the residue classes above avoid that cost; flex does not split them).
+For ``"flex_attention"`` the dispatcher runs torch's ``flex_attention`` on the unsplit sequence: a ``mask_mod``
+states the relation (``longformer_mask_mod``), and a ``BlockMask`` of 128 × 128 tiles built from the window, each
+head's dilation, the global keys and the padding (``flex_block_mask``) — from per-tile summaries, never from an n×n
+mask — lets the fused kernel visit only the tiles the band and the global columns touch, and skip the mask on the
+tiles they cover entirely. A head of dilation d visits the tiles within its reach w/2·d, d times as many as an
+undilated head (the residue classes above avoid that cost; flex does not split them).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import torch.nn.functional as F
 from torch.nn.attention.flex_attention import BlockMask
 from torch.utils.checkpoint import CheckpointPolicy, SelectiveCheckpointContext
 
-from .kernels import attend, flex_kernel
+from .kernels import BlockSparseMask, DenseAttention
+from .layers import selective_checkpoint
 from .masks import AttentionMask
 
 
@@ -125,30 +127,6 @@ def from_blocks(x: torch.Tensor, batch: int) -> torch.Tensor:
     blocks = blocks_total // batch
     return (
         x.reshape(batch, blocks, heads, block, channels).transpose(2, 3).reshape(batch, blocks * block, heads, channels)
-    )
-
-
-def block_attention(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    allowed: torch.Tensor,
-    implementation: str,
-    dropout: float,
-    output_attentions: bool,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """softmax(Q Kᵀ/√d + M) V in every block at once, by the one dispatcher (``kernels.attend``, which chooses the
-    kernel): ``queries`` (blocks, heads, w/2, d) against ``keys`` / ``values`` (blocks, heads, G + 3·w/2, d) from
-    ``key_windows``, M from ``block_mask``. Returns (output, weights or None)."""
-    blocks = AttentionMask(relation=allowed)
-    return attend(
-        queries,
-        keys,
-        values,
-        blocks,
-        implementation=implementation,
-        dropout=dropout,
-        output_attentions=output_attentions,
     )
 
 
@@ -359,26 +337,6 @@ class BandedPattern:
             dim=1,
         )
 
-    def attend_flex(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        key_is_real: torch.Tensor,
-        globals_: GlobalTokens,
-        dropout: float,
-    ) -> torch.Tensor:
-        """``attend``'s output through torch's flex_attention: ``query``, ``key``, ``value`` (batch, n, heads, d) as
-        they are, the relation in the block mask (``GlobalTokens.flex_block_mask``); returns (batch, n, heads, d)."""
-        if dropout > 0.0:
-            raise ValueError(
-                "flex_attention has no attention dropout: use the model in eval mode, set "
-                "attention_probs_dropout_prob=0.0, or train with attn_implementation='sdpa'."
-            )
-        block_mask = globals_.flex_block_mask(key_is_real, self.one_sided_window, self.dilations)
-        query, key, value = (x.transpose(1, 2) for x in (query, key, value))  # (batch, heads, n, d), as flex takes them
-        return flex_kernel(query.device.type)(query, key, value, block_mask=block_mask).transpose(1, 2)
-
     def attend(
         self,
         query: torch.Tensor,
@@ -387,17 +345,17 @@ class BandedPattern:
         key_is_real: torch.Tensor,
         allowed: torch.Tensor,
         globals_: GlobalTokens,
-        implementation: str,
-        dropout: float,
-        output_attentions: bool,
+        dense: DenseAttention,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Sliding-window (+ global keys) attention for every head in one kernel call: ``query``, ``key``, ``value``
-        (batch, n, heads, d), ``allowed`` from ``block_masks``; returns (output (batch, n, heads, d), weights
-        (batch, heads, n, G + w + 1) or None).
+        """Sliding-window (+ global keys) attention for every head in one ``dense`` call (the dispatcher's kernel):
+        ``query``, ``key``, ``value`` (batch, n, heads, d), ``allowed`` from ``block_masks``; returns (output
+        (batch, n, heads, d), weights (batch, heads, n, G + w + 1) or None).
 
         Each dilation group's heads are split into residue classes and cut into blocks; with the length padded to
         a multiple of w/2 · lcm(dilations) every group has the same number of blocks, so the groups stack along
-        the head dimension, each with its own block mask."""
+        the head dimension, each with its own block mask. The blocks are softmax(Q Kᵀ/√d + M) V with queries
+        (blocks, heads, w/2, d) against keys and values (blocks, heads, G + 3·w/2, d) from ``key_windows``, M from
+        ``block_mask``."""
         batch, length = key_is_real.shape
         # heads sorted by dilation (a no-op when they already are), then each group is a view of consecutive heads
         head_order = sorted(range(self.num_heads), key=lambda h: self.dilations[h])
@@ -412,7 +370,7 @@ class BandedPattern:
         queries, keys, values = self._blocks(
             by_dilation(query), by_dilation(key), by_dilation(value), global_keys, global_values, groups
         )
-        output, weights = block_attention(queries, keys, values, allowed, implementation, dropout, output_attentions)
+        output, weights = dense(queries, keys, values, AttentionMask(relation=allowed))
         num_global = keys.shape[2] - 3 * self.one_sided_window
         output, weights = self._unblock(output, weights, groups, num_global, batch, length)
         if not sorted_already:
@@ -474,3 +432,47 @@ class BandedPattern:
                 all_weights.append(weight.transpose(1, 2))
         output = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
         return output, (None if not all_weights else torch.cat(all_weights, dim=1))
+
+
+@dataclass(eq=False)
+class BandedMask(BlockSparseMask):
+    """One layer's local rows as the mask ``kernels.attend`` takes (Beltagy et al. 2020 §3.1): query i may attend
+    the keys of its (dilated) sliding window — ``pattern`` — and the global keys, among the real tokens of this
+    batch (``key_is_real``, ``globals_``). Never built n × n: the dispatcher asks it for flex_attention's tiles
+    (``flex_block_mask``) or runs its blocks (``attend_in_blocks``)."""
+
+    pattern: BandedPattern
+    key_is_real: torch.Tensor
+    globals_: GlobalTokens
+
+    def flex_block_mask(self) -> BlockMask:
+        """``flex_block_mask`` of this pattern, built once per forward pass (``GlobalTokens``)."""
+        return self.globals_.flex_block_mask(self.key_is_real, self.pattern.one_sided_window, self.pattern.dilations)
+
+    def attend_in_blocks(
+        self,
+        dense: DenseAttention,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        keep_only_kernel_outputs: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``BandedPattern.attend`` on ``query``, ``key``, ``value`` (batch, heads, n, d); returns the output
+        (batch, heads, n, d) and the weights (batch, heads, n, G + w + 1) or None.
+
+        With ``keep_only_kernel_outputs`` it runs under a selective checkpoint that keeps only Q, K, V (views of one
+        projection) and the attention kernel's output for the backward pass, and rebuilds the 3× key windows
+        there: the windows would be the largest tensors kept, and rebuilding them is cheap; the attention itself is
+        not run again. Under torch.compile the partitioner would keep the windows without it (measured, Inductor's
+        min-cut), and torch logs "context_fn is passed ... make sure the checkpointed region does not contain
+        in-place ops" for any selective checkpoint it compiles: ``BandedPattern.attend`` runs none
+        (tests/test_compile.py checks it), so the warning is harmless here. The block masks are built first, outside
+        the checkpointed region, which then changes nothing outside itself (torch.compile requires that)."""
+        allowed = self.pattern.block_masks(self.key_is_real, self.globals_)
+        query, key, value = (x.transpose(1, 2) for x in (query, key, value))  # (batch, n, heads, d), the blocks'
+        arguments = (query, key, value, self.key_is_real, allowed, self.globals_, dense)
+        if keep_only_kernel_outputs:
+            output, weights = selective_checkpoint(self.pattern.attend, *arguments, policy=keep_attention_kernels)
+        else:
+            output, weights = self.pattern.attend(*arguments)
+        return output.transpose(1, 2), weights

@@ -8,17 +8,22 @@ Each head is a mixin that a family combines with its pre-trained model class and
         base_model_class = ScratchBertModel
 
 The base model sits under ``model`` (weights ``model.*``) and is called through the module with the inputs the
-head's public forward has normalised (``EncoderHead.encode``: ``modeling_common.already_normalised``). The public
-``forward``s here take BERT's inputs; a family whose base model takes more (Longformer's ``global_attention_mask``)
-writes its own ``forward`` with them and calls the same computation (``predict_masked``, ``classify_sequence``,
-``classify_tokens``, ``find_span``, ``choose``). The head's output is ``output_class``, which carries every field of
-the base model's output it declares (``hidden_states``, ``attentions``, Longformer's ``global_attentions``).
+head's public forward has normalised (``EncoderHead.encode``: ``modeling_common.already_normalised``). Each head's
+``forward`` is written once, here, for every family: it names the head's own arguments (labels, the output flags)
+and takes the base model's inputs as ``**inputs`` — BERT's, or Longformer's with ``global_attention_mask``. The
+signature it shows (``inspect.signature``: what positional arguments bind to, which dataset columns the Trainer
+keeps) lists the base model's inputs in the base model's order, then the head's own (``public_forward``). The head's
+output is ``output_class``, which carries every field of the base model's output it declares (``hidden_states``,
+``attentions``, Longformer's ``global_attentions``).
 
 Imports no family file.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import torch
@@ -41,10 +46,35 @@ from .losses import sequence_classification_loss, span_loss, token_cross_entropy
 from .modeling_common import already_normalised, normalise_inputs
 
 
+def public_forward(head_forward: Callable[..., Any], base_model_class: type[nn.Module]) -> Callable[..., Any]:
+    """``head_forward`` (self, the head's own arguments…, ``**inputs``) as a family's public forward, normalised
+    (``normalise_inputs``), whose signature lists after ``self`` the base model's inputs that the head does not name
+    itself, in the base model's order, then the head's own arguments: BERT's masked LM shows (input_ids,
+    attention_mask, token_type_ids, position_ids, inputs_embeds, labels, output_attentions, output_hidden_states,
+    num_items_in_batch), Longformer's the same with ``global_attention_mask`` third, as transformers' models do."""
+    own = inspect.signature(head_forward)
+    base = inspect.signature(base_model_class.forward).parameters.values()
+    inputs = [p for p in base if p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in own.parameters]
+    self_parameter, *arguments = (p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD)
+
+    @functools.wraps(head_forward)
+    def forward(self: Any, **given: Any) -> Any:
+        return head_forward(self, **given)
+
+    forward.__signature__ = own.replace(parameters=[self_parameter, *inputs, *arguments])  # type: ignore[attr-defined]  # read by inspect.signature
+    return normalise_inputs(forward)
+
+
+def takes_base_model_inputs(forward: Callable[..., Any]) -> bool:
+    """Whether ``forward`` takes its base model's inputs as ``**inputs`` (a head's forward written here)."""
+    return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(forward).parameters.values())
+
+
 class EncoderHead:
     """What every head of a BERT-style encoder does around its base model: build it (``base_model_class``, with or
     without the pooler), call it once per public call with normalised inputs, and hand its hidden states and
-    attentions on in the head's ``output_class``."""
+    attentions on in the head's ``output_class``. A family's head class, which names its ``base_model_class``, gets
+    its public ``forward`` from the head's (``public_forward``) unless it writes its own."""
 
     base_model_class: ClassVar[type[nn.Module]]
     output_class: ClassVar[type[ModelOutput]]
@@ -57,6 +87,14 @@ class EncoderHead:
 
         def post_init(self) -> None: ...
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "base_model_class" not in vars(cls):  # a head (mixin) itself, or a subclass of a family's head class
+            return
+        head_forward = inspect.unwrap(cls.forward)  # type: ignore[attr-defined]  # (nn.Module, a later base, has it)
+        if takes_base_model_inputs(head_forward):
+            cls.forward = public_forward(head_forward, cls.base_model_class)  # type: ignore[attr-defined]  # (as above)
+
     def build_base_model(self, config: PreTrainedConfig, add_pooling_layer: bool) -> None:
         self.model = self.base_model_class(config, add_pooling_layer=add_pooling_layer)
 
@@ -68,7 +106,7 @@ class EncoderHead:
 
     def head_output(self, outputs: ModelOutput, **head_fields: Any) -> ModelOutput:
         """``output_class(**head_fields, …)`` with the fields of the base model's ``outputs`` that it declares.
-        Each head's methods cast it to the output class their forward declares (``output_class`` or a subclass)."""
+        Each head's forward casts it to the output class it declares (``output_class`` or a subclass)."""
         # (dataclasses.fields() breaks torch.compile's graph)
         declared = self.output_class.__dataclass_fields__  # type: ignore[attr-defined]  # transformers' outputs are dataclasses
         carried = {name: getattr(outputs, name) for name in declared if hasattr(outputs, name)}
@@ -91,35 +129,15 @@ class EncoderForMaskedLM(MaskedLMOutputEmbeddings, EncoderHead):
         self.mlm_head = MaskedLMHead(config.hidden_size, config.vocab_size, activation, config.layer_norm_eps)
         self.post_init()
 
-    @normalise_inputs
     def forward(
         self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | None = None,
+        **inputs: Any,
     ) -> MaskedLMOutput:
-        return self.predict_masked(
-            labels,
-            num_items_in_batch,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-
-    def predict_masked(
-        self, labels: torch.Tensor | None, num_items_in_batch: int | None, **inputs: Any
-    ) -> MaskedLMOutput:
-        outputs = self.encode(**inputs)
+        outputs = self.encode(output_attentions=output_attentions, output_hidden_states=output_hidden_states, **inputs)
         logits = self.mlm_head(outputs.last_hidden_state)
         loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
         return cast(MaskedLMOutput, self.head_output(outputs, loss=loss, logits=logits))
@@ -133,43 +151,24 @@ class EncoderForSequenceClassification(EncoderHead):
 
     output_class: ClassVar[type[ModelOutput]] = SequenceClassifierOutput  # BERT's NSP: NextSentencePredictorOutput
 
-    @normalise_inputs
     def forward(
         self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        **inputs: Any,
     ) -> SequenceClassifierOutput | NextSentencePredictorOutput:
-        return self.classify_sequence(
-            labels,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
+        outputs = self.encode(output_attentions=output_attentions, output_hidden_states=output_hidden_states, **inputs)
+        logits = self.sequence_logits(outputs)
+        loss = self.sequence_loss(logits, labels) if labels is not None else None
+        output = self.head_output(outputs, loss=loss, logits=logits)
+        return cast("SequenceClassifierOutput | NextSentencePredictorOutput", output)
 
     def sequence_logits(self, outputs: BaseModelOutputWithPooling) -> torch.Tensor:
         raise NotImplementedError
 
     def sequence_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return sequence_classification_loss(logits, labels, self.config)
-
-    def classify_sequence(
-        self, labels: torch.Tensor | None, **inputs: Any
-    ) -> SequenceClassifierOutput | NextSentencePredictorOutput:
-        outputs = self.encode(**inputs)
-        logits = self.sequence_logits(outputs)
-        loss = self.sequence_loss(logits, labels) if labels is not None else None
-        output = self.head_output(outputs, loss=loss, logits=logits)
-        return cast("SequenceClassifierOutput | NextSentencePredictorOutput", output)
 
 
 class EncoderForTokenClassification(EncoderHead):
@@ -185,35 +184,15 @@ class EncoderForTokenClassification(EncoderHead):
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         self.post_init()
 
-    @normalise_inputs
     def forward(
         self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | None = None,
+        **inputs: Any,
     ) -> TokenClassifierOutput:
-        return self.classify_tokens(
-            labels,
-            num_items_in_batch,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-
-    def classify_tokens(
-        self, labels: torch.Tensor | None, num_items_in_batch: int | None, **inputs: Any
-    ) -> TokenClassifierOutput:
-        outputs = self.encode(**inputs)
+        outputs = self.encode(output_attentions=output_attentions, output_hidden_states=output_hidden_states, **inputs)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
         return cast(TokenClassifierOutput, self.head_output(outputs, loss=loss, logits=logits))
@@ -231,35 +210,15 @@ class EncoderForQuestionAnswering(EncoderHead):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
-    @normalise_inputs
     def forward(
         self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
         start_positions: torch.Tensor | None = None,
         end_positions: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        **inputs: Any,
     ) -> QuestionAnsweringModelOutput:
-        return self.find_span(
-            start_positions,
-            end_positions,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-
-    def find_span(
-        self, start_positions: torch.Tensor | None, end_positions: torch.Tensor | None, **inputs: Any
-    ) -> QuestionAnsweringModelOutput:
-        outputs = self.encode(**inputs)
+        outputs = self.encode(output_attentions=output_attentions, output_hidden_states=output_hidden_states, **inputs)
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
         if start_positions is not None and end_positions is not None:
@@ -283,34 +242,17 @@ class EncoderForMultipleChoice(EncoderHead):
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
-    @normalise_inputs
     def forward(
         self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        **inputs: Any,
     ) -> MultipleChoiceModelOutput:
-        return self.choose(
-            labels,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-
-    def choose(self, labels: torch.Tensor | None, **inputs: Any) -> MultipleChoiceModelOutput:
         """``inputs``: the tensors shaped (batch, choices, …), flattened here to (batch·choices, …)."""
-        _, num_choices, _ = choice_dimensions(inputs["input_ids"], inputs["inputs_embeds"])
+        _, num_choices, _ = choice_dimensions(inputs.get("input_ids"), inputs.get("inputs_embeds"))
         flat = {name: flatten_choices(value) if torch.is_tensor(value) else value for name, value in inputs.items()}
-        outputs = self.encode(**flat)
+        outputs = self.encode(output_attentions=output_attentions, output_hidden_states=output_hidden_states, **flat)
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
         loss = token_cross_entropy(logits, labels) if labels is not None else None
         return cast(MultipleChoiceModelOutput, self.head_output(outputs, loss=loss, logits=logits))

@@ -7,7 +7,7 @@ term B (``score_bias``: Transformer-XL's relative-position terms (b) + (d), Dai 
 form of a boolean "may attend" relation (``masks.py``). A query row that may attend nothing returns zeros, never NaN,
 with every kernel.
 
-Kernels, chosen by ``config._attn_implementation``:
+The kernels, chosen by ``config._attn_implementation``:
 
 - ``"eager"``: the equation above written out, and the only one that can return the attention weights;
 - ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with the same boolean mask, or, with a score term,
@@ -16,9 +16,26 @@ Kernels, chosen by ``config._attn_implementation``:
   set transformers' ``_supports_attention_backend``), any kernel registered in transformers' ``AttentionInterface``
   that takes the additive mask M, 4-D — ``"flex_attention"`` (on CPU, under ``torch.compile``) or your own
   (``AttentionInterface.register("name", function)``); see ``registered_attention``;
-- Longformer, whose attention is a band (``banded_attention.py``; Beltagy et al. 2020), runs its blocks through
-  ``attend`` and also runs ``"flex_attention"``: torch's flex_attention (``flex_kernel``) with a block mask built
-  from the window, the dilations and the global tokens.
+- for a relation too large to build whole, given by blocks (``BlockSparseMask``: Longformer's band, Beltagy et al.
+  2020, in ``banded_attention.py``), ``"flex_attention"`` is torch's flex_attention over its ``BlockMask``
+  (``block_sparse_flex``); the other kernels run its blocks, each a small dense problem.
+
+``attend`` is the only place a kernel is chosen, by the first row that applies:
+
+| the mask, what is asked         | implementation                     | kernel                                    |
+|---------------------------------|------------------------------------|-------------------------------------------|
+| ``BlockSparseMask``, no weights | ``"flex_attention"``               | ``block_sparse_flex``, its ``BlockMask``  |
+| ``BlockSparseMask``             | any                                | its blocks, each by the rows below        |
+| the weights asked for           | any                                | ``eager_attention`` (SDPA gives none)     |
+| any                             | ``"eager"``                        | ``eager_attention``                       |
+| a query length that may be 0    | any                                | ``eager_attention`` (``may_be_empty``)    |
+| no score term                   | registered, with ``registry``      | ``registered_attention``                  |
+| a score term B                  | ``"sdpa"``                         | ``sdpa_with_score_bias``                  |
+| causal only, keys = queries     | ``"sdpa"``                         | SDPA with its own causal mask             |
+| any                             | ``"sdpa"``, ``"flex_attention"`` ¹ | ``sdpa_attention``                        |
+
+¹ without ``registry`` (Longformer), ``"flex_attention"`` is torch's flex_attention over block-sparse relations;
+a dense relation (Longformer's global rows, G × n: no tile to skip) runs SDPA.
 """
 
 from __future__ import annotations
@@ -26,11 +43,13 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention.flex_attention import flex_attention
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
 from transformers import AttentionInterface
 
 from .masks import AttentionMask, mask_to_bias
@@ -67,6 +86,42 @@ def check_attn_implementation(name: str | None, registry: bool = False) -> str:
             + (", or a kernel registered with transformers.AttentionInterface." if registry else ".")
         )
     return name
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Relations given by blocks
+# --------------------------------------------------------------------------------------------------------------
+
+
+# A dense attention with the kernel settings of one ``attend`` call: (query, key, value, mask) → (output, weights)
+DenseAttention = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, AttentionMask], tuple[torch.Tensor, torch.Tensor | None]
+]
+
+
+class BlockSparseMask:
+    """A "may attend" relation that attention visits block by block and never builds whole (n × n): Longformer's
+    sliding window with its global keys (``banded_attention.BandedMask``). ``attend`` runs it one of two ways: torch's
+    flex_attention over its ``BlockMask`` (``flex_block_mask``), or its blocks of queries against their own keys as
+    a batch of small dense problems, by the dense rows of ``attend`` (``attend_in_blocks``)."""
+
+    def flex_block_mask(self) -> BlockMask:
+        """The relation as flex_attention's tiles over (batch, heads, n, n), built without an n×n tensor."""
+        raise NotImplementedError
+
+    def attend_in_blocks(
+        self,
+        dense: DenseAttention,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        keep_only_kernel_outputs: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``dense`` on the blocks of ``query``, ``key``, ``value`` (batch, heads, n, head_dim); returns the output,
+        (batch, heads, n, head_dim), and the weights in the relation's own layout or None.
+        ``keep_only_kernel_outputs``: keep only the fused kernel's output for the backward pass, and build the
+        blocks again there (they would be the largest tensors kept)."""
+        raise NotImplementedError
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -199,9 +254,34 @@ def flex_kernel(device_type: str) -> FlexAttention:
     return compiled_flex_attention(device_type)
 
 
+def block_sparse_flex(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: BlockSparseMask,
+    dropout: float,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """softmax(Q Kᵀ/√d + M) V by torch's flex_attention (``flex_kernel``) with M given by tiles, the ``BlockMask``
+    of ``mask``: the fused kernel visits only the tiles the relation touches. flex_attention has no attention
+    dropout."""
+    if dropout > 0.0:
+        raise ValueError(
+            "flex_attention has no attention dropout: use the model in eval mode, set "
+            "attention_probs_dropout_prob=0.0, or train with attn_implementation='sdpa'."
+        )
+    return flex_kernel(query.device.type)(query, key, value, block_mask=mask.flex_block_mask(), scale=scale)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The dispatcher
 # --------------------------------------------------------------------------------------------------------------
+
+
+def may_be_empty(length: int | torch.SymInt) -> bool:
+    """Whether a query length may be 0 as far as torch.compile knows: a length read from the data (an unbacked
+    symbol: Longformer's number of global tokens G). SDPA's checks cannot be traced then; the eager kernel can."""
+    return not statically_known_true(length >= 1)
 
 
 def relation(mask: AttentionMask | None, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor | None:
@@ -209,31 +289,52 @@ def relation(mask: AttentionMask | None, query: torch.Tensor, key: torch.Tensor)
     return None if mask is None else mask.to_bool(query.shape[-2], key.shape[-2], query.device)
 
 
+def attend_block_sparse(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: BlockSparseMask,
+    score_bias: torch.Tensor | None,
+    **settings: Any,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``attend``'s rows for a ``BlockSparseMask``: torch's flex_attention over its ``BlockMask``, or its blocks by
+    ``attend``'s dense rows with the same ``settings`` — keeping only SDPA's output for the backward pass."""
+    if score_bias is not None:
+        raise ValueError("A block-sparse mask takes no extra score term (score_bias).")
+    implementation, output_attentions = settings["implementation"], settings["output_attentions"]
+    if implementation == FLEX_ATTENTION and not output_attentions:
+        return block_sparse_flex(query, key, value, mask, settings["dropout"], settings["scale"]), None
+    fused = implementation == "sdpa" and not output_attentions and torch.is_grad_enabled()
+    return mask.attend_in_blocks(functools.partial(attend, **settings), query, key, value, fused)
+
+
 def attend(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    mask: AttentionMask | None = None,
+    mask: AttentionMask | BlockSparseMask | None = None,
     *,
     score_bias: torch.Tensor | None = None,
     implementation: str = "sdpa",
+    registry: bool = True,
     dropout: float = 0.0,
     scale: float | None = None,
     output_attentions: bool = False,
     module: nn.Module | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """softmax(Q Kᵀ·scale + B + M) V by the chosen kernel; returns (output, weights or None).
-
-    ``query``, ``key``, ``value``: (batch, heads, length, head_dim); ``mask``: the "may attend" relation (None: every
-    key); ``score_bias`` B: an additive pre-softmax score term broadcastable to (batch, heads, query_length,
-    key_length), None for plain attention. Asking for the weights always runs the eager kernel (SDPA cannot return
-    them). Another ``implementation`` than "eager" / "sdpa" is a kernel of transformers' ``AttentionInterface``,
-    called with ``module`` (the attention layer, as transformers passes it); it takes no score term."""
-    query_length, key_length = query.shape[-2], key.shape[-2]
-    if output_attentions or implementation == "eager":
+    """softmax(Q Kᵀ·scale + B + M) V by the kernel the module's table chooses; returns (output, weights or None).
+    Q, K, V: (batch, heads, length, head_dim); ``mask``: the "may attend" relation, dense (``AttentionMask``), by
+    blocks (``BlockSparseMask``) or None (every key); B (``score_bias``): broadcastable to (batch, heads,
+    query_length, key_length); ``implementation``: the config's ``_attn_implementation``; ``registry``: it may name a
+    kernel of transformers' ``AttentionInterface`` (models with ``_supports_attention_backend``), called with
+    ``module``, the attention layer, as transformers passes it."""
+    if isinstance(mask, BlockSparseMask):
+        settings = dict(implementation=implementation, registry=registry, dropout=dropout, scale=scale, module=module)
+        return attend_block_sparse(query, key, value, mask, score_bias, output_attentions=output_attentions, **settings)
+    if output_attentions or implementation == "eager" or may_be_empty(query.shape[-2]):
         output, weights = eager_attention(query, key, value, relation(mask, query, key), dropout, scale, score_bias)
         return output, (weights if output_attentions else None)
-    if implementation not in ATTENTION_IMPLEMENTATIONS:
+    if registry and implementation not in ATTENTION_IMPLEMENTATIONS:
         if score_bias is not None:
             raise ValueError(
                 f"attn_implementation={implementation!r} takes no extra score term (score_bias): use 'eager' or 'sdpa'."
@@ -242,7 +343,7 @@ def attend(
         return registered_attention(module, query, key, value, allowed, implementation, dropout, scale), None
     if score_bias is not None:
         return sdpa_with_score_bias(query, key, value, relation(mask, query, key), score_bias, dropout, scale), None
-    if mask is not None and mask.only_causal and query_length == key_length:
+    if mask is not None and mask.only_causal and query.shape[-2] == key.shape[-2]:
         # Pure causal self-attention: let the kernel use its own (faster) triangular mask.
         return sdpa_attention(query, key, value, None, dropout=dropout, scale=scale, is_causal=True), None
     return sdpa_attention(query, key, value, relation(mask, query, key), dropout=dropout, scale=scale), None

@@ -9,20 +9,22 @@
      them, through their own projections ``query_global`` / ``key_global`` / ``value_global`` (§3.1 "Linear
      Projections for Global Attention"); padding wins over global;
 3. a stack of post-LN encoder layers (attention, then the position-wise feed-forward network);
-4. heads, BERT's (``encoder_heads``, shared with BERT) with ``global_attention_mask`` and its defaults: masked LM
+4. heads, BERT's (``encoder_heads``, shared with BERT), which take ``global_attention_mask`` with the base model's
+   inputs, and its defaults: masked LM
    (RoBERTa's head, tied to the word embeddings), sequence classification (RoBERTa's classification head; global
    attention on the first token by default), token classification, extractive QA (global attention on the question
    by default), multiple choice (global attention on the choice by default); the outputs add ``global_attentions``
    (one dataclass mixin, ``GlobalAttentions``).
 
 The banded kernel — residue classes for dilation, blocks of w/2 queries against 3·w/2 keys — is in
-``banded_attention``; this file holds the layer that runs it with its weights.
+``banded_attention``; this file holds the layer that runs it with its weights. Both the band and the global rows go
+through the one dispatcher, ``kernels.attend``, which chooses the kernel.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -37,8 +39,8 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 
-from .attention import split_heads
-from .banded_attention import BandedPattern, GlobalTokens, keep_attention_kernels
+from .attention import kernel_settings, split_heads
+from .banded_attention import BandedMask, BandedPattern, GlobalTokens
 from .checks import check_attention_mask, check_one_input, label_count, values_pass
 from .configuration_longformer import ScratchLongformerConfig
 from .encoder_heads import (
@@ -47,8 +49,9 @@ from .encoder_heads import (
     EncoderForQuestionAnswering,
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
+    EncoderHead,
 )
-from .kernels import masked_softmax
+from .kernels import attend
 from .layers import (
     EncoderEmbeddings,
     FeedForward,
@@ -56,8 +59,8 @@ from .layers import (
     ResidualNorm,
     feed_forward_recomputing_activation,
     run_layers,
-    selective_checkpoint,
 )
+from .masks import AttentionMask
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
 # ---- 1. input representation ---------------------------------------------------------------------------------
@@ -105,26 +108,6 @@ class ScratchLongformerSelfAttention(nn.Module):
         self.value_global = nn.Linear(hidden, hidden)
         self.out_proj = nn.Linear(hidden, hidden)
 
-    def _by_head(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, n, heads·d) → (batch, n, heads, d): the banded kernel's layout (``attention.split_heads`` gives
-        the (batch, heads, n, d) of dense attention)."""
-        return x.reshape(*x.shape[:2], self.num_heads, self.head_dim)
-
-    def _global(
-        self, hidden_states: torch.Tensor, key_is_real: torch.Tensor, globals_: GlobalTokens, dropout: float
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The global tokens' rows: softmax(q_g K_gᵀ/√d) V_g over every real token, with the global projections
-        (§3.1), each called as a module so that hooks, adapters and quantized replacements see it."""
-        dim = self.head_dim
-        query = split_heads(self.query_global(globals_.gather(hidden_states)), self.num_heads) * dim**-0.5
-        key = split_heads(self.key_global(hidden_states), self.num_heads)  # (batch, heads, n, dim)
-        value = split_heads(self.value_global(hidden_states), self.num_heads)
-        scores = torch.matmul(query, key.transpose(-1, -2))  # (batch, heads, G, n)
-        allowed = key_is_real[:, None, None, :] & globals_.is_real[:, None, :, None]
-        weights = masked_softmax(scores, allowed)
-        dropped = F.dropout(weights, p=dropout) if dropout > 0.0 else weights
-        return torch.matmul(dropped, value), weights
-
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -132,48 +115,35 @@ class ScratchLongformerSelfAttention(nn.Module):
         globals_: GlobalTokens,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        implementation = self.config._attn_implementation
-        dropout = self.dropout if self.training else 0.0
-        query, key, value = (self._by_head(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
-        flex = implementation == "flex_attention" and not output_attentions  # (weights: the eager kernel)
-        allowed = None if flex else self.pattern.block_masks(key_is_real, globals_)
-        if allowed is None:  # flex: attend_flex builds its own block mask
-            output, local_weights = self.pattern.attend_flex(query, key, value, key_is_real, globals_, dropout), None
-        elif implementation == "sdpa" and not output_attentions and torch.is_grad_enabled():
-            # Keep only Q, K, V (views of one projection) and the attention kernel's output for the backward pass
-            # and rebuild the 3× key windows there: the windows would be the largest tensors kept, and rebuilding
-            # them is cheap; the attention itself is not run again. Under torch.compile the partitioner would keep
-            # the windows without it (measured, Inductor's min-cut), and torch logs "context_fn is passed ... make
-            # sure the checkpointed region does not contain in-place ops" for any selective checkpoint it compiles:
-            # ``attend`` runs none (tests/test_compile.py checks it), so the warning is harmless here.
-            output, local_weights = selective_checkpoint(
-                self.pattern.attend,
-                query,
-                key,
-                value,
-                key_is_real,
-                allowed,
-                globals_,
-                implementation,
-                dropout,
-                False,
-                policy=keep_attention_kernels,
-            )
-        else:
-            output, local_weights = self.pattern.attend(
-                query, key, value, key_is_real, allowed, globals_, implementation, dropout, output_attentions
-            )
+        # Longformer runs no kernel of transformers' registry: its "flex_attention" is torch's, on the band
+        settings = {**kernel_settings(self), "registry": False, "output_attentions": output_attentions}
+        query, key, value = (split_heads(x, self.num_heads) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
+        band = BandedMask(self.pattern, key_is_real, globals_)
+        output, local_weights = attend(query, key, value, band, **settings)
+        output = output.transpose(1, 2)  # (batch, n, heads, d)
         global_weights = None
         if globals_.present:
-            global_output, global_weights = self._global(hidden_states, key_is_real, globals_, dropout)
+            global_output, global_weights = self._global(hidden_states, key_is_real, globals_, settings)
             output = globals_.scatter(output, global_output.transpose(1, 2))
-            if local_weights is not None:  # as in transformers: a global row's local weights are not used, zero them
+            if local_weights is not None and global_weights is not None:  # (asked for)
+                # as in transformers: a global row's local weights are not used, zero them
                 local_weights = local_weights.masked_fill(globals_.is_global[:, None, :, None], 0.0)
                 global_weights = global_weights.transpose(2, 3)  # (batch, heads, n, G)
-            else:
-                global_weights = None
         output = self.out_proj(output.reshape(*output.shape[:2], -1))
         return output, local_weights, global_weights
+
+    def _global(
+        self, hidden_states: torch.Tensor, key_is_real: torch.Tensor, globals_: GlobalTokens, settings: dict[str, Any]
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The global tokens' rows: softmax(q_g K_gᵀ/√d) V_g over every real token, with the global projections
+        (§3.1), each called as a module so that hooks, adapters and quantized replacements see it. q_g is scaled
+        before the product, as in transformers' Longformer (so the kernel's scale is 1). Returns (output (batch,
+        heads, G, d), weights (batch, heads, G, n) or None)."""
+        query = split_heads(self.query_global(globals_.gather(hidden_states)), self.num_heads) * self.head_dim**-0.5
+        key = split_heads(self.key_global(hidden_states), self.num_heads)  # (batch, heads, n, d)
+        value = split_heads(self.value_global(hidden_states), self.num_heads)
+        every_real_key = AttentionMask(relation=key_is_real[:, None, None, :] & globals_.is_real[:, None, :, None])
+        return attend(query, key, value, every_real_key, scale=1.0, **settings)
 
 
 # ---- 3. the encoder ------------------------------------------------------------------------------------------
@@ -227,7 +197,7 @@ class ScratchLongformerPreTrainedModel(ScratchPreTrainedModel):
     config_class = ScratchLongformerConfig
     _input_embed_layer = "word"  # get/set_input_embeddings (transformers' own) find embeddings.word by this name
     _can_compile_fullgraph = True
-    _supports_flex_attn = True  # attn_implementation="flex_attention": the local rows through torch's flex_attention
+    _supports_flex_attn = True  # "flex_attention": the band through torch's flex_attention (kernels.attend's table)
     _no_split_modules = ["ScratchLongformerLayer"]
 
 
@@ -337,8 +307,25 @@ class ScratchLongformerMultipleChoiceOutput(GlobalAttentions, MultipleChoiceMode
     """transformers' ``MultipleChoiceModelOutput`` with ``global_attentions``."""
 
 
-# The heads are the BERT-style encoders' shared ones (encoder_heads.py); each forward here adds
-# ``global_attention_mask`` and, where the task has one, its default.
+# The heads are the BERT-style encoders' shared ones (encoder_heads.py): their forward takes the base model's
+# inputs, ``global_attention_mask`` third as in transformers' Longformer. Where the task has one, the head places
+# the default global attention (``TaskGlobalAttention``).
+
+
+class TaskGlobalAttention(EncoderHead):
+    """A head whose task says which tokens attend globally when no ``global_attention_mask`` is given (Beltagy et
+    al. 2020 §3.1: the classification token, the question, the choice): ``default_global_attention``."""
+
+    def default_global_attention(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None
+    ) -> torch.Tensor | None:
+        raise NotImplementedError
+
+    def encode(self, **inputs: Any) -> BaseModelOutputWithPooling:
+        if inputs.get("global_attention_mask") is None:
+            given = inputs.get("input_ids"), inputs.get("inputs_embeds")
+            inputs["global_attention_mask"] = self.default_global_attention(*given)
+        return super().encode(**inputs)
 
 
 class ScratchLongformerForMaskedLM(EncoderForMaskedLM, ScratchLongformerPreTrainedModel):
@@ -347,34 +334,6 @@ class ScratchLongformerForMaskedLM(EncoderForMaskedLM, ScratchLongformerPreTrain
     base_model_class = ScratchLongformerModel
     output_class = ScratchLongformerMaskedLMOutput
     mlm_activation = "gelu"
-
-    @normalise_inputs
-    def forward(  # type: ignore[override]  # global_attention_mask third, as in transformers' Longformer
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        global_attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        num_items_in_batch: int | None = None,
-    ) -> ScratchLongformerMaskedLMOutput:
-        output = self.predict_masked(
-            labels,
-            num_items_in_batch,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            global_attention_mask=global_attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-        return cast(ScratchLongformerMaskedLMOutput, output)
 
 
 class ScratchLongformerClassificationHead(nn.Module):
@@ -391,7 +350,9 @@ class ScratchLongformerClassificationHead(nn.Module):
         return self.out_proj(self.dropout(pooled))
 
 
-class ScratchLongformerForSequenceClassification(EncoderForSequenceClassification, ScratchLongformerPreTrainedModel):
+class ScratchLongformerForSequenceClassification(
+    TaskGlobalAttention, EncoderForSequenceClassification, ScratchLongformerPreTrainedModel
+):
     """Classification/regression from the first token, which gets global attention unless told otherwise."""
 
     base_model_class = ScratchLongformerModel
@@ -404,35 +365,14 @@ class ScratchLongformerForSequenceClassification(EncoderForSequenceClassificatio
         self.classifier = ScratchLongformerClassificationHead(config)
         self.post_init()
 
-    @normalise_inputs
-    def forward(  # type: ignore[override]  # global_attention_mask third, as in transformers' Longformer
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        global_attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-    ) -> ScratchLongformerSequenceClassifierOutput:
+    def default_global_attention(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None
+    ) -> torch.Tensor | None:
         given = input_ids if input_ids is not None else inputs_embeds  # (the base model checks the one-of rule)
-        if global_attention_mask is None and given is not None:
-            first = torch.arange(given.shape[1], device=given.device) == 0
-            global_attention_mask = first.expand(given.shape[:2]).long()
-        output = self.classify_sequence(
-            labels,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            global_attention_mask=global_attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-        return cast(ScratchLongformerSequenceClassifierOutput, output)
+        if given is None:
+            return None
+        first = torch.arange(given.shape[1], device=given.device) == 0
+        return first.expand(given.shape[:2]).long()
 
     def sequence_logits(self, outputs: BaseModelOutputWithPooling) -> torch.Tensor:
         return self.classifier(outputs.last_hidden_state)
@@ -447,73 +387,24 @@ class ScratchLongformerForTokenClassification(EncoderForTokenClassification, Scr
     def __init__(self, config: ScratchLongformerConfig) -> None:
         super().__init__(config, dropout=config.hidden_dropout_prob)
 
-    @normalise_inputs
-    def forward(  # type: ignore[override]  # global_attention_mask third, as in transformers' Longformer
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        global_attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        num_items_in_batch: int | None = None,
-    ) -> ScratchLongformerTokenClassifierOutput:
-        output = self.classify_tokens(
-            labels,
-            num_items_in_batch,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            global_attention_mask=global_attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-        return cast(ScratchLongformerTokenClassifierOutput, output)
 
-
-class ScratchLongformerForQuestionAnswering(EncoderForQuestionAnswering, ScratchLongformerPreTrainedModel):
+class ScratchLongformerForQuestionAnswering(
+    TaskGlobalAttention, EncoderForQuestionAnswering, ScratchLongformerPreTrainedModel
+):
     """Extractive QA: (start, end) = W · h_t; the question (tokens before the first separator) is global by default."""
 
     base_model_class = ScratchLongformerModel
     output_class = ScratchLongformerQuestionAnsweringOutput
 
-    @normalise_inputs
-    def forward(  # type: ignore[override]  # global_attention_mask third, as in transformers' Longformer
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        global_attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        start_positions: torch.Tensor | None = None,
-        end_positions: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-    ) -> ScratchLongformerQuestionAnsweringOutput:
-        if global_attention_mask is None:
-            global_attention_mask = tokens_before_first(input_ids, self.config.sep_token_id, "on the question")
-        output = self.find_span(
-            start_positions,
-            end_positions,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            global_attention_mask=global_attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-        return cast(ScratchLongformerQuestionAnsweringOutput, output)
+    def default_global_attention(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None
+    ) -> torch.Tensor | None:
+        return tokens_before_first(input_ids, self.config.sep_token_id, "on the question")
 
 
-class ScratchLongformerForMultipleChoice(EncoderForMultipleChoice, ScratchLongformerPreTrainedModel):
+class ScratchLongformerForMultipleChoice(
+    TaskGlobalAttention, EncoderForMultipleChoice, ScratchLongformerPreTrainedModel
+):
     """Inputs (batch, choices, n); each choice's pooled vector gets a score. By default (as in transformers) the
     tokens after the first separator pair — the choice — get global attention."""
 
@@ -523,33 +414,10 @@ class ScratchLongformerForMultipleChoice(EncoderForMultipleChoice, ScratchLongfo
     def __init__(self, config: ScratchLongformerConfig) -> None:
         super().__init__(config, dropout=config.hidden_dropout_prob)
 
-    @normalise_inputs
-    def forward(  # type: ignore[override]  # global_attention_mask third, as in transformers' Longformer
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        global_attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-    ) -> ScratchLongformerMultipleChoiceOutput:
-        if global_attention_mask is None:
-            global_attention_mask = tokens_after_first_pair(input_ids, self.config.sep_token_id)
-        output = self.choose(
-            labels,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            global_attention_mask=global_attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
-        return cast(ScratchLongformerMultipleChoiceOutput, output)
+    def default_global_attention(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None
+    ) -> torch.Tensor | None:
+        return tokens_after_first_pair(input_ids, self.config.sep_token_id)
 
 
 __all__ = [

@@ -10,14 +10,19 @@ ValueError when the model is built. And on every family, ``set_attn_implementati
 
 from __future__ import annotations
 
+import ast
+import warnings
+from pathlib import Path
+
 import pytest
 import torch
 from dispatch import dispatched_ops
 from families import FAMILIES, FLEX_COMPILES_WHOLE_MODELS, FLEX_ON_TORCH_2_7, NAMES, close, fixed_sizes
+from torch.nn.attention.flex_attention import flex_attention
 from transformers import AttentionInterface
 
 import hf_scratch
-from hf_scratch import attention, banded_attention, kernels, modeling_transfo_xl
+from hf_scratch import attention, kernels, modeling_longformer, modeling_transfo_xl
 from hf_scratch.banded_attention import ATTENTION_KERNELS
 from hf_scratch.kernels import attend
 from hf_scratch.masks import AttentionMask, mask_to_bias
@@ -61,28 +66,100 @@ def test_the_dispatcher_refuses_a_score_term_for_a_registered_kernel(registered_
         attend(query, query, query, score_bias=torch.zeros(1, 2, 3, 3), implementation=registered_kernel)
 
 
+# Each family's calls of ``kernels.attend`` in one layer: (the mask's form, whether a score term B is given)
+CALLS_PER_LAYER = {
+    "bert": (attention, [("dense", False)]),  # MultiHeadAttention
+    "transfo_xl": (modeling_transfo_xl, [("dense", True)]),  # its relative-position terms (b) + (d) as B
+    "longformer": (modeling_longformer, [("block-sparse", False), ("dense", False)]),  # its band, its global rows
+}
+
+
 @pytest.mark.parametrize(
-    "name, module, score_bias",
-    [("bert", attention, False), ("transfo_xl", modeling_transfo_xl, True), ("longformer", banded_attention, False)],
+    "name, implementation",
+    [(name, implementation) for name in CALLS_PER_LAYER for implementation in ("eager", "sdpa")]
+    + [("longformer", "flex_attention")],
 )
-@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
-def test_every_family_chooses_its_kernel_in_the_one_dispatcher(name, module, score_bias, implementation, monkeypatch):
-    """MultiHeadAttention, Transformer-XL's relative scores (terms (b) + (d) as ``score_bias``) and Longformer's
-    blocks all call ``kernels.attend`` once per layer, with the configured kernel."""
+def test_every_family_calls_the_one_dispatcher_once_per_attention(name, implementation, monkeypatch):
+    """MultiHeadAttention, Transformer-XL's attention and Longformer's — its band, then its global tokens' rows with
+    their own projections — each call ``kernels.attend`` once per layer, with the configured kernel; ``attend``
+    alone chooses what runs (``test_no_module_but_the_dispatcher_chooses_a_kernel``). Longformer's flex_attention
+    runs here as torch's uncompiled reference (inference: torch has no FlexAttention backward on the CPU)."""
+    module, per_layer = CALLS_PER_LAYER[name]
     calls = []
 
-    def counted(*args, **kwargs):
-        calls.append((kwargs["implementation"], kwargs.get("score_bias") is not None))
-        return kernels.attend(*args, **kwargs)
+    def counted(query, key, value, mask=None, **kwargs):
+        form = "block-sparse" if isinstance(mask, kernels.BlockSparseMask) else "dense"
+        calls.append((kwargs["implementation"], form, kwargs.get("score_bias") is not None))
+        return kernels.attend(query, key, value, mask, **kwargs)
 
     monkeypatch.setattr(module, "attend", counted)
-    family, s = FAMILIES[name], fixed_sizes()
-    family.build(s, implementation)(**padded(name))
-    assert calls == [(implementation, score_bias)] * s["layers"]
+    monkeypatch.setattr(kernels, "flex_kernel", lambda device_type: flex_attention)
+    s = {**fixed_sizes(), "layers": 2, "variant": name == "longformer"}  # (Longformer's: the first token is global)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+        FAMILIES[name].build(s, implementation)(**padded(name, s))
+    assert calls == [(implementation, form, score_bias) for form, score_bias in per_layer] * s["layers"]
 
 
-def padded(name: str) -> dict:
-    family, s = FAMILIES[name], fixed_sizes()
+# What only kernels.py does: compare the name of an attention implementation (or switch on it), call a kernel.
+# config._attn_implementation is read there, by the check when a model is built (modeling_common.py) and by
+# attention.kernel_settings, which hands it to ``attend``.
+KERNEL_NAMES = {"eager", "sdpa", "flex_attention"}
+KERNEL_CONSTANTS = {"FLEX_ATTENTION", "ATTENTION_IMPLEMENTATIONS", "_attn_implementation"}
+KERNELS = {
+    "scaled_dot_product_attention",
+    "flex_attention",
+    "flex_kernel",
+    "compiled_flex_attention",
+    "block_sparse_flex",
+    "eager_attention",
+    "sdpa_attention",
+    "sdpa_with_score_bias",
+    "registered_attention",
+    "masked_softmax",
+}
+# The RNN baselines' own score functions, additive and multiplicative (not scaled dot-product attention:
+# ARCHITECTURE.md), normalise their scores with the masked softmax.
+OWN_SCORE_FUNCTIONS = {"modeling_rnn.py": {"masked_softmax"}}
+READ_IMPLEMENTATION = {"kernels.py", "modeling_common.py", "attention.py"}
+
+
+def kernel_choices(path: Path) -> list[str]:
+    """Where the module at ``path`` compares or switches on a kernel's name, calls a kernel, or reads the config's
+    implementation where it may not."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        parts = list(ast.walk(node))
+        constants = {part.value for part in parts if isinstance(part, ast.Constant)}
+        names = {part.id for part in parts if isinstance(part, ast.Name)}
+        names |= {part.attr for part in parts if isinstance(part, ast.Attribute)}
+        if isinstance(node, (ast.Compare, ast.match_case)) and (constants & KERNEL_NAMES or names & KERNEL_CONSTANTS):
+            found.append(f"{path.name}:{node.lineno}: chooses by the kernel's name")
+        if isinstance(node, ast.Dict) and {k.value for k in node.keys if isinstance(k, ast.Constant)} & KERNEL_NAMES:
+            found.append(f"{path.name}:{node.lineno}: a table of kernels")
+        if isinstance(node, ast.Call):
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if called in KERNELS - OWN_SCORE_FUNCTIONS.get(path.name, set()):
+                found.append(f"{path.name}:{node.lineno}: calls the kernel {called}")
+        if isinstance(node, ast.Attribute) and node.attr == "_attn_implementation":
+            if path.name not in READ_IMPLEMENTATION:
+                found.append(f"{path.name}:{node.lineno}: reads _attn_implementation")
+    return found
+
+
+def test_no_module_but_the_dispatcher_chooses_a_kernel():
+    """Only ``kernels.attend`` chooses a kernel: no other module of the package compares (or matches, or looks up)
+    the name of an attention implementation, calls a kernel, or reads ``config._attn_implementation`` but to check
+    it or hand it to ``attend``."""
+    package = Path(hf_scratch.__file__).parent
+    found = [
+        where for path in sorted(package.rglob("*.py")) if path.name != "kernels.py" for where in kernel_choices(path)
+    ]
+    assert not found
+
+
+def padded(name: str, s: dict | None = None) -> dict:
+    family, s = FAMILIES[name], s or fixed_sizes()
     mask = torch.ones_like(s["ids"])
     mask[1, 4:] = 0
     kwargs = family.inputs(s, s["ids"], mask.flip(1) if family.padding_side == "left" else mask)

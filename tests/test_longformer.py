@@ -5,6 +5,10 @@ attention maps' layout, the HF contract, and bad input.
 What every family shares is checked once, in the cross-family files (test_robustness.py, test_every_family.py,
 test_conformance.py, test_generation.py, …: CONTRIBUTING.md, "A family, step by step", 6. Tests)."""
 
+import ast
+import inspect
+import textwrap
+
 import pytest
 import torch
 import transformers
@@ -17,6 +21,7 @@ from reference import dense_longformer_attention, sliding_window_mask
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LongformerConfig, pipeline
 
+import hf_scratch
 from hf_scratch import (
     ScratchLongformerConfig,
     ScratchLongformerForMaskedLM,
@@ -24,9 +29,12 @@ from hf_scratch import (
     ScratchLongformerForSequenceClassification,
     ScratchLongformerForTokenClassification,
     ScratchLongformerModel,
+    modeling_bert,
+    modeling_longformer,
 )
 from hf_scratch.banded_attention import ATTENTION_KERNELS, GlobalTokens
 from hf_scratch.convert import from_transformers, to_transformers
+from hf_scratch.encoder_heads import EncoderHead
 from hf_scratch.modeling_longformer import ScratchLongformerSelfAttention
 from hf_scratch.tools.tokenization import train_tokenizer
 
@@ -121,6 +129,59 @@ def test_load_reference_checkpoint_directory(tmp_path):
     inputs = dict(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask)
     with torch.no_grad():
         assert max_diff_on_real(reference(**inputs).logits, ours(**inputs).logits, attention_mask) <= 1e-4
+
+
+# ---- the heads' forwards: written once (encoder_heads.py), with global_attention_mask third ----------------
+
+ENCODER_HEAD_CLASSES = [
+    getattr(module, name)
+    for module in (modeling_bert, modeling_longformer)
+    for name in module.__all__
+    if issubclass(getattr(module, name), EncoderHead)
+]
+
+
+def forwards_written(cls) -> list[str]:
+    """The classes of ``cls``'s MRO, in the package, whose own body writes a ``forward``."""
+    written = []
+    for base in cls.__mro__:
+        if base.__module__.startswith("hf_scratch."):
+            body = ast.parse(textwrap.dedent(inspect.getsource(base))).body[0].body
+            if any(isinstance(node, ast.FunctionDef) and node.name == "forward" for node in body):
+                written.append(base.__name__)
+    return written
+
+
+@pytest.mark.parametrize("cls", ENCODER_HEAD_CLASSES, ids=lambda cls: cls.__name__)
+def test_a_heads_forward_is_written_once(cls):
+    """Every head of the BERT-style encoders (BERT's, Longformer's) has one forward in its source: the shared head's,
+    whose signature takes the family's inputs from its base model, or the head's own (BERT's pre-training)."""
+    assert len(forwards_written(cls)) == 1, forwards_written(cls)
+
+
+@pytest.mark.boundary
+@pytest.mark.parametrize("reference_name", [name for name, _, _ in HEADS])
+def test_positional_arguments_bind_as_in_transformers(reference_name):
+    """``global_attention_mask`` is the third parameter, as in transformers' Longformer heads, and a positional call
+    gives what the call by name gives. The parameters ours and transformers' share come in transformers' order, but
+    for multiple choice, where transformers puts ``token_type_ids`` second (ours keeps the base model's order)."""
+    cls = getattr(hf_scratch, "Scratch" + reference_name)
+    ours = list(inspect.signature(cls.forward).parameters)
+    theirs = list(inspect.signature(getattr(transformers, reference_name).forward).parameters)
+    assert ours[1:4] == ["input_ids", "attention_mask", "global_attention_mask"]
+    if reference_name != "LongformerForMultipleChoice":
+        assert [name for name in ours if name in theirs] == [name for name in theirs if name in ours]
+    model = cls(tiny_config(num_labels=2)).eval()
+    input_ids, attention_mask, global_attention_mask = padded_batch()
+    if reference_name == "LongformerForMultipleChoice":
+        input_ids, attention_mask, global_attention_mask = (
+            x[:, None].expand(-1, 2, -1) for x in (input_ids, attention_mask, global_attention_mask)
+        )
+    with torch.no_grad():
+        by_position = model(input_ids, attention_mask, global_attention_mask)
+        by_name = model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask)
+    for name, value in by_name.items():
+        torch.testing.assert_close(by_position[name], value, atol=0, rtol=0)
 
 
 # ---- the kernel against dense attention under the equivalent boolean mask ------------------------------------
@@ -314,8 +375,9 @@ def test_feed_forward_input_projection_runs_once_per_layer(mode):
 
 def test_training_runs_the_attention_kernel_once_per_layer():
     """The local attention is checkpointed (its key windows are rebuilt in the backward pass), but the kernel's
-    output is kept: forward + backward runs the fused attention once per layer, not twice. (Without attention
-    dropout: with it, SDPA on the CPU takes the unfused path.)"""
+    output is kept: forward + backward runs the fused attention once per layer for the band and once for the global
+    tokens' rows, not again for the band. (Without attention dropout: with it, SDPA on the CPU takes the unfused
+    path.)"""
     model = ScratchLongformerForMaskedLM(tiny_config(attention_probs_dropout_prob=0.0)).train()
     input_ids, attention_mask, global_attention_mask = padded_batch()
     ops = dispatched_ops(
@@ -326,7 +388,7 @@ def test_training_runs_the_attention_kernel_once_per_layer():
             labels=input_ids.masked_fill(attention_mask == 0, -100),
         ).loss.backward()
     )
-    assert sum(op in ATTENTION_KERNELS for op in ops) == len(model.model.layers)
+    assert sum(op in ATTENTION_KERNELS for op in ops) == 2 * len(model.model.layers)  # the band, the global rows
 
 
 def test_trainer_masked_lm_loss_falls(wordpiece, fixtures_dir, tmp_path):

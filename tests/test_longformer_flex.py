@@ -26,7 +26,7 @@ from reference import longformer_mask
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModelForMaskedLM
 
-from hf_scratch import ScratchLongformerConfig, ScratchLongformerForMaskedLM, ScratchLongformerModel, banded_attention
+from hf_scratch import ScratchLongformerConfig, ScratchLongformerForMaskedLM, ScratchLongformerModel, kernels
 from hf_scratch.banded_attention import GlobalTokens, flex_block_mask
 from hf_scratch.modeling_longformer import ScratchLongformerSelfAttention
 
@@ -39,7 +39,7 @@ def dense_flex_reference():
     """flex_attention uncompiled (torch's dense reference, which differentiates on the CPU too) instead of the
     compiled kernel, with torch's refusal of CPU gradients lifted for it."""
     with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
-        patch.setattr(banded_attention, "flex_kernel", lambda device_type: torch_flex.flex_attention)
+        patch.setattr(kernels, "flex_kernel", lambda device_type: torch_flex.flex_attention)
         patch.setattr(torch_flex, "_validate_device", lambda query, key, value: None)
         warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
         yield
@@ -166,7 +166,7 @@ class RecordingKernel:
     def __init__(self):
         self.block_masks = []
 
-    def __call__(self, query, key, value, block_mask=None):
+    def __call__(self, query, key, value, block_mask=None, scale=None):
         self.block_masks.append(block_mask)
         return torch.zeros_like(query)
 
@@ -190,7 +190,7 @@ def test_flex_path_builds_no_quadratic_tensor_and_passes_a_sparse_block_mask(att
     kernel gets a BlockMask whose visited tiles per query tile are the band's (≤ 3 + a dilated head's reach) plus
     the global tokens' tiles — not all 16."""
     kernel = RecordingKernel()
-    monkeypatch.setattr(banded_attention, "flex_kernel", lambda device_type: kernel)
+    monkeypatch.setattr(kernels, "flex_kernel", lambda device_type: kernel)
     config = ScratchLongformerConfig(
         vocab_size=50,
         hidden_size=8,
