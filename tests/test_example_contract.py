@@ -67,8 +67,7 @@ def _configs(tokenizer, family: str):
             vocab_size=vocab,
             num_hidden_layers=1,
             max_position_embeddings=64,
-            bos_token_id=ids["bos_token_id"],
-            eos_token_id=ids["eos_token_id"],
+            **ids,
             **HIDDEN,
         )
     if family == "transfo_xl":
@@ -83,6 +82,7 @@ def _configs(tokenizer, family: str):
             head_dim=8,
             intermediate_size=32,
             mem_len=8,
+            pad_token_id=tokenizer.pad_token_id,
         )
     if family == "longformer":
         return hf_scratch.ScratchLongformerConfig(
@@ -187,8 +187,7 @@ REMOTE_CHECK = textwrap.dedent('''
         extra = {"num_labels": 3} if auto_name in LABEL_HEADS else {}
         config = AutoConfig.from_pretrained(folder, trust_remote_code=True, **extra)
         model = auto.from_pretrained(folder, config=config, trust_remote_code=True)
-        if tokenizer.pad_token is None:  # GPT-2's tokenizer has none either; users set the end-of-text token
-            tokenizer.pad_token = tokenizer.eos_token
+        assert tokenizer.pad_token is not None, "our tokenizers carry a pad token (GPT-2's has none)"
         batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
         if auto_name == "AutoModelForMaskedLM":
             features = [tokenizer(text, return_special_tokens_mask=True) for text in TEXTS]
@@ -415,8 +414,6 @@ def test_trainer_evaluation_reports_loss_and_metrics_for_classifiers(folders, fa
 
     folder = folders[family]
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
     config = AutoConfig.from_pretrained(folder, num_labels=2, trust_remote_code=True)
     model = AutoModelForSequenceClassification.from_pretrained(folder, config=config, trust_remote_code=True)
     texts = ["the king is dead", "long live the queen", "to be or not to be", "a horse"]

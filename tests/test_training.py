@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_runs import REPO, RUNS, TINY  # (also puts the repository, and its training package, on sys.path)
+from training_runs import (  # (also puts the repository, and its training package, on sys.path)
+    REPO,
+    RUNS,
+    TINY,
+    WITHOUT_HF_SCRATCH,
+    run_without_hf_scratch,
+)
 
 from training import (
     run_classification,
@@ -103,28 +109,9 @@ def test_tensorboard_logs_by_default(tmp_path):
 
 # ---- checkpoints load where hf_scratch cannot be imported -----------------------------------------------------
 
-REMOTE_LOADER = textwrap.dedent(
+REMOTE_LOADER = WITHOUT_HF_SCRATCH + textwrap.dedent(
     """
-    import importlib.abc, json, sys
     import torch
-
-    class Blocker(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if (
-                name == "hf_scratch"
-                or name.startswith("hf_scratch.")
-                or name == "training"
-                or name.startswith("training.")
-            ):
-                raise ImportError(f"{name} is blocked in this process")
-
-    sys.meta_path.insert(0, Blocker())
-    try:
-        import hf_scratch  # noqa: F401
-        raise SystemExit("hf_scratch is importable: the test would prove nothing")
-    except ImportError:
-        pass
-
     import transformers
     jobs = json.loads(sys.argv[1])
     outputs = {}
@@ -173,23 +160,71 @@ def test_checkpoints_load_with_remote_code_without_hf_scratch(run_outputs, tmp_p
             logits,
             real if logits.shape[1] == real.shape[1] else torch.ones(logits.shape[:2], dtype=torch.bool),
         )
-    script = tmp_path / "load_remote.py"
-    script.write_text(REMOTE_LOADER)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
-    env.update(HF_MODULES_CACHE=str(tmp_path / "modules"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    completed = subprocess.run(
-        [sys.executable, "-I", str(script), json.dumps(jobs), str(tmp_path / "out.pt")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    run_without_hf_scratch(REMOTE_LOADER, [json.dumps(jobs), str(tmp_path / "out.pt")], tmp_path)
     loaded = torch.load(tmp_path / "out.pt")
     assert set(loaded) == set(expected)
     for folder, (logits, real) in expected.items():  # compared at the non-padding positions
         assert torch.allclose(loaded[folder][real], logits[real], atol=1e-5), folder
+
+
+# ---- the saved tokenizers pad, with and without hf_scratch ------------------------------------------------------
+
+PAD_CHECK = textwrap.dedent(
+    """
+    import json, sys
+    from transformers import AutoConfig, AutoTokenizer, DataCollatorWithPadding
+
+    # what the saved tokenizer pads two texts of different lengths to, by tokenizer.pad and by
+    # DataCollatorWithPadding (what the example scripts' collators call), beside the config's pad id
+    def padded(folder):
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+        features = [tokenizer(text) for text in ("to be", "or not to be, that is the question")]
+        by_pad = tokenizer.pad(features, return_tensors="pt")
+        by_collator = DataCollatorWithPadding(tokenizer)(features)
+        return {
+            "pad_token": tokenizer.pad_token,
+            "pad_token_id": tokenizer.pad_token_id,
+            "config_pad_token_id": config.pad_token_id,
+            "unpadded": [feature["input_ids"] for feature in features],
+            "input_ids": by_pad["input_ids"].tolist(),
+            "attention_mask": by_pad["attention_mask"].tolist(),
+            "collated": {key: value.tolist() for key, value in by_collator.items()},
+        }
+
+    if __name__ == "__main__":  # where hf_scratch is not installed (run_without_hf_scratch)
+        print("PADDED" + json.dumps({name: padded(folder) for name, folder in json.loads(sys.argv[1]).items()}))
+    """
+)
+PAD_CASES = [case[0] for case in REMOTE_CASES]  # one folder per family
+
+
+def test_saved_tokenizers_pad_with_and_without_hf_scratch(run_outputs, tmp_path):
+    """Every family's saved tokenizer has a pad token, whose id is the config's ``pad_token_id``; ``tokenizer.pad``
+    and ``DataCollatorWithPadding`` pad the shorter text with it (mask 0) and leave the tokens as they were, the same
+    where hf_scratch is installed and where only the folder's code is (a ``python -I`` process)."""
+    import shutil
+
+    folders = {}
+    for name in PAD_CASES:
+        folders[name] = tmp_path / name
+        shutil.copytree(run_outputs(name)["output_dir"], folders[name], ignore=shutil.ignore_patterns("checkpoint-*"))
+    namespace: dict = {}
+    exec(PAD_CHECK, namespace)  # here, where hf_scratch is installed
+    here = {name: namespace["padded"](str(folder)) for name, folder in folders.items()}
+    jobs = json.dumps({name: str(folder) for name, folder in folders.items()})
+    printed = run_without_hf_scratch(WITHOUT_HF_SCRATCH + PAD_CHECK, [jobs], tmp_path)
+    assert json.loads(printed.split("PADDED", 1)[1]) == here
+    for name, result in here.items():
+        pad = result["pad_token_id"]
+        assert result["pad_token"] is not None and pad is not None, name
+        assert result["config_pad_token_id"] == pad, name
+        short, long = result["unpadded"]
+        assert len(short) < len(long), name
+        assert result["input_ids"] == [short + [pad] * (len(long) - len(short)), long], name
+        assert result["attention_mask"] == [[1] * len(short) + [0] * (len(long) - len(short)), [1] * len(long)], name
+        assert result["collated"]["input_ids"] == result["input_ids"], name
+        assert result["collated"]["attention_mask"] == result["attention_mask"], name
 
 
 # ---- the saved tokenizer reports the model's input limit ----------------------------------------------------

@@ -1,10 +1,14 @@
-"""What the training-script tests share (test_training.py, test_model_cards.py, test_cli.py): the flags of a tiny,
-offline two-step run, and one run of each script (``RUNS``), made once per session by the ``run_outputs`` fixture
-of conftest.py."""
+"""What the training-script tests share (test_training.py, test_model_cards.py, test_cli.py, test_clients.py): the
+flags of a tiny, offline two-step run, one run of each script (``RUNS``), made once per session by the
+``run_outputs`` fixture of conftest.py, and a Python process where hf_scratch cannot be imported
+(``run_without_hf_scratch``), where a saved folder has only its own code."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,3 +120,48 @@ def runner(tmp_path_factory):
         return cache[name]
 
     return get
+
+
+# The start of a script run by ``run_without_hf_scratch``: hf_scratch and the repository's training package cannot
+# be imported (as on a machine where they are not installed), checked before anything else runs.
+WITHOUT_HF_SCRATCH = textwrap.dedent(
+    """
+    import importlib.abc, json, sys
+
+    class Blocker(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if (
+                name == "hf_scratch"
+                or name.startswith("hf_scratch.")
+                or name == "training"
+                or name.startswith("training.")
+            ):
+                raise ImportError(f"{name} is blocked in this process")
+
+    sys.meta_path.insert(0, Blocker())
+    try:
+        import hf_scratch  # noqa: F401
+        raise SystemExit("hf_scratch is importable: the test would prove nothing")
+    except ImportError:
+        pass
+    """
+)
+
+
+def run_without_hf_scratch(script: str, arguments: list[str], folder: Path, timeout: int = 300) -> str:
+    """Run ``script`` (starting with ``WITHOUT_HF_SCRATCH``) in a fresh ``python -I`` process in ``folder``, without
+    PYTHONPATH and offline, with its own cache of remote code; it must exit 0. Returns what it printed."""
+    path = folder / "without_hf_scratch.py"
+    path.write_text(script)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env.update(HF_MODULES_CACHE=str(folder / "modules"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    completed = subprocess.run(
+        [sys.executable, "-I", str(path), *arguments],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed.stdout
