@@ -69,7 +69,12 @@ _register_family(ScratchTransformerConfig)
 
 # Transformer-XL
 from .configuration_transfo_xl import ScratchTransfoXLConfig
-from .modeling_transfo_xl import ScratchTransfoXLLMHeadModel, ScratchTransfoXLModel, ScratchTransfoXLPreTrainedModel
+from .modeling_transfo_xl import (
+    ScratchTransfoXLLMHeadModel,
+    ScratchTransfoXLMemory,
+    ScratchTransfoXLModel,
+    ScratchTransfoXLPreTrainedModel,
+)
 
 _register_family(ScratchTransfoXLConfig)
 

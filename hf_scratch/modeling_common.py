@@ -23,6 +23,8 @@ family files keep the papers' code and go through this module for:
 - ``cache_output`` / ``returned_cache``: the output field holding the cache, under the installed release's name;
 - ``ScratchGenerationMixin``: the hooks ``generate`` calls (the static cache's mask, carrying a family's own decoding
   state such as Transformer-XL's memory between steps), for whichever supported release is installed;
+- ``DecodingState``: what ``generate`` reads of such a state, so that it carries it as a cache and a later call
+  continues from the state an earlier one returned;
 - ``DecoderInputsFromLabelsMixin``: the hook ``DataCollatorForSeq2Seq`` calls on the encoder-decoders to build the
   decoder inputs from the labels;
 - ``Seq2SeqLMHeadMixin``: the encoder-decoders' generation head (the public ``forward`` transformers' ``generate``,
@@ -471,17 +473,55 @@ class ScratchPreTrainedModel(PreTrainedModel):
 # --------------------------------------------------------------------------------------------------------------
 
 
+class DecodingState:
+    """A decoding state of a family's own (the RNN's recurrent state, Transformer-XL's memory) as ``generate``
+    carries a transformers cache: between steps, out of the call (``return_dict_in_generate=True``), and into a
+    later call that continues from it (``generate(sequences, cache=state)``: the whole sequence so far, as for
+    ``GPT2LMHeadModel``; an encoder-decoder also takes the ``decoder_attention_mask`` over it, as ``MarianMTModel``
+    does).
+
+    It is no ``transformers.Cache``: a ``Cache`` is a list of key/value layers, and the methods it would inherit
+    (crop, offload, early initialisation, …) would run on layers this state does not have. It gives ``generate``
+    what ``generate`` reads of a cache it is handed, on every supported release:
+
+    - ``get_seq_length()``: the number of tokens read so far. ``generate`` feeds only the tokens of a continued
+      sequence after them;
+    - ``is_linear`` (read from 5.24 on): ``False`` for every layer. transformers asks it to know whether it may
+      slice a continued sequence by ``get_seq_length()``: a Mamba layer counts no tokens and says ``True``; this
+      state counts them;
+    - ``is_compileable`` and ``is_croppable``: ``False``. ``generate`` compiles its step only over a static cache,
+      and cannot roll the state back to fewer tokens (the models also say so with ``_is_stateful``);
+    - ``reorder_cache(beam_idx)``: beam search keeps the states of the surviving beams, in place.
+    """
+
+    is_compileable = False
+    is_croppable = False
+
+    def __init__(self, seen_tokens: int, layer_count: int) -> None:
+        self.seen_tokens, self.layer_count = seen_tokens, layer_count
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.seen_tokens
+
+    @property
+    def is_linear(self) -> list[bool]:
+        return [False] * self.layer_count
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must define reorder_cache (beam search).")
+
+
 class ScratchGenerationMixin(GenerationMixin):
     """transformers' ``GenerationMixin`` with the hooks our models need, for every supported release.
 
     A family whose decoding state is not the cache field of its outputs (Transformer-XL's memory, ``mems``)
-    overrides ``decoding_state``; its ``prepare_inputs_for_generation`` finds the state with ``take_generation_cache``.
+    overrides ``decoding_state``; its ``prepare_inputs_for_generation`` takes the state under both releases' names.
 
-    A family whose decoding state is not a transformers ``Cache`` (Transformer-XL's memory, the RNN's recurrent
-    state) says so with transformers' flags: ``_supports_default_dynamic_cache() -> False`` (``generate`` makes no
-    cache for it), ``_is_stateful`` (``generate`` refuses assisted decoding) and ``_can_compile_fullgraph = False``.
-    ``generate`` then refuses ``cache_implementation`` and ``compile_config`` too, before it starts
-    (``refuse_cache_settings``): transformers would only log that it ignores them.
+    A family whose decoding state is not a transformers ``Cache`` but a ``DecodingState`` (Transformer-XL's memory,
+    the RNN's recurrent state) says so with transformers' flags: ``_supports_default_dynamic_cache() -> False``
+    (``generate`` makes no cache for it), ``_is_stateful`` (``generate`` refuses assisted decoding) and
+    ``_can_compile_fullgraph = False``. ``generate`` then refuses ``cache_implementation`` and ``compile_config``
+    too, before it starts (``refuse_cache_settings``): transformers would only log that it ignores them.
     """
 
     def decoding_state(self, outputs: Any) -> Any:
@@ -550,13 +590,6 @@ def refuse_cache_settings(owner: str, generation_config: GenerationConfig) -> No
                 f"{owner} decodes with its own state, not a transformers Cache, so generate() cannot honour "
                 f"{setting}={value!r} ({why}): leave {setting} unset (in the call and in model.generation_config)."
             )
-
-
-def take_generation_cache(kwargs: dict[str, Any]) -> Any:
-    """For a family's own ``prepare_inputs_for_generation``: the decoding state ``generate`` passes, under either
-    release's name (removed from ``kwargs``)."""
-    found = [kwargs.pop(name) for name in CACHE_ALIASES if name in kwargs]
-    return next((state for state in found if state is not None), None)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from .losses import sequence_classification_loss, token_cross_entropy
 from .masks import AttentionMask, padding_mask, padding_or_none
 from .modeling_common import (
     CACHE_NAME,
+    DecodingState,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
     Seq2SeqLMHeadMixin,
@@ -339,20 +340,14 @@ class ScratchRNNDecoder(nn.Module):
         return outputs, states, torch.cat(all_weights, dim=2), all_hidden
 
 
-class ScratchRNNDecoderState:
+class ScratchRNNDecoderState(DecodingState):
     """The decoder's recurrent state carried between ``generate`` steps — what the key/value cache is to a
     Transformer: every decoder layer's hidden (and LSTM cell) state, batch-first (batch, layers, hidden), and the
-    number of target tokens read so far. ``generate`` asks ``get_seq_length()`` and beam search calls
-    ``reorder_cache(beam_idx)``."""
-
-    is_compileable = False
-    is_croppable = False
+    number of target tokens read so far (``get_seq_length()``). What ``generate`` reads of it: ``DecodingState``."""
 
     def __init__(self, hidden: torch.Tensor, cell: torch.Tensor | None, seen_tokens: int) -> None:
-        self.hidden, self.cell, self.seen_tokens = hidden, cell, seen_tokens
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.seen_tokens
+        super().__init__(seen_tokens, layer_count=hidden.shape[1])
+        self.hidden, self.cell = hidden, cell
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         self.hidden = self.hidden.index_select(0, beam_idx.to(self.hidden.device))

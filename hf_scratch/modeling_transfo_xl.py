@@ -19,6 +19,7 @@ scratch, read top-down in the order of the paper:
 
 Memory is ``mems``: a list with one (batch, memory_length, hidden_size) tensor per layer, returned by every forward
 and passed back in for the next segment (batch-first; the converter handles the reference's sequence-first layout).
+``generate`` carries it as a ``ScratchTransfoXLMemory``, which also counts the tokens read.
 """
 
 from __future__ import annotations
@@ -43,11 +44,11 @@ from .layers import FeedForward, ResidualNorm, run_layers
 from .losses import IGNORE_INDEX, causal_lm_loss, next_token_labels, per_item
 from .masks import AttentionMask, causal_mask, causal_window_mask, combine_masks, padding_mask, padding_or_none
 from .modeling_common import (
+    DecodingState,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
     already_normalised,
     normalise_inputs,
-    take_generation_cache,
 )
 from .positional import relative_sinusoidal_embedding
 
@@ -200,13 +201,33 @@ class ScratchTransfoXLLayer(GradientCheckpointingLayer):
 # --------------------------------------------------------------------------------------------------------------
 
 
+class ScratchTransfoXLMemory(DecodingState):
+    """The memory ``generate`` carries between steps and returns (``return_dict_in_generate=True``): ``mems``, the
+    list a forward returns (None when ``mem_len == 0``), and the number of tokens read so far (``get_seq_length()``;
+    the memory keeps at most ``mem_len`` of them, so its length cannot tell). Passed as ``mems``, a forward reads
+    its list and returns the next memory as a ``ScratchTransfoXLMemory`` too. What ``generate`` reads of it:
+    ``DecodingState``."""
+
+    def __init__(self, mems: list[torch.Tensor] | None, seen_tokens: int, layer_count: int) -> None:
+        super().__init__(seen_tokens, layer_count)
+        self.mems = mems
+
+    def after(self, mems: list[torch.Tensor] | None, read: int) -> ScratchTransfoXLMemory:
+        """The memory after a segment of ``read`` more tokens, whose forward left ``mems``."""
+        return ScratchTransfoXLMemory(mems, self.seen_tokens + read, self.layer_count)
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        if self.mems is not None:
+            self.mems = [m.index_select(0, beam_idx.to(m.device)) for m in self.mems]
+
+
 @dataclass
 class ScratchTransfoXLModelOutput(ModelOutput):
     """``mems``: the memory for the next segment, one (batch, ≤ mem_len, hidden) tensor per layer (None when
-    ``mem_len == 0``)."""
+    ``mem_len == 0``), as a ``ScratchTransfoXLMemory`` when the forward was given one."""
 
     last_hidden_state: torch.Tensor | None = None
-    mems: list[torch.Tensor] | None = None
+    mems: list[torch.Tensor] | ScratchTransfoXLMemory | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
 
@@ -218,7 +239,7 @@ class ScratchTransfoXLLMHeadModelOutput(ModelOutput):
 
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None
-    mems: list[torch.Tensor] | None = None
+    mems: list[torch.Tensor] | ScratchTransfoXLMemory | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
 
@@ -331,12 +352,15 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
 
     # -- memory ----------------------------------------------------------------------------------------------
     def _check_mems(self, mems: object, batch_size: int) -> list[torch.Tensor] | None:
+        if isinstance(mems, ScratchTransfoXLMemory):
+            mems = mems.mems
         if mems is None:
             return None
         if not isinstance(mems, (list, tuple)) or len(mems) != self.config.num_hidden_layers:
             raise ValueError(
                 f"mems must be a list of {self.config.num_hidden_layers} tensors (one per layer, as returned in "
-                f"outputs.mems), got {type(mems).__name__} of length {len(mems) if hasattr(mems, '__len__') else '?'}."
+                f"outputs.mems) or a ScratchTransfoXLMemory, got {type(mems).__name__} of length "
+                f"{len(mems) if hasattr(mems, '__len__') else '?'}."
             )
         lengths = {tuple(m.shape) for m in mems}
         shape = next(iter(lengths))
@@ -405,13 +429,14 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
-        mems: list[torch.Tensor] | None = None,
+        mems: list[torch.Tensor] | ScratchTransfoXLMemory | None = None,
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> ScratchTransfoXLModelOutput:
         batch, query_length = check_one_input(input_ids, inputs_embeds).shape[:2]
+        counted = mems if isinstance(mems, ScratchTransfoXLMemory) else None
         mems = self._check_mems(mems, batch)
         memory_length = 0 if mems is None else mems[0].shape[1]
         key_length = memory_length + query_length
@@ -436,9 +461,10 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         )
         assert all_hidden_states is not None  # asked for above (True)
         layer_inputs = list(all_hidden_states[:-1])
+        new_mems = self._update_mems(layer_inputs, mems)
         return ScratchTransfoXLModelOutput(
             last_hidden_state=hidden_states,
-            mems=self._update_mems(layer_inputs, mems),
+            mems=new_mems if counted is None else counted.after(new_mems, query_length),
             hidden_states=all_hidden_states if output_hidden_states else None,
             attentions=all_attentions,
         )
@@ -473,7 +499,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
-        mems: list[torch.Tensor] | None = None,
+        mems: list[torch.Tensor] | ScratchTransfoXLMemory | None = None,
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
@@ -535,26 +561,31 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
     def _supports_default_dynamic_cache(cls) -> bool:
         return False  # the memory is not a transformers Cache
 
-    def decoding_state(self, outputs: ScratchTransfoXLLMHeadModelOutput) -> list[torch.Tensor] | None:
+    def decoding_state(
+        self, outputs: ScratchTransfoXLLMHeadModelOutput
+    ) -> list[torch.Tensor] | ScratchTransfoXLMemory | None:
         return outputs.mems
 
     def prepare_inputs_for_generation(
-        self, input_ids: torch.Tensor, inputs_embeds: torch.Tensor | None = None, **kwargs: Any
+        self,
+        input_ids: torch.Tensor,
+        inputs_embeds: torch.Tensor | None = None,
+        cache: ScratchTransfoXLMemory | None = None,
+        past_key_values: ScratchTransfoXLMemory | None = None,
+        **kwargs: Any,
     ) -> dict[str, Any]:
         """transformers' preparation — every keyword it does not consume goes on to ``forward`` (``output_attentions``,
         ``output_hidden_states``, ``inputs_embeds`` on the first step, …) — with the memory as ``mems``. With
-        ``use_cache`` (consumed here: the memory is the cache) ``generate`` feeds only the newest token after the
-        first step, and the memory holds everything before it; with ``use_cache=False`` every step feeds the whole
-        sequence, and no memory is carried. A memory given to ``generate`` as ``mems`` is the context before the
-        prompt."""
-        carried = take_generation_cache(kwargs)
+        ``use_cache`` (consumed here: the memory is the cache) the memory is a ``ScratchTransfoXLMemory``, which
+        counts the tokens read: ``generate`` feeds only the newest token after the first step, and the memory holds
+        everything before it, and a later ``generate`` handed the memory an earlier one returned feeds only the tokens
+        after those it has read. With ``use_cache=False`` every step feeds the whole sequence, and no memory is
+        carried. A memory given to ``generate`` as ``mems`` is the context before the prompt. (``generate`` hands the
+        memory on under the cache's name, ``cache`` from transformers 5.24 on, ``past_key_values`` before.)"""
+        carried = cache if cache is not None else past_key_values
         given = kwargs.pop("mems", None)
-        kwargs.pop("use_cache", None)
+        if kwargs.pop("use_cache", None) and carried is None and not isinstance(given, ScratchTransfoXLMemory):
+            given = ScratchTransfoXLMemory(given, seen_tokens=0, layer_count=self.config.num_hidden_layers)
         inputs = super().prepare_inputs_for_generation(input_ids, inputs_embeds=inputs_embeds, **kwargs)
         inputs["mems"] = carried if carried is not None else given
         return inputs
-
-    @staticmethod
-    def _reorder_cache(mems: list[torch.Tensor], beam_idx: torch.Tensor) -> list[torch.Tensor]:
-        """Beam search: follow the surviving beams."""
-        return [m.index_select(0, beam_idx.to(m.device)) for m in mems]

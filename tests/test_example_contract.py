@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import math
 import os
 import subprocess
 import sys
@@ -67,8 +68,7 @@ def _configs(tokenizer, family: str):
             vocab_size=vocab,
             num_hidden_layers=1,
             max_position_embeddings=64,
-            bos_token_id=ids["bos_token_id"],
-            eos_token_id=ids["eos_token_id"],
+            **ids,
             **HIDDEN,
         )
     if family == "transfo_xl":
@@ -83,6 +83,7 @@ def _configs(tokenizer, family: str):
             head_dim=8,
             intermediate_size=32,
             mem_len=8,
+            pad_token_id=tokenizer.pad_token_id,
         )
     if family == "longformer":
         return hf_scratch.ScratchLongformerConfig(
@@ -187,8 +188,7 @@ REMOTE_CHECK = textwrap.dedent('''
         extra = {"num_labels": 3} if auto_name in LABEL_HEADS else {}
         config = AutoConfig.from_pretrained(folder, trust_remote_code=True, **extra)
         model = auto.from_pretrained(folder, config=config, trust_remote_code=True)
-        if tokenizer.pad_token is None:  # GPT-2's tokenizer has none either; users set the end-of-text token
-            tokenizer.pad_token = tokenizer.eos_token
+        assert tokenizer.pad_token is not None, "our tokenizers carry a pad token (GPT-2's has none)"
         batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
         if auto_name == "AutoModelForMaskedLM":
             features = [tokenizer(text, return_special_tokens_mask=True) for text in TEXTS]
@@ -415,8 +415,6 @@ def test_trainer_evaluation_reports_loss_and_metrics_for_classifiers(folders, fa
 
     folder = folders[family]
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
     config = AutoConfig.from_pretrained(folder, num_labels=2, trust_remote_code=True)
     model = AutoModelForSequenceClassification.from_pretrained(folder, config=config, trust_remote_code=True)
     texts = ["the king is dead", "long live the queen", "to be or not to be", "a horse"]
@@ -453,3 +451,163 @@ def test_trainer_keeps_the_columns_the_scripts_produce(folders, family):
         if auto_name in ("AutoModelForPreTraining", "AutoModelForNextSentencePrediction"):
             continue  # not driven by an example script (BERT's own pre-training labels)
         assert find_labels(cls) == expected_labels.get(auto_name, ["labels"]), cls.__name__
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Clients that train: run_swag on GPT's multiple-choice head, sentence-transformers' trainer on BERT
+# ----------------------------------------------------------------------------------------------------------------
+
+CLIENTS = textwrap.dedent('''
+    import json, math, sys
+    from itertools import chain
+
+    import numpy as np
+    import torch
+    from datasets import Dataset
+    from transformers import (AutoConfig, AutoModelForMultipleChoice, AutoTokenizer, DataCollatorForMultipleChoice,
+                              Trainer, TrainingArguments)
+
+    LINES = ["to be or not to be", "that is the question", "whether tis nobler in the mind to suffer",
+             "the slings and arrows", "of outrageous fortune", "or to take arms", "against a sea of troubles",
+             "and by opposing end them"]
+    QUIET = dict(report_to="none", save_strategy="no", use_cpu=True, disable_tqdm=True, dataloader_pin_memory=False,
+                 logging_steps=1, max_steps=2, per_device_train_batch_size=4, per_device_eval_batch_size=4, seed=0)
+
+    def trained(model, step):
+        """(the parameters a training step changed, of all of them), around ``step()``."""
+        before = {name: p.detach().clone() for name, p in model.named_parameters()}
+        result = step()
+        changed = sum(not torch.equal(before[name], p) for name, p in model.named_parameters())
+        return result, changed, len(before)
+
+    def run_swag(folder, trust_remote_code, output_dir):
+        """What transformers' examples/pytorch/multiple-choice/run_swag.py does with --model_name_or_path folder
+        (and --trust_remote_code where hf_scratch is not installed): SWAG's columns, its preprocess_function (the
+        context four times, paired with header + ending, truncated, not padded), transformers'
+        DataCollatorForMultipleChoice (which pads with the tokenizer's pad token), Trainer with the accuracy of
+        argmax over the choices, train then evaluate."""
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+        model = AutoModelForMultipleChoice.from_pretrained(folder, config=config, trust_remote_code=trust_remote_code)
+        raw = Dataset.from_dict({
+            "sent1": LINES, "sent2": ["and"] * len(LINES), "label": [i % 4 for i in range(len(LINES))],
+            **{f"ending{j}": [LINES[(i + j + 1) % len(LINES)] for i in range(len(LINES))] for j in range(4)},
+        })
+        ending_names = [f"ending{i}" for i in range(4)]
+        max_seq_length = min(64, tokenizer.model_max_length)
+
+        def preprocess_function(examples):
+            first_sentences = [[context] * 4 for context in examples["sent1"]]
+            question_headers = examples["sent2"]
+            second_sentences = [
+                [f"{header} {examples[end][i]}" for end in ending_names] for i, header in enumerate(question_headers)
+            ]
+            first_sentences = list(chain(*first_sentences))
+            second_sentences = list(chain(*second_sentences))
+            tokenized_examples = tokenizer(
+                first_sentences, second_sentences, truncation=True, max_length=max_seq_length, padding=False
+            )
+            return {k: [v[i : i + 4] for i in range(0, len(v), 4)] for k, v in tokenized_examples.items()}
+
+        data = raw.map(preprocess_function, batched=True)
+        lengths = {len(ids) for choices in data["input_ids"] for ids in choices}
+
+        def compute_metrics(eval_predictions):
+            predictions, label_ids = eval_predictions
+            preds = np.argmax(predictions, axis=1)
+            return {"accuracy": (preds == label_ids).astype(np.float32).mean().item()}
+
+        trainer = Trainer(
+            model=model,
+            args=TrainingArguments(output_dir=output_dir, **QUIET),
+            train_dataset=data,
+            eval_dataset=data,
+            processing_class=tokenizer,
+            data_collator=DataCollatorForMultipleChoice(tokenizer=tokenizer, return_tensors="pt"),
+            compute_metrics=compute_metrics,
+        )
+        result, changed, total = trained(model, trainer.train)
+        metrics = trainer.evaluate()
+        return {"class": type(model).__name__, "module": type(model).__module__, "padded": len(lengths) > 1,
+                "train_loss": result.training_loss, "eval_loss": metrics["eval_loss"],
+                "eval_accuracy": metrics["eval_accuracy"], "changed": changed, "parameters": total}
+
+    def sentence_transformers_trainer(folder, trust_remote_code, output_dir):
+        """sentence-transformers' SentenceTransformerTrainer on the folder: SentenceTransformer(folder) makes the
+        encoder + mean pooling; (anchor, positive) pairs with MultipleNegativesRankingLoss, two steps."""
+        from sentence_transformers import (SentenceTransformer, SentenceTransformerTrainer,
+                                           SentenceTransformerTrainingArguments)
+        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+        model = SentenceTransformer(folder, trust_remote_code=trust_remote_code, device="cpu")
+        pairs = Dataset.from_dict({"anchor": LINES[0::2], "positive": LINES[1::2]})
+        trainer = SentenceTransformerTrainer(
+            model=model,
+            args=SentenceTransformerTrainingArguments(output_dir=output_dir, **QUIET),
+            train_dataset=pairs,
+            loss=MultipleNegativesRankingLoss(model),
+        )
+        result, changed, total = trained(model, trainer.train)
+        encoder = model[0].auto_model
+        return {"class": type(encoder).__name__, "module": type(encoder).__module__,
+                "train_loss": result.training_loss, "changed": changed, "parameters": total,
+                "embedding": list(model.encode(["to be"]).shape)}
+
+    def train_clients(folders, trust_remote_code, output_dir):
+        return {"run_swag": run_swag(folders["gpt"], trust_remote_code, output_dir + "/swag"),
+                "sentence_transformers": sentence_transformers_trainer(folders["bert"], trust_remote_code,
+                                                                       output_dir + "/st")}
+
+    if __name__ == "__main__":  # where hf_scratch is not installed (training_runs.run_without_hf_scratch)
+        report = train_clients(json.loads(sys.argv[1]), True, sys.argv[2])
+        report["hf_scratch_imported"] = any(name.split(".")[0] == "hf_scratch" for name in sys.modules)
+        print("CLIENTS" + json.dumps(report))
+''')
+
+
+@pytest.fixture(scope="session")
+def clients(folders, tmp_path_factory) -> dict:
+    """The clients' runs where hf_scratch is installed (its classes, without trust_remote_code) and where it is not
+    (a ``python -I`` process: the folders' own code, with trust_remote_code=True)."""
+    from training_runs import run_without_hf_scratch
+
+    paths = {name: str(folders[name]) for name in ("gpt", "bert")}
+    namespace: dict = {}
+    exec(CLIENTS, namespace)
+    here = namespace["train_clients"](paths, False, str(tmp_path_factory.mktemp("clients_here")))
+    elsewhere = tmp_path_factory.mktemp("clients_elsewhere")
+    printed = run_without_hf_scratch(
+        CLIENTS, [json.dumps(paths), str(elsewhere / "out")], elsewhere
+    )
+    return {"installed": here, "not installed": json.loads(printed.split("CLIENTS", 1)[1])}
+
+
+@pytest.mark.parametrize("where", ["installed", "not installed"])
+def test_run_swag_trains_gpts_multiple_choice_head(clients, where):
+    """run_swag on a GPT folder: the multiple-choice head (labels of shape (batch,)), choices of different lengths
+    padded by the collator with the tokenizer's own pad token, two training steps that change the weights, and an
+    evaluation with loss and accuracy — with hf_scratch installed and with only the folder's code."""
+    run = clients[where]["run_swag"]
+    assert run["class"] == "ScratchGPTForMultipleChoice"
+    assert run["module"].startswith("hf_scratch." if where == "installed" else "transformers_modules."), run
+    assert run["padded"], "the choices should have different lengths, so that the collator pads"
+    assert all(math.isfinite(run[key]) for key in ("train_loss", "eval_loss")), run
+    assert 0.0 <= run["eval_accuracy"] <= 1.0
+    assert run["changed"] > run["parameters"] // 2, run
+
+
+@pytest.mark.parametrize("where", ["installed", "not installed"])
+def test_sentence_transformers_trainer_trains_a_bert_folder(clients, where):
+    """sentence-transformers' trainer on a BERT folder: BERT + mean pooling, two steps of
+    MultipleNegativesRankingLoss that change the encoder, sentence embeddings of the hidden size — with hf_scratch
+    installed and with only the folder's code."""
+    run = clients[where]["sentence_transformers"]
+    assert run["class"] == "ScratchBertModel"
+    assert run["module"].startswith("hf_scratch." if where == "installed" else "transformers_modules."), run
+    assert math.isfinite(run["train_loss"]) and run["train_loss"] > 0, run
+    assert run["changed"] > run["parameters"] // 2, run
+    assert run["embedding"] == [1, HIDDEN["hidden_size"]]
+
+
+def test_the_clients_really_ran_without_hf_scratch(clients):
+    assert clients["not installed"]["hf_scratch_imported"] is False

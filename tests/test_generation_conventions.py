@@ -10,6 +10,8 @@
 - a decoding state that is not a transformers ``Cache`` (Transformer-XL's memory, the RNN's recurrent state) is
   declared with transformers' flags, and ``generate`` refuses assisted decoding, a cache implementation and
   compiled decoding with a ValueError before any forward runs;
+- a second ``generate`` continues from the state a first one returned (the RNN's and Transformer-XL's too), given
+  the whole sequence so far, as ``GPT2LMHeadModel`` and ``MarianMTModel`` do;
 - every config carries the special-token fields (``None`` allowed), and ``generate()`` without a prompt gives
   transformers' own error where there is no ``bos_token_id`` (or starts from it where there is).
 """
@@ -286,7 +288,58 @@ def test_generate_refuses_what_needs_a_transformers_cache_before_it_starts(name,
 
 
 # --------------------------------------------------------------------------------------------------------------
-# 4. Special tokens
+# 4. Continuing a generation from the state it returned
+# --------------------------------------------------------------------------------------------------------------
+
+# New tokens of a first call and of a second one that continues from its state: Transformer-XL's tiny memory keeps
+# mem_len=8 tokens, fewer than the first call reads, so the memory's length cannot stand for the tokens read.
+FIRST, THEN = 6, 3
+# transformers' own models, which show the convention: the reference for GPT (GPT-2), for the Transformer (Marian)
+REFERENCES = {"GPT2LMHeadModel": "gpt", "MarianMTModel": "transformer"}
+
+
+def generate_then_continue(model, ids: torch.Tensor):
+    """FIRST + THEN new tokens in one call, and FIRST tokens then THEN more from the state the first call returned:
+    the whole sequence so far goes in again with that state, and generate feeds only the tokens the state has not
+    read — as GPT2LMHeadModel takes it. An encoder-decoder gets the source again and the decoder sequence with its
+    decoder_attention_mask: without the mask MarianMTModel reads the whole decoder sequence again."""
+    settings = dict(do_sample=False, eos_token_id=None, pad_token_id=0)
+    with torch.no_grad():
+        whole = model.generate(input_ids=ids, max_new_tokens=FIRST + THEN, **settings)
+        first = model.generate(input_ids=ids, max_new_tokens=FIRST, return_dict_in_generate=True, **settings)
+        so_far = first.sequences
+        if model.config.is_encoder_decoder:
+            continued = {
+                "input_ids": ids,
+                "decoder_input_ids": so_far,
+                "decoder_attention_mask": torch.ones_like(so_far),
+            }
+        else:
+            continued = {"input_ids": so_far}
+        state = returned_cache(first)
+        read = state.get_seq_length()  # (transformers' caches grow in place as the second call reads on)
+        second = model.generate(**continued, **cache_argument(state), max_new_tokens=THEN, **settings)
+    return whole, so_far, state, read, second
+
+
+@pytest.mark.parametrize("name", GENERATIVE + list(REFERENCES))
+def test_generate_continues_from_the_state_it_returned(name):
+    """Greedy generation of n + m tokens equals n tokens followed by a second ``generate`` that continues from the
+    state the first returned (``return_dict_in_generate=True``): GPT and the Transformer with transformers' caches,
+    Transformer-XL with its memory, the RNN with its recurrent state (``DecodingState``: what transformers reads of
+    a cache it is handed). Every state has read every token but the last generated one, as GPT-2's and Marian's
+    caches (which run the same test)."""
+    model = reference_for(tiny(REFERENCES[name])) if name in REFERENCES else FAMILIES[name].tiny_model().eval()
+    ids = prompt_ids(model.config.vocab_size)
+    whole, so_far, state, read, second = generate_then_continue(model, ids)
+    assert read == so_far.shape[1] - 1
+    if name == "transfo_xl":
+        assert state.mems[0].shape[1] == model.config.mem_len < read
+    assert torch.equal(second, whole)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 5. Special tokens
 # --------------------------------------------------------------------------------------------------------------
 
 

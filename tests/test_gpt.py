@@ -437,7 +437,6 @@ def test_multiple_choice_trains_with_the_trainer_through_the_auto_class(fixtures
 
     lines = [line for line in (fixtures_dir / "shakespeare.txt").read_text().splitlines() if line.strip()]
     tokenizer = train_tokenizer(lines, "bpe", vocab_size=300)
-    tokenizer.pad_token = tokenizer.eos_token
     config = tiny_config(
         "post",
         vocab_size=len(tokenizer),

@@ -380,7 +380,6 @@ def test_trl_sft_packing_first_step_loss_equals_the_padded_one(fixtures_dir, tmp
 
     lines = [line for line in (fixtures_dir / "shakespeare.txt").read_text().splitlines() if line.strip()]
     tokenizer = train_tokenizer(lines[:200], "bpe", vocab_size=300)
-    tokenizer.pad_token = tokenizer.eos_token
     texts = lines[:8]
     padded_loss = sft_first_step_loss(tmp_path / "padded", tokenizer, texts)
     # (padding_free alone does not cut examples, and TRL asks to say so with max_length=None)

@@ -205,6 +205,66 @@ def test_checkpoints_load_with_remote_code_without_hf_scratch(run_outputs, tmp_p
         assert torch.allclose(loaded[folder][real], logits[real], atol=1e-5), folder
 
 
+# ---- the saved tokenizers pad, with and without hf_scratch ------------------------------------------------------
+
+PAD_CHECK = textwrap.dedent(
+    """
+    import json, sys
+    from transformers import AutoConfig, AutoTokenizer, DataCollatorWithPadding
+
+    # what the saved tokenizer pads two texts of different lengths to, by tokenizer.pad and by
+    # DataCollatorWithPadding (what the example scripts' collators call), beside the config's pad id
+    def padded(folder):
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+        features = [tokenizer(text) for text in ("to be", "or not to be, that is the question")]
+        by_pad = tokenizer.pad(features, return_tensors="pt")
+        by_collator = DataCollatorWithPadding(tokenizer)(features)
+        return {
+            "pad_token": tokenizer.pad_token,
+            "pad_token_id": tokenizer.pad_token_id,
+            "config_pad_token_id": config.pad_token_id,
+            "unpadded": [feature["input_ids"] for feature in features],
+            "input_ids": by_pad["input_ids"].tolist(),
+            "attention_mask": by_pad["attention_mask"].tolist(),
+            "collated": {key: value.tolist() for key, value in by_collator.items()},
+        }
+
+    if __name__ == "__main__":  # where hf_scratch is not installed (run_without_hf_scratch)
+        print("PADDED" + json.dumps({name: padded(folder) for name, folder in json.loads(sys.argv[1]).items()}))
+    """
+)
+PAD_CASES = [case[0] for case in REMOTE_CASES]  # one folder per family
+
+
+def test_saved_tokenizers_pad_with_and_without_hf_scratch(run_outputs, tmp_path):
+    """Every family's saved tokenizer has a pad token, whose id is the config's ``pad_token_id``; ``tokenizer.pad``
+    and ``DataCollatorWithPadding`` pad the shorter text with it (mask 0) and leave the tokens as they were, the same
+    where hf_scratch is installed and where only the folder's code is (a ``python -I`` process)."""
+    import shutil
+
+    folders = {}
+    for name in PAD_CASES:
+        folders[name] = tmp_path / name
+        shutil.copytree(run_outputs(name)["output_dir"], folders[name], ignore=shutil.ignore_patterns("checkpoint-*"))
+    namespace: dict = {}
+    exec(PAD_CHECK, namespace)  # here, where hf_scratch is installed
+    here = {name: namespace["padded"](str(folder)) for name, folder in folders.items()}
+    jobs = json.dumps({name: str(folder) for name, folder in folders.items()})
+    printed = run_without_hf_scratch(PAD_CHECK, [jobs], tmp_path)
+    assert json.loads(printed.split("PADDED", 1)[1]) == here
+    for name, result in here.items():
+        pad = result["pad_token_id"]
+        assert result["pad_token"] is not None and pad is not None, name
+        assert result["config_pad_token_id"] == pad, name
+        short, long = result["unpadded"]
+        assert len(short) < len(long), name
+        assert result["input_ids"] == [short + [pad] * (len(long) - len(short)), long], name
+        assert result["attention_mask"] == [[1] * len(short) + [0] * (len(long) - len(short)), [1] * len(long)], name
+        assert result["collated"]["input_ids"] == result["input_ids"], name
+        assert result["collated"]["attention_mask"] == result["attention_mask"], name
+
+
 # ---- the saved tokenizer reports the model's input limit ----------------------------------------------------
 
 NO_LIMIT = int(1e30)  # transformers' VERY_LARGE_INTEGER: what its own Transformer-XL / XLNet tokenizers say

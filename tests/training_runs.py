@@ -1,7 +1,8 @@
 """What the training-script tests share (test_training.py, test_model_cards.py, test_cli.py): the flags of a tiny,
 offline two-step run, and one run of each script (``RUNS``), made once per session by the ``run_outputs`` fixture
 of conftest.py; and a process in which hf_scratch cannot be imported, where their hub-ready folders are loaded with
-their remote code alone (``run_without_hf_scratch``: test_training.py, test_distributed.py, test_trl.py)."""
+their remote code alone (``run_without_hf_scratch``: test_training.py, test_distributed.py, test_trl.py,
+test_example_contract.py)."""
 
 from __future__ import annotations
 
@@ -158,10 +159,10 @@ BLOCK_HF_SCRATCH = textwrap.dedent(
 
 def run_without_hf_scratch(
     script: str, args: list[str], tmp_path: Path, env: Mapping[str, str] = os.environ, timeout: int = 300
-) -> None:
+) -> str:
     """Run ``script`` with ``args`` in a fresh ``python -I`` process (no PYTHONPATH, no user site-packages) where
     importing hf_scratch fails (``BLOCK_HF_SCRATCH`` runs first), offline, with transformers' cache of remote code
-    under ``tmp_path``; the test fails with the end of its stderr unless it succeeds."""
+    under ``tmp_path``; the test fails with the end of its stderr unless it succeeds. Returns what it printed."""
     path = tmp_path / "without_hf_scratch.py"
     path.write_text(BLOCK_HF_SCRATCH + script)
     env = {key: value for key, value in env.items() if key != "PYTHONPATH"}
@@ -170,3 +171,4 @@ def run_without_hf_scratch(
         [sys.executable, "-I", str(path), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed.stdout

@@ -3,10 +3,14 @@
 Four kinds (``TOKENIZER_KINDS``), matching the families:
 
 - ``"wordpiece"``: BERT / Longformer style — [CLS] A [SEP] (B [SEP]) with segment ids, [MASK] for MLM;
-- ``"bpe"``: byte-level BPE for GPT and Transformer-XL (``<|endoftext|>`` as bos/eos/unk);
+- ``"bpe"``: byte-level BPE for GPT and Transformer-XL (``<|endoftext|>`` as bos/eos/unk, ``<pad>`` last);
 - ``"char"``: one token per character (the nanoGPT-style character-level LM), plus ``<pad>``/``<unk>``/``<eos>``;
 - ``"seq2seq"``: a WordPiece-like vocabulary shared by source and target for the encoder-decoders (Transformer, RNN
   baselines), ``<pad>``/``<s>``/``</s>``/``<unk>`` (ids 0-3), with ``</s>`` appended to every sequence as Marian does.
+
+Every kind has a pad token, so that ``tokenizer.pad`` and every collator that pads (``DataCollatorWithPadding``,
+``DataCollatorForMultipleChoice``, …) work on the folders our scripts save, and the configs they build take its id as
+``pad_token_id``.
 
 ``model_max_length(config)`` is the input limit of a model, which every tokenizer saved beside it should report.
 """
@@ -105,7 +109,16 @@ def _wordpiece(texts: list[str], vocab_size: int, lowercase: bool) -> PreTrained
 
 
 def _byte_level_bpe(texts: list[str], vocab_size: int, lowercase: bool) -> PreTrainedTokenizerFast:
-    """GPT / Transformer-XL: byte-level BPE, ``<|endoftext|>`` as bos/eos/unk (``lowercase`` does not apply)."""
+    """GPT / Transformer-XL: byte-level BPE, ``<|endoftext|>`` as bos/eos/unk, and ``<pad>`` (``lowercase`` does not
+    apply).
+
+    GPT-2's tokenizer has no pad token, and its users set ``pad_token = eos_token``. This one has a token of its
+    own, because padding with end-of-text loses the end of every text: ``DataCollatorForLanguageModeling`` (and TRL's
+    collators) ignore the label wherever the input is the pad id, so a model trained that way is never taught to end
+    a text, and GPT's classifiers, which find the last real token from ``pad_token_id`` when no attention mask is
+    given, would skip a final end-of-text. ``<pad>`` is the vocabulary's last id, after ``vocab_size - 1`` trained
+    tokens (the vocabulary keeps the size asked for, as GPT-2 put ``<|endoftext|>`` last): every other token keeps
+    the id it has in a vocabulary trained without it."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -113,17 +126,19 @@ def _byte_level_bpe(texts: list[str], vocab_size: int, lowercase: bool) -> PreTr
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
+        vocab_size=vocab_size - 1,
         special_tokens=["<|endoftext|>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=_show_progress(),
     )
     tokenizer.train_from_iterator(texts, trainer)
+    tokenizer.add_special_tokens(["<pad>"])
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         bos_token="<|endoftext|>",
         eos_token="<|endoftext|>",
         unk_token="<|endoftext|>",
+        pad_token="<pad>",
         model_input_names=["input_ids", "attention_mask"],
     )
 
