@@ -576,9 +576,7 @@ def clients(folders, tmp_path_factory) -> dict:
     exec(CLIENTS, namespace)
     here = namespace["train_clients"](paths, False, str(tmp_path_factory.mktemp("clients_here")))
     elsewhere = tmp_path_factory.mktemp("clients_elsewhere")
-    printed = run_without_hf_scratch(
-        CLIENTS, [json.dumps(paths), str(elsewhere / "out")], elsewhere
-    )
+    printed = run_without_hf_scratch(CLIENTS, [json.dumps(paths), str(elsewhere / "out")], elsewhere)
     return {"installed": here, "not installed": json.loads(printed.split("CLIENTS", 1)[1])}
 
 
