@@ -23,7 +23,7 @@ from torch import nn
 from transformers.modeling_outputs import BaseModelOutputWithPooling, NextSentencePredictorOutput
 from transformers.utils import ModelOutput
 
-from .checks import check_one_input, label_count
+from .checks import check_one_input, check_padding_or_relation, label_count
 from .configuration_bert import ScratchBertConfig
 from .encoder_heads import (
     EncoderForMaskedLM,
@@ -86,7 +86,7 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
         output_hidden_states: bool | None = None,
     ) -> BaseModelOutputWithPooling:
         batch, length = check_one_input(input_ids, inputs_embeds).shape[:2]
-        mask = padding_or_relation(attention_mask, batch, length, length)
+        mask = padding_or_relation(check_padding_or_relation(attention_mask, batch, length, length))
 
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(

@@ -37,8 +37,10 @@ from transformers.utils import ModelOutput
 
 from .attention import MultiHeadAttention
 from .checks import (
+    check_decoder_mask,
     check_input_ids,
     check_one_input,
+    check_position_ids,
     choice_dimensions,
     embedding_rows,
     flatten_choices,
@@ -206,11 +208,14 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         elif not use_cache:
             past_key_values = None
         key_length, cache_positions, static = cache_layout(past_key_values, length, reference.device)
+        # The mask covers the key slots: the cached tokens and the new ones (and a static cache's empty slots).
+        checked_mask = check_decoder_mask(attention_mask, batch, key_length, cache_positions, static)
+        if position_ids is not None:
+            check_position_ids(position_ids, batch, length)
 
-        # The mask covers the key slots: the cached tokens and the new ones (and a static cache's empty slots);
-        # packed sequences (position_ids that restart, no mask, no cache) attend within themselves.
-        mask, key_is_real = decoder_self_attention_mask(
-            attention_mask,
+        # Packed sequences (position_ids that restart, no mask, no cache) attend within themselves.
+        mask = decoder_self_attention_mask(
+            checked_mask,
             batch,
             key_length,
             cache_positions,
@@ -218,7 +223,8 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
             position_ids=position_ids,
             cached=past_key_values is not None,
         )
-        if position_ids is None:
+        if position_ids is None:  # a 4-D mask says nothing of padding: positions are not counted from it
+            key_is_real = checked_mask if checked_mask is not None and checked_mask.dim() == 2 else None
             position_ids = default_positions(key_is_real, cache_positions)
 
         hidden_states = self.embeddings(input_ids, position_ids, token_type_ids, inputs_embeds)

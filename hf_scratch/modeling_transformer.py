@@ -34,11 +34,19 @@ from transformers.modeling_outputs import (
 )
 
 from .attention import MultiHeadAttention
-from .checks import check_attention_mask, check_input_ids, check_one_input, embedding_rows, given_source
+from .checks import (
+    check_attention_mask,
+    check_decoder_mask,
+    check_input_ids,
+    check_one_input,
+    check_padding_or_relation,
+    embedding_rows,
+    given_source,
+)
 from .configuration_transformer import ScratchTransformerConfig
 from .layers import EncoderLayer, FeedForward, ResidualNorm, run_layers
 from .losses import token_cross_entropy
-from .masks import AttentionMask, cache_layout, decoder_self_attention_mask, padding_or_none, padding_or_relation
+from .masks import AttentionMask, cache_layout, decoder_self_attention_mask, key_padding_mask, padding_or_relation
 from .modeling_common import (
     CACHE_NAME,
     ScratchGenerationMixin,
@@ -153,7 +161,7 @@ class ScratchTransformerEncoder(nn.Module):
         batch, length = check_one_input(input_ids, inputs_embeds).shape[:2]
         mask = attention_mask  # as the model built it
         if not isinstance(mask, AttentionMask):
-            mask = padding_or_relation(mask, batch, length, length)
+            mask = padding_or_relation(check_padding_or_relation(mask, batch, length, length))
 
         hidden_states = self.embeddings(input_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
@@ -264,16 +272,15 @@ def target_mask(
 ) -> AttentionMask:
     """Masked self-attention (§3.2.3): each target position may attend the real tokens up to itself, the cached
     ones included (causal ∧ target padding); a 4-D mask is the whole relation."""
-    name = "decoder_attention_mask"
-    return decoder_self_attention_mask(attention_mask, batch, key_length, cache_positions, static, name=name)[0]
+    checked = check_decoder_mask(attention_mask, batch, key_length, cache_positions, static, "decoder_attention_mask")
+    return decoder_self_attention_mask(checked, batch, key_length, cache_positions, static)
 
 
 def source_mask(encoder_attention_mask: torch.Tensor | None, encoder_hidden_states: torch.Tensor) -> AttentionMask:
     """Cross-attention (§3.2.3): every target position may attend the source's real tokens."""
     batch, source_length = encoder_hidden_states.shape[:2]
     name = "attention_mask (of the source)"
-    source_is_real = check_attention_mask(encoder_attention_mask, batch, source_length, name)
-    return AttentionMask(key_padding=padding_or_none(source_is_real))
+    return key_padding_mask(check_attention_mask(encoder_attention_mask, batch, source_length, name))
 
 
 def source_for_both_sides(

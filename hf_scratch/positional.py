@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import values_pass
+from .checks import check_positions
 
 SINUSOIDAL_LAYOUTS = ("interleaved", "split")
 
@@ -49,23 +49,6 @@ def sinusoidal_table(num_positions: int, dim: int, layout: str = "interleaved", 
         table[:, : sin.shape[1]] = sin
         table[:, sin.shape[1] :] = cos
     return table.float()
-
-
-def check_positions(position_ids: torch.Tensor, num_positions: int) -> None:
-    """Positions past the table cannot be encoded: say so instead of indexing out of range. (A check on values:
-    under torch.compile / torch.export it is an assertion inside the graph, see ``checks.values_pass``.)"""
-    fix = (
-        "shorten or truncate the input (tokenizer(..., truncation=True, max_length=...)) or use a model configured "
-        "with more positions."
-    )
-    message = f"The input needs positions past the {num_positions} the model has (max_position_embeddings): {fix}"
-    if not values_pass(position_ids < num_positions, message):
-        raise ValueError(
-            f"The input needs position {int(position_ids.max())} but the model has only {num_positions} positions "
-            f"(max_position_embeddings={num_positions}): {fix}"
-        )
-    if not values_pass(position_ids >= 0, "position_ids must be ≥ 0."):
-        raise ValueError("position_ids must be ≥ 0.")
 
 
 class SinusoidalPositionalEmbedding(nn.Module):

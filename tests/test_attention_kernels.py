@@ -19,8 +19,8 @@ from transformers import AttentionInterface
 import hf_scratch
 from hf_scratch import attention, banded_attention, kernels, modeling_transfo_xl
 from hf_scratch.banded_attention import ATTENTION_KERNELS
-from hf_scratch.kernels import attend
-from hf_scratch.masks import AttentionMask, mask_to_bias
+from hf_scratch.kernels import attend, mask_to_bias
+from hf_scratch.masks import AttentionMask
 
 ATOL = 1e-5
 STANDARD = ["bert", "gpt", "transformer"]
