@@ -1,5 +1,9 @@
 """The reader's path (issue 49), traced in one call of each family's main head.
 
+The modules a reader crosses: the package modules whose code runs in the call, in the order the call first enters
+them, are the ones docs/contributing.md lists for the family ("The reader's path"), so that the page and the code
+cannot drift apart.
+
 A public forward validates its inputs at the edge, then builds its masks once, then attends: followed from the head's
 public forward, each mask the user passes enters the validation module (``checks.py``) and the mask module
 (``masks.py``) at most once — no back and forth between checking and building, and no layer rebuilding the mask.
@@ -12,6 +16,7 @@ sequence of modules those frames run in and return to, and a module's visits are
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -25,6 +30,7 @@ import hf_scratch
 from hf_scratch.masks import AttentionMask
 
 PACKAGE = Path(hf_scratch.__file__).resolve().parent
+CONTRIBUTING = PACKAGE.parent / "docs" / "contributing.md"
 
 
 def module_of(frame) -> str | None:
@@ -127,3 +133,41 @@ def test_each_mask_is_checked_once_then_built_once(name, attn_implementation):
         assert visits["checks"] <= 1 and visits["masks"] <= 1, (mask, " → ".join(path))
         if "checks" in visits and "masks" in visits:  # validated at the edge, then built
             assert path.index("checks") < path.index("masks"), (mask, " → ".join(path))
+
+
+def modules_run(model, kwargs: dict) -> list[str]:
+    """The package modules whose code runs in one call of ``model``, in the order the call first enters them."""
+    seen: dict[str, None] = {}
+
+    def profile(frame, event, _):
+        if event == "call" and (module := module_of(frame)) is not None:
+            seen.setdefault(module)
+
+    sys.setprofile(profile)
+    try:
+        model(**kwargs)
+    finally:
+        sys.setprofile(None)
+    return list(seen)
+
+
+def documented_paths() -> dict[str, list[str]]:
+    """The table of docs/contributing.md's "The reader's path": main head → its modules (and their stated count)."""
+    section = CONTRIBUTING.read_text().split("## The reader's path\n", 1)[1].split("\n## ", 1)[0]
+    paths = {}
+    for row in re.findall(r"^\|(.+)\|$", section, re.M)[2:]:  # after the header and its rule
+        family, head, count, modules = (cell.strip() for cell in row.split("|"))
+        paths[head.strip("`")] = re.findall(r"`(\w+)`", modules)
+        assert int(count) == len(paths[head.strip("`")]), (family, count, modules)
+    return paths
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_modules_a_main_head_runs_are_the_documented_ones(name):
+    model, kwargs = main_head_call(name)
+    with torch.no_grad():
+        modules = modules_run(model, kwargs)
+    assert modules == documented_paths().get(FAMILIES[name].head), (
+        f"{FAMILIES[name].head} runs {len(modules)} modules: {', '.join(modules)}; update the table of "
+        "docs/contributing.md's \"The reader's path\" (or shorten the path)"
+    )
