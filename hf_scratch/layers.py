@@ -23,9 +23,8 @@ from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from .attention import MultiHeadAttention
-from .checks import check_input_ids, embedding_rows
+from .checks import check_input_ids, check_positions, embedding_rows
 from .masks import AttentionMask
-from .positional import LearnedPositionalEmbedding
 
 # The tanh approximation of GELU, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) — GPT-2's "gelu_new" — is written in
 # transformers as six elementwise operations; torch's fused kernel computes the same formula (|Δ| ≈ 2e-7) in about
@@ -255,14 +254,15 @@ class MaskedLMOutputEmbeddings:
 
 class EncoderEmbeddings(nn.Module):
     """E = LayerNorm(E_token + E_segment + E_position), then dropout: BERT's input representation (Devlin et al.
-    2019 §3, Figure 2), kept by RoBERTa and Longformer. Positions count 0, 1, 2, … unless the family overrides
+    2019 §3, Figure 2), kept by RoBERTa and Longformer; E_position a learned vector per position (checked to be in the
+    table). Positions count 0, 1, 2, … unless the family overrides
     ``default_position_ids`` (Longformer counts RoBERTa's way); ``position_padding_idx`` is the position row that
     padding keeps (RoBERTa's pad_token_id), None for BERT."""
 
     def __init__(self, config: PreTrainedConfig, position_padding_idx: int | None = None) -> None:
         super().__init__()
         self.word = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position = LearnedPositionalEmbedding(
+        self.position = nn.Embedding(
             config.max_position_embeddings, config.hidden_size, padding_idx=position_padding_idx
         )
         self.token_type = nn.Embedding(config.type_vocab_size, config.hidden_size)
@@ -286,6 +286,7 @@ class EncoderEmbeddings(nn.Module):
         batch, length = inputs_embeds.shape[:2]
         if position_ids is None:
             position_ids = self.default_position_ids(input_ids, inputs_embeds)
+        check_positions(position_ids, embedding_rows(self.position))
         if token_type_ids is None:
             token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
         else:

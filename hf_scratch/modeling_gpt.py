@@ -41,6 +41,7 @@ from .checks import (
     check_input_ids,
     check_one_input,
     check_position_ids,
+    check_positions,
     choice_dimensions,
     embedding_rows,
     flatten_choices,
@@ -59,7 +60,6 @@ from .modeling_common import (
     normalise_inputs,
     returned_cache,
 )
-from .positional import LearnedPositionalEmbedding
 
 # --------------------------------------------------------------------------------------------------------------
 # 1. Input representation
@@ -88,13 +88,14 @@ def default_positions(key_is_real: torch.Tensor | None, cache_positions: torch.T
 
 
 class ScratchGPTEmbeddings(nn.Module):
-    """h_0 = U W_e + W_p (GPT-1 eq. 2), then dropout. ``token_type_ids``, when given, are looked up in the token
-    table W_e as well and added (what the reference implementations do, e.g. for dialogue segments)."""
+    """h_0 = U W_e + W_p (GPT-1 eq. 2), then dropout: W_p a learned vector per position (the model checks that the
+    positions are in its table). ``token_type_ids``, when given, are looked up in the token table W_e as well and
+    added (what the reference implementations do, e.g. for dialogue segments)."""
 
     def __init__(self, config: ScratchGPTConfig) -> None:
         super().__init__()
         self.word = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.position = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
+        self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.dropout = nn.Dropout(config.embedding_dropout_prob)
 
     def forward(
@@ -226,6 +227,7 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         if position_ids is None:  # a 4-D mask says nothing of padding: positions are not counted from it
             key_is_real = checked_mask if checked_mask is not None and checked_mask.dim() == 2 else None
             position_ids = default_positions(key_is_real, cache_positions)
+        check_positions(position_ids, embedding_rows(self.embeddings.position))
 
         hidden_states = self.embeddings(input_ids, position_ids, token_type_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(

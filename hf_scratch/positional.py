@@ -1,5 +1,6 @@
-"""Position information: sinusoidal (Vaswani et al. 2017, §3.5), learned absolute (BERT, GPT), and the sinusoidal
-relative encodings of Transformer-XL.
+"""Position information: sinusoidal (Vaswani et al. 2017, §3.5) and the sinusoidal relative encodings of
+Transformer-XL. (Learned absolute positions, BERT's and GPT's, are a plain ``nn.Embedding`` table looked up by position,
+its ids checked by ``checks.check_positions``.)
 
 The paper's encoding, for position ``pos`` and pair index ``i`` (Vaswani et al. 2017 §3.5):
 
@@ -64,14 +65,6 @@ class SinusoidalPositionalEmbedding(nn.Module):
     def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
         check_positions(position_ids, self.num_positions)
         return self.table[position_ids]
-
-
-class LearnedPositionalEmbedding(nn.Embedding):
-    """A trained vector per absolute position (BERT, GPT)."""
-
-    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        check_positions(position_ids, self.num_embeddings)
-        return super().forward(position_ids)
 
 
 def relative_sinusoidal_embedding(distances: torch.Tensor, dim: int) -> torch.Tensor:
