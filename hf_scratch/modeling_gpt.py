@@ -189,6 +189,24 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
             raise ValueError(f"inputs_embeds must have shape (batch, length, hidden), got {tuple(reference.shape)}.")
         return reference
 
+    def _checked_positions(
+        self,
+        position_ids: torch.Tensor | None,
+        checked_mask: torch.Tensor | None,
+        cache_positions: torch.Tensor,
+        batch: int,
+    ) -> torch.Tensor:
+        """The new tokens' positions, checked against the table W_p: as given (one per new token), else counted over
+        the real tokens of the checked mask (``default_positions``; a 4-D mask says nothing of padding, so not from
+        it)."""
+        if position_ids is not None:
+            check_position_ids(position_ids, batch, len(cache_positions))
+        else:
+            key_is_real = checked_mask if checked_mask is not None and checked_mask.dim() == 2 else None
+            position_ids = default_positions(key_is_real, cache_positions)
+        check_positions(position_ids, embedding_rows(self.embeddings.position))
+        return position_ids
+
     @normalise_inputs
     def forward(
         self,
@@ -211,25 +229,15 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         key_length, cache_positions, static = cache_layout(past_key_values, length, reference.device)
         # The mask covers the key slots: the cached tokens and the new ones (and a static cache's empty slots).
         checked_mask = check_decoder_mask(attention_mask, batch, key_length, cache_positions, static)
-        if position_ids is not None:
-            check_position_ids(position_ids, batch, length)
+        positions = self._checked_positions(position_ids, checked_mask, cache_positions, batch)
 
-        # Packed sequences (position_ids that restart, no mask, no cache) attend within themselves.
+        # Built once for every layer: causal ∧ key padding; packed sequences (position_ids that restart, no mask, no
+        # cache) attend within themselves.
+        cached = past_key_values is not None
         mask = decoder_self_attention_mask(
-            checked_mask,
-            batch,
-            key_length,
-            cache_positions,
-            static,
-            position_ids=position_ids,
-            cached=past_key_values is not None,
+            checked_mask, batch, key_length, cache_positions, static, position_ids=position_ids, cached=cached
         )
-        if position_ids is None:  # a 4-D mask says nothing of padding: positions are not counted from it
-            key_is_real = checked_mask if checked_mask is not None and checked_mask.dim() == 2 else None
-            position_ids = default_positions(key_is_real, cache_positions)
-        check_positions(position_ids, embedding_rows(self.embeddings.position))
-
-        hidden_states = self.embeddings(input_ids, position_ids, token_type_ids, inputs_embeds)
+        hidden_states = self.embeddings(input_ids, positions, token_type_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
             self.layers,
             hidden_states,
