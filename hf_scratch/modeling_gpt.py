@@ -35,7 +35,6 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import MultiHeadAttention
 from .checks import (
     check_decoder_mask,
     check_input_ids,
@@ -49,7 +48,7 @@ from .checks import (
     values_pass,
 )
 from .configuration_gpt import ScratchGPTConfig
-from .layers import EncoderLayer, get_activation, run_layers
+from .layers import EncoderLayer, MultiHeadAttention, get_activation, run_layers
 from .losses import causal_lm_loss, sequence_classification_loss, token_cross_entropy
 from .masks import cache_layout, decoder_self_attention_mask
 from .modeling_common import (

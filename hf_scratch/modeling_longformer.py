@@ -37,7 +37,6 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 
-from .attention import split_heads
 from .banded_attention import BandedPattern, GlobalTokens, keep_attention_kernels
 from .checks import check_attention_mask, check_one_input, label_count, values_pass
 from .configuration_longformer import ScratchLongformerConfig
@@ -57,6 +56,7 @@ from .layers import (
     feed_forward_recomputing_activation,
     run_layers,
     selective_checkpoint,
+    split_heads,
 )
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
@@ -106,7 +106,7 @@ class ScratchLongformerSelfAttention(nn.Module):
         self.out_proj = nn.Linear(hidden, hidden)
 
     def _by_head(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, n, heads·d) → (batch, n, heads, d): the banded kernel's layout (``attention.split_heads`` gives
+        """(batch, n, heads·d) → (batch, n, heads, d): the banded kernel's layout (``layers.split_heads`` gives
         the (batch, heads, n, d) of dense attention)."""
         return x.reshape(*x.shape[:2], self.num_heads, self.head_dim)
 

@@ -35,11 +35,10 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 
 from .adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax, embedding_tables, init_adaptive_weights
-from .attention import kernel_settings, merge_heads, split_heads
 from .checks import check_mask_of_last_tokens, check_one_input
 from .configuration_transfo_xl import ScratchTransfoXLConfig
 from .kernels import attend
-from .layers import FeedForward, ResidualNorm, run_layers
+from .layers import FeedForward, ResidualNorm, kernel_settings, merge_heads, run_layers, split_heads
 from .losses import IGNORE_INDEX, causal_lm_loss, next_token_labels, per_item
 from .masks import AttentionMask, memory_mask
 from .modeling_common import (

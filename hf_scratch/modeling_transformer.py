@@ -33,7 +33,6 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 
-from .attention import MultiHeadAttention
 from .checks import (
     check_attention_mask,
     check_decoder_mask,
@@ -44,7 +43,7 @@ from .checks import (
     given_source,
 )
 from .configuration_transformer import ScratchTransformerConfig
-from .layers import EncoderLayer, FeedForward, ResidualNorm, run_layers
+from .layers import EncoderLayer, FeedForward, MultiHeadAttention, ResidualNorm, run_layers
 from .losses import token_cross_entropy
 from .masks import AttentionMask, cache_layout, decoder_self_attention_mask, key_padding_mask, padding_or_relation
 from .modeling_common import (

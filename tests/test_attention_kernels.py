@@ -17,7 +17,7 @@ from families import FAMILIES, FLEX_COMPILES_WHOLE_MODELS, FLEX_ON_TORCH_2_7, NA
 from transformers import AttentionInterface
 
 import hf_scratch
-from hf_scratch import attention, banded_attention, kernels, modeling_transfo_xl
+from hf_scratch import banded_attention, kernels, layers, modeling_transfo_xl
 from hf_scratch.banded_attention import ATTENTION_KERNELS
 from hf_scratch.kernels import attend, mask_to_bias
 from hf_scratch.masks import AttentionMask
@@ -63,7 +63,7 @@ def test_the_dispatcher_refuses_a_score_term_for_a_registered_kernel(registered_
 
 @pytest.mark.parametrize(
     "name, module, score_bias",
-    [("bert", attention, False), ("transfo_xl", modeling_transfo_xl, True), ("longformer", banded_attention, False)],
+    [("bert", layers, False), ("transfo_xl", modeling_transfo_xl, True), ("longformer", banded_attention, False)],
 )
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])
 def test_every_family_chooses_its_kernel_in_the_one_dispatcher(name, module, score_bias, implementation, monkeypatch):
