@@ -289,8 +289,10 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
         shift_labels: torch.Tensor | None = None,
     ) -> CausalLMOutputWithPast:
         """``labels`` are the inputs (shifted inside); ``shift_labels``, already shifted (what transformers passes
-        under context parallelism), take their place when given. ``logits_to_keep``: logits for the last n
-        positions only (0: all); ``generate`` asks for 1."""
+        under context parallelism), take their place when given. The loss L1 is transformers' causal-LM loss
+        (``loss_function`` for ``loss_type = "ForCausalLM"``, as its GPT-2 computes it): the mean negative
+        log-likelihood over labels ≠ -100, or their sum over ``num_items_in_batch``. ``logits_to_keep``: logits for
+        the last n positions only (0: all); ``generate`` asks for 1."""
         outputs = self.model(
             input_ids=input_ids,
             past_key_values=past_key_values,
@@ -307,7 +309,11 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
         if logits_to_keep:  # generation needs only the last position's distribution
             hidden_states = hidden_states[:, -logits_to_keep:]
         logits = self.lm_head(hidden_states)  # always through the module: hooks, adapters, quantized layers see it
-        loss = causal_lm_loss(logits, labels, num_items_in_batch, shift_labels)
+        loss = None
+        if labels is not None or shift_labels is not None:  # L1 (eq. 1): the logits at i predict the token at i + 1
+            loss = self.loss_function(
+                logits, labels, logits.shape[-1], num_items_in_batch=num_items_in_batch, shift_labels=shift_labels
+            )
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,

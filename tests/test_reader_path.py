@@ -171,3 +171,8 @@ def test_the_modules_a_main_head_runs_are_the_documented_ones(name):
         f"{FAMILIES[name].head} runs {len(modules)} modules: {', '.join(modules)}; update the table of "
         "docs/contributing.md's \"The reader's path\" (or shorten the path)"
     )
+
+
+def test_gpt_is_read_in_at_most_six_modules():
+    """Issue 49's goal: nanoGPT is read in one file; GPT's LM head here crossed nine modules, now at most six."""
+    assert len(documented_paths()[FAMILIES["gpt"].head]) <= 6
