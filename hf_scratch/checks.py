@@ -17,11 +17,8 @@ Checks on shapes, dtypes and types are plain Python and raise everywhere.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
-from transformers import PreTrainedConfig
 
 # --------------------------------------------------------------------------------------------------------------
 # Checks that read tensor values, and torch.compile / torch.export
@@ -265,11 +262,6 @@ def check_positions(position_ids: torch.Tensor, num_positions: int) -> None:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def flatten_choices(x: torch.Tensor | None) -> torch.Tensor | None:
-    """(batch, choices, length[, hidden]) → (batch·choices, length[, hidden]): each choice is its own sequence."""
-    return None if x is None else x.reshape(-1, *x.shape[2:])
-
-
 def choice_dimensions(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> tuple[int, int, int]:
     """(batch, num_choices, length) of multiple-choice inputs, or a ValueError if they are not shaped that way. The
     one-of rule is checked once, by the base model the flattened choices go to (``check_one_input``); here only
@@ -285,20 +277,3 @@ def choice_dimensions(input_ids: torch.Tensor | None, inputs_embeds: torch.Tenso
         )
     batch, num_choices, length = reference.shape[:3]
     return batch, num_choices, length
-
-
-def label_count(config: PreTrainedConfig) -> int:
-    """``config.num_labels``, the classifier's width: transformers' config gives 2 unless ``id2label`` is None."""
-    if config.num_labels is None:
-        raise ValueError(f"{type(config).__name__}.num_labels is None: set num_labels (or id2label) for this head.")
-    return config.num_labels
-
-
-def given_source(
-    input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, encoder_outputs: Any
-) -> torch.Tensor | None:
-    """The tensor that sizes an encoder-decoder's source: the encoder's output when given (a ModelOutput or a tuple,
-    its states first), else the ids, else the embeddings the encoder reads; None when none is given."""
-    if encoder_outputs is not None:
-        return encoder_outputs[0]
-    return input_ids if input_ids is not None else inputs_embeds

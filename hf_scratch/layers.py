@@ -10,7 +10,7 @@ layers; the MLM head, and the input representation and pooler of the BERT-style 
 
 The families with their own score terms keep their attention layers in their own files (Transformer-XL's relative
 positions) or in their kernel's module (Longformer's band, ``banded_attention.py``), and call the same dispatcher.
-Input checks are in ``checks.py``, the training objectives in ``losses.py``, the encoders' task heads in
+Input checks are in ``checks.py``, the training objectives in ``heads.py``, the encoders' task heads in
 ``encoder_heads.py``."""
 
 from __future__ import annotations

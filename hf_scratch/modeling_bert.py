@@ -23,7 +23,7 @@ from torch import nn
 from transformers.modeling_outputs import BaseModelOutputWithPooling, NextSentencePredictorOutput
 from transformers.utils import ModelOutput
 
-from .checks import check_one_input, check_padding_or_relation, label_count
+from .checks import check_one_input, check_padding_or_relation
 from .configuration_bert import ScratchBertConfig
 from .encoder_heads import (
     EncoderForMaskedLM,
@@ -33,6 +33,7 @@ from .encoder_heads import (
     EncoderForTokenClassification,
     EncoderHead,
 )
+from .heads import label_count, token_cross_entropy
 from .layers import (
     EncoderEmbeddings,
     EncoderLayer,
@@ -42,7 +43,6 @@ from .layers import (
     classifier_dropout,
     run_layers,
 )
-from .losses import token_cross_entropy
 from .masks import padding_or_relation
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 

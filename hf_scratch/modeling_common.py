@@ -25,9 +25,9 @@ family files keep the papers' code and go through this module for:
 - ``ScratchGenerationMixin``: the hooks ``generate`` calls (the static cache's mask, carrying a family's own decoding
   state such as Transformer-XL's memory between steps), for whichever supported release is installed;
 - ``DecoderInputsFromLabelsMixin``: the hook ``DataCollatorForSeq2Seq`` calls on the encoder-decoders to build the
-  decoder inputs from the labels;
-- ``Seq2SeqLMHeadMixin``: the encoder-decoders' generation head (the public ``forward`` transformers' ``generate``,
-  Trainer and collator call), written once around two hooks of each family: its output layer and its token loss.
+  decoder inputs from the labels.
+
+The encoder-decoders' generation head is ``heads.Seq2SeqLMHead``.
 """
 
 from __future__ import annotations
@@ -45,8 +45,7 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 from transformers import GenerationConfig, GenerationMixin, PreTrainedConfig, PreTrainedModel
-from transformers.modeling_outputs import CausalLMOutputWithPast, Seq2SeqLMOutput
-from transformers.utils import ModelOutput
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .inputs import shift_tokens_right
 from .kernels import check_attn_implementation
@@ -484,7 +483,7 @@ def take_generation_cache(kwargs: dict[str, Any]) -> Any:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Encoder-decoders: the collator's hook and the generation head
+# Encoder-decoders: the collator's hook
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -511,68 +510,3 @@ class DecoderInputsFromLabelsMixin:
         if labels is None or decoder_input_ids is not None or decoder_inputs_embeds is not None:
             return decoder_input_ids
         return self.prepare_decoder_input_ids_from_labels(labels)
-
-
-class Seq2SeqLMHeadMixin(DecoderInputsFromLabelsMixin):
-    """The encoder-decoders' generation head: p(y_t | y_<t, x) = softmax(logits_t), the logits from the top decoder
-    state by the family's output layer (``lm_logits``); with ``labels`` (the targets as they are, not shifted: the
-    decoder reads them shifted right, ``decoder_inputs_for``) the family's token loss (``lm_loss``). ``self.model``
-    is the family's encoder-decoder; ``past_key_values`` is its decoder cache (an ``EncoderDecoderCache``, the RNN's
-    recurrent state). List this mixin first among a head's bases, so that its ``forward`` is not ``nn.Module``'s."""
-
-    model: nn.Module  # the family's encoder-decoder (Seq2SeqModelOutput)
-
-    def lm_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """The family's output layer: the top decoder states (batch, target_length, hidden) → the logits over the
-        target vocabulary."""
-        raise NotImplementedError(f"{type(self).__name__} must define lm_logits (its output layer).")
-
-    def lm_loss(self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | None) -> torch.Tensor:
-        """The family's loss over the target tokens (labels ≠ -100), per item of the batch with
-        ``num_items_in_batch``."""
-        raise NotImplementedError(f"{type(self).__name__} must define lm_loss (its token loss).")
-
-    @normalise_inputs
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.Tensor | None = None,
-        decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs: ModelOutput | tuple[torch.Tensor, ...] | None = None,
-        past_key_values: Any = None,
-        inputs_embeds: torch.Tensor | None = None,
-        decoder_inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        num_items_in_batch: int | None = None,
-    ) -> Seq2SeqLMOutput:
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            decoder_input_ids=self.decoder_inputs_for(labels, decoder_input_ids, decoder_inputs_embeds),
-            decoder_attention_mask=decoder_attention_mask,
-            encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
-            inputs_embeds=inputs_embeds,
-            decoder_inputs_embeds=decoder_inputs_embeds,
-            use_cache=use_cache and labels is None,  # (training: the whole target at once)
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            **already_normalised(),
-        )
-        logits = self.lm_logits(outputs.last_hidden_state)
-        loss = self.lm_loss(logits, labels, num_items_in_batch) if labels is not None else None
-        return Seq2SeqLMOutput(
-            loss=loss,
-            logits=logits,
-            **cache_output(returned_cache(outputs)),
-            decoder_hidden_states=outputs.decoder_hidden_states,
-            decoder_attentions=outputs.decoder_attentions,
-            cross_attentions=outputs.cross_attentions,
-            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states,
-            encoder_attentions=outputs.encoder_attentions,
-        )

@@ -43,13 +43,11 @@ from .checks import (
     check_positions,
     choice_dimensions,
     embedding_rows,
-    flatten_choices,
-    label_count,
     values_pass,
 )
 from .configuration_gpt import ScratchGPTConfig
+from .heads import causal_lm_loss, flatten_choices, label_count, sequence_classification_loss, token_cross_entropy
 from .layers import EncoderLayer, MultiHeadAttention, get_activation, run_layers
-from .losses import causal_lm_loss, sequence_classification_loss, token_cross_entropy
 from .masks import cache_layout, decoder_self_attention_mask
 from .modeling_common import (
     ScratchGenerationMixin,

@@ -38,7 +38,7 @@ from transformers.modeling_outputs import (
 )
 
 from .banded_attention import BandedPattern, GlobalTokens, keep_attention_kernels
-from .checks import check_attention_mask, check_one_input, label_count, values_pass
+from .checks import check_attention_mask, check_one_input, values_pass
 from .configuration_longformer import ScratchLongformerConfig
 from .encoder_heads import (
     EncoderForMaskedLM,
@@ -47,6 +47,7 @@ from .encoder_heads import (
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
 )
+from .heads import label_count
 from .kernels import masked_softmax
 from .layers import (
     EncoderEmbeddings,

@@ -39,20 +39,17 @@ from .checks import (
     check_input_ids,
     check_one_input,
     embedding_rows,
-    given_source,
-    label_count,
     values_pass,
 )
 from .configuration_rnn import ATTENDING_TYPES, BAHDANAU_DECODERS, ScratchRNNConfig
+from .heads import Seq2SeqLMHead, given_source, label_count, sequence_classification_loss, token_cross_entropy
 from .kernels import masked_softmax
 from .layers import classifier_dropout
-from .losses import sequence_classification_loss, token_cross_entropy
 from .masks import AttentionMask, key_padding_mask
 from .modeling_common import (
     CACHE_NAME,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
-    Seq2SeqLMHeadMixin,
     already_normalised,
     cache_output,
     normalise_inputs,
@@ -520,7 +517,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         )
 
 
-class ScratchRNNForConditionalGeneration(Seq2SeqLMHeadMixin, ScratchRNNPreTrainedModel, ScratchGenerationMixin):
+class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, Seq2SeqLMHead, ScratchGenerationMixin):
     """y_t = softmax(V · Dropout(decoder output)); loss = cross-entropy against the (non-shifted) labels, -100
     ignored. Decoder inputs are the labels shifted right behind ``decoder_start_token_id`` when not given."""
 

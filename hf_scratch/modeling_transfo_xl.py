@@ -37,9 +37,9 @@ from transformers.utils import ModelOutput
 from .adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax, embedding_tables, init_adaptive_weights
 from .checks import check_mask_of_last_tokens, check_one_input
 from .configuration_transfo_xl import ScratchTransfoXLConfig
+from .heads import IGNORE_INDEX, causal_lm_loss, next_token_labels, per_item
 from .kernels import attend
 from .layers import FeedForward, ResidualNorm, kernel_settings, merge_heads, run_layers, split_heads
-from .losses import IGNORE_INDEX, causal_lm_loss, next_token_labels, per_item
 from .masks import AttentionMask, memory_mask
 from .modeling_common import (
     ScratchGenerationMixin,

@@ -40,17 +40,15 @@ from .checks import (
     check_one_input,
     check_padding_or_relation,
     embedding_rows,
-    given_source,
 )
 from .configuration_transformer import ScratchTransformerConfig
+from .heads import Seq2SeqLMHead, given_source, token_cross_entropy
 from .layers import EncoderLayer, FeedForward, MultiHeadAttention, ResidualNorm, run_layers
-from .losses import token_cross_entropy
 from .masks import AttentionMask, cache_layout, decoder_self_attention_mask, key_padding_mask, padding_or_relation
 from .modeling_common import (
     CACHE_NAME,
     ScratchGenerationMixin,
     ScratchPreTrainedModel,
-    Seq2SeqLMHeadMixin,
     already_normalised,
     cache_output,
     normalise_inputs,
@@ -475,7 +473,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
 
 
 class ScratchTransformerForConditionalGeneration(
-    Seq2SeqLMHeadMixin, ScratchTransformerPreTrainedModel, ScratchGenerationMixin
+    ScratchTransformerPreTrainedModel, Seq2SeqLMHead, ScratchGenerationMixin
 ):
     """The full model of the paper: P(y_t | y_<t, x) = softmax(W_out h_t + b) with W_out tied to the target
     embeddings (§3.4). ``labels`` → decoder inputs shifted right; loss = cross-entropy over labels ≠ -100 with

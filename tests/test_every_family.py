@@ -387,7 +387,7 @@ def module_files(name: str) -> list[str]:
         "checks.py",
         "inputs.py",
         "layers.py",
-        "losses.py",
+        "heads.py",
     ]
     own = {
         "rnn": ["recurrent.py"],
