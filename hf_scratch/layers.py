@@ -5,7 +5,7 @@ the layer BERT, GPT and the encoder-decoder share,
 
 with Attention the scaled dot-product attention that ``kernels.attend`` runs by the configured kernel, over the
 "may attend" relation from ``masks.py``; the position-wise feed-forward network (§3.3); the residual + LayerNorm
-wrapper (post-LN and pre-LN); the encoder layer that BERT, GPT and the Transformer's encoder share; the stack of N
+wrapper (post-LN and pre-LN); the Transformer block that BERT, GPT and the Transformer's encoder share; the stack of N
 layers; the MLM head, and the input representation and pooler of the BERT-style encoders.
 
 The families with their own score terms keep their attention layers in their own files (Transformer-XL's relative
@@ -274,20 +274,20 @@ class ResidualNorm(nn.Module):
         return out if self.pre_norm else self.norm(out)
 
 
-class EncoderLayer(GradientCheckpointingLayer):
-    """One Transformer encoder layer (Vaswani et al. 2017 §3.1 "Encoder"): multi-head self-attention (§3.2.2), then
-    the position-wise feed-forward network (§3.3), each a residual sub-layer with its LayerNorm (``ResidualNorm``):
+class TransformerBlock(GradientCheckpointingLayer):
+    """The Transformer block (Vaswani et al. 2017 §3.1): multi-head self-attention (§3.2.2), then the position-wise
+    feed-forward network (§3.3), each a residual sub-layer with its LayerNorm (``ResidualNorm``), post-LN or pre-LN:
 
     post-LN, LayerNorm(x + Sublayer(x)) — the paper, GPT-1 (Radford et al. 2018 §3.1), BERT (Devlin et al. 2019 §3):
         h = LN(x + Dropout(MultiHead(x, x, x))),   out = LN(h + Dropout(FFN(h)))
     pre-LN (``pre_norm``: GPT-2, Radford et al. 2019 §2.3; the Transformer as an option):
         h = x + Dropout(MultiHead(LN(x))),         out = h + Dropout(FFN(LN(h)))
 
-    The mask says what each position attends: padding in BERT and the Transformer's encoder, causal ∧ padding in
-    GPT (a decoder without cross-attention is this layer under a causal mask), whose cache ``past_key_values`` the
-    attention reads and extends. The families subclass it under their own names; ``attention_name`` is the name of
-    the attention and of its residual in the weights (``attention``; the Transformer's ``self_attention``, as in
-    its decoder)."""
+    The mask says what each position attends, and so what the block is: an encoder layer under a padding mask (BERT,
+    the Transformer's encoder, §3.1 "Encoder"), a decoder block without cross-attention under causal ∧ padding (GPT),
+    whose cache ``past_key_values`` the attention reads and extends. The families subclass it under their own
+    names; ``attention_name`` is the name of the attention and of its residual in the weights (``attention``; the
+    Transformer's ``self_attention``, as in its decoder)."""
 
     attention_name: ClassVar[str] = "attention"
 

@@ -4,7 +4,7 @@
    ``layers.EncoderEmbeddings``);
 2. a stack of post-LN Transformer encoder layers (Vaswani et al. 2017 §3.1): multi-head self-attention with the
    padding mask, position-wise feed-forward with GELU, each wrapped as LayerNorm(x + Dropout(Sublayer(x)))
-   (``layers.EncoderLayer``);
+   (``layers.TransformerBlock``);
 3. the pooler: tanh(W h_[CLS] + b), the sentence representation used by NSP and classification (``layers.Pooler``);
 4. pre-training heads (§3.1): masked LM (tied to the word embeddings) and next-sentence prediction;
 5. fine-tuning heads (§3.2, §4): sequence classification, token classification, extractive QA, multiple choice.
@@ -36,10 +36,10 @@ from .encoder_heads import (
 from .heads import label_count, token_cross_entropy
 from .layers import (
     EncoderEmbeddings,
-    EncoderLayer,
     MaskedLMHead,
     MaskedLMOutputEmbeddings,
     Pooler,
+    TransformerBlock,
     classifier_dropout,
     run_layers,
 )
@@ -47,9 +47,9 @@ from .masks import padding_or_relation
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
 
-class ScratchBertLayer(EncoderLayer):
+class ScratchBertLayer(TransformerBlock):
     """One encoder layer, post-LN: h = LN(x + MultiHead(x, x, x)), out = LN(h + FFN(h)) (Vaswani et al. 2017
-    §3.1-3.3; ``layers.EncoderLayer``) over the padding mask, with GELU in the feed-forward network."""
+    §3.1-3.3; ``layers.TransformerBlock``) over the padding mask, with GELU in the feed-forward network."""
 
     def __init__(self, config: ScratchBertConfig, layer_idx: int) -> None:
         super().__init__(config, layer_idx, config.num_attention_heads, config.intermediate_size)

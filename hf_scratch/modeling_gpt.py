@@ -47,7 +47,7 @@ from .checks import (
 )
 from .configuration_gpt import ScratchGPTConfig
 from .heads import causal_lm_loss, flatten_choices, label_count, sequence_classification_loss, token_cross_entropy
-from .layers import EncoderLayer, MultiHeadAttention, get_activation, run_layers
+from .layers import MultiHeadAttention, TransformerBlock, get_activation, run_layers
 from .masks import cache_layout, decoder_self_attention_mask
 from .modeling_common import (
     ScratchGenerationMixin,
@@ -117,17 +117,18 @@ class ScratchGPTEmbeddings(nn.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
-class ScratchGPTLayer(EncoderLayer):
+class ScratchGPTLayer(TransformerBlock):
     """GPT-1 (post-LN):  h = LN(x + MaskedMultiHead(x)),       out = LN(h + FFN(h))
     GPT-2 (pre-LN):   h = x + MaskedMultiHead(LN(x)),       out = h + FFN(LN(h))
 
     The causal mask lets position i attend positions ≤ i only — the LM objective of GPT-1 eq. 1 conditions on the
     preceding tokens, so predicting B in "A B C D" must not see B, C or D (the decoder's masking, Vaswani et al.
     2017 §3.2.3); the cached keys of earlier steps are read from and appended to ``past_key_values``. The layer is
-    the encoder's (``layers.EncoderLayer``) under the causal mask: a decoder block without cross-attention.
+    the shared Transformer block (``layers.TransformerBlock``) under the causal mask: a decoder block without
+    cross-attention.
     """
 
-    attention: MultiHeadAttention  # registered by EncoderLayer under attention_name
+    attention: MultiHeadAttention  # registered by TransformerBlock under attention_name
 
     def __init__(self, config: ScratchGPTConfig, layer_idx: int) -> None:
         # GPT's "gelu_new" (the tanh approximation of GELU) runs as torch's fused kernel: see layers.get_activation

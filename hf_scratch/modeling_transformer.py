@@ -43,7 +43,7 @@ from .checks import (
 )
 from .configuration_transformer import ScratchTransformerConfig
 from .heads import Seq2SeqLMHead, given_source, token_cross_entropy
-from .layers import EncoderLayer, FeedForward, MultiHeadAttention, ResidualNorm, run_layers
+from .layers import FeedForward, MultiHeadAttention, ResidualNorm, TransformerBlock, run_layers
 from .masks import AttentionMask, cache_layout, decoder_self_attention_mask, key_padding_mask, padding_or_relation
 from .modeling_common import (
     CACHE_NAME,
@@ -116,9 +116,9 @@ class ScratchTransformerEmbeddings(nn.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
-class ScratchTransformerEncoderLayer(EncoderLayer):
+class ScratchTransformerEncoderLayer(TransformerBlock):
     """h = LN(x + SelfAttention(x)) with the source padding mask; out = LN(h + FFN(h)) (§3.1 "Encoder": multi-head
-    self-attention §3.2.2, the feed-forward network §3.3 eq. 2; ``layers.EncoderLayer``), pre-LN as an option. Its
+    self-attention §3.2.2, the feed-forward network §3.3 eq. 2; ``layers.TransformerBlock``), pre-LN as an option. Its
     attention is ``self_attention``, as in the decoder layer (and the converted Marian weights)."""
 
     attention_name = "self_attention"
