@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -286,10 +286,7 @@ class TransformerBlock(GradientCheckpointingLayer):
     The mask says what each position attends, and so what the block is: an encoder layer under a padding mask (BERT,
     the Transformer's encoder, §3.1 "Encoder"), a decoder block without cross-attention under causal ∧ padding (GPT),
     whose cache ``past_key_values`` the attention reads and extends. The families subclass it under their own
-    names; ``attention_name`` is the name of the attention and of its residual in the weights (``attention``; the
-    Transformer's ``self_attention``, as in its decoder)."""
-
-    attention_name: ClassVar[str] = "attention"
+    names."""
 
     def __init__(
         self,
@@ -302,11 +299,10 @@ class TransformerBlock(GradientCheckpointingLayer):
     ) -> None:
         super().__init__()
         hidden, eps, dropout = config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob
-        attention = MultiHeadAttention(
+        self.attention = MultiHeadAttention(
             config, hidden, num_heads, config.attention_probs_dropout_prob, layer_idx=layer_idx
         )
-        self.add_module(self.attention_name, attention)
-        self.add_module(f"{self.attention_name}_residual", ResidualNorm(hidden, eps, dropout, pre_norm=pre_norm))
+        self.attention_residual = ResidualNorm(hidden, eps, dropout, pre_norm=pre_norm)
         self.feed_forward = FeedForward(hidden, intermediate_size, config.hidden_act, activation_dropout)
         self.feed_forward_residual = ResidualNorm(hidden, eps, dropout, pre_norm=pre_norm)
 
@@ -317,9 +313,8 @@ class TransformerBlock(GradientCheckpointingLayer):
         output_attentions: bool = False,
         past_key_values: Cache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attention = getattr(self, self.attention_name)
-        residual = getattr(self, f"{self.attention_name}_residual")
-        attended, weights = attention(
+        residual = self.attention_residual
+        attended, weights = self.attention(
             residual.before(hidden_states), mask, past_key_values=past_key_values, output_attentions=output_attentions
         )
         hidden_states = residual.after(hidden_states, attended)

@@ -37,14 +37,17 @@ import difflib
 import functools
 import inspect
 import os
+import re
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, Self, TypeVar, overload
+from typing import Any, ClassVar, Self, TypeVar, overload
 
 import torch
 from safetensors import SafetensorError
 from torch import nn
 from transformers import GenerationConfig, GenerationMixin, PreTrainedConfig, PreTrainedModel
+from transformers.conversion_mapping import register_checkpoint_conversion_mapping
+from transformers.core_model_loading import WeightConverter, WeightRenaming
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .inputs import shift_tokens_right
@@ -278,6 +281,20 @@ class ScratchPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
+    # A family whose modules are named otherwise than the weights its checkpoints hold: {the checkpoint's name, a
+    # regex: the module's name, its replacement (``\1`` for a group)}. Registered as the family's checkpoint key
+    # mapping in transformers (``from_pretrained`` renames the checkpoint's keys to the modules', ``save_pretrained``
+    # writes them under the checkpoint's names again), and applied by ``load_state_dict`` (the Trainer's resume).
+    checkpoint_weight_names: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "checkpoint_weight_names" in cls.__dict__:
+            assert cls.config_class is not None, f"{cls.__name__} declares checkpoint_weight_names: set config_class"
+            renamings: list[WeightConverter | WeightRenaming] = [
+                WeightRenaming(saved, name) for saved, name in cls.checkpoint_weight_names.items()
+            ]
+            register_checkpoint_conversion_mapping(cls.config_class.model_type, renamings, overwrite=True)
 
     def __init__(self, config: PreTrainedConfig, *inputs: Any, **kwargs: Any) -> None:
         super().__init__(config, *inputs, **kwargs)
@@ -347,7 +364,10 @@ class ScratchPreTrainedModel(PreTrainedModel):
         """``torch.nn.Module.load_state_dict`` for a state dict saved without the tied copies (what
         ``save_pretrained`` writes, and the Trainer loads when it resumes): a tied target left out is tied to its
         source again and is not reported missing (the Trainer would warn "There were missing keys in the checkpoint
-        model loaded: ['lm_head.weight']" on every resume)."""
+        model loaded: ['lm_head.weight']" on every resume). Keys under a checkpoint's names are renamed to the
+        modules' (``checkpoint_weight_names``)."""
+        for saved, name in self.checkpoint_weight_names.items():
+            state_dict = {re.sub(saved, name, key): value for key, value in state_dict.items()}
         result = super().load_state_dict(state_dict, strict=False, assign=assign)
         ties = getattr(self, "all_tied_weights_keys", None) or {}
         left_out = [key for key in result.missing_keys if key in ties and ties[key] in state_dict]

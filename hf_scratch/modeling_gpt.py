@@ -47,7 +47,7 @@ from .checks import (
 )
 from .configuration_gpt import ScratchGPTConfig
 from .heads import causal_lm_loss, flatten_choices, label_count, sequence_classification_loss, token_cross_entropy
-from .layers import MultiHeadAttention, TransformerBlock, get_activation, run_layers
+from .layers import TransformerBlock, get_activation, run_layers
 from .masks import cache_layout, decoder_self_attention_mask
 from .modeling_common import (
     ScratchGenerationMixin,
@@ -127,8 +127,6 @@ class ScratchGPTLayer(TransformerBlock):
     the shared Transformer block (``layers.TransformerBlock``) under the causal mask: a decoder block without
     cross-attention.
     """
-
-    attention: MultiHeadAttention  # registered by TransformerBlock under attention_name
 
     def __init__(self, config: ScratchGPTConfig, layer_idx: int) -> None:
         # GPT's "gelu_new" (the tanh approximation of GELU) runs as torch's fused kernel: see layers.get_activation

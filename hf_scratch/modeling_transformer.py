@@ -118,10 +118,9 @@ class ScratchTransformerEmbeddings(nn.Module):
 
 class ScratchTransformerEncoderLayer(TransformerBlock):
     """h = LN(x + SelfAttention(x)) with the source padding mask; out = LN(h + FFN(h)) (§3.1 "Encoder": multi-head
-    self-attention §3.2.2, the feed-forward network §3.3 eq. 2; ``layers.TransformerBlock``), pre-LN as an option. Its
-    attention is ``self_attention``, as in the decoder layer (and the converted Marian weights)."""
-
-    attention_name = "self_attention"
+    self-attention §3.2.2, the feed-forward network §3.3 eq. 2; ``layers.TransformerBlock``), pre-LN as an option.
+    Checkpoints name its attention ``self_attention``, as the decoder layer's
+    (``ScratchTransformerPreTrainedModel.checkpoint_weight_names``)."""
 
     def __init__(self, config: ScratchTransformerConfig, layer_idx: int) -> None:
         super().__init__(
@@ -365,6 +364,11 @@ class ScratchTransformerPreTrainedModel(ScratchPreTrainedModel):
     _supports_attention_backend = True  # standard attention: kernels of transformers' AttentionInterface run it
     _supports_flex_attn = True
     _no_split_modules = ["ScratchTransformerEncoderLayer", "ScratchTransformerDecoderLayer"]
+    # checkpoints name the encoder layers' attention as the decoder layers' (and Marian's), self_attention
+    checkpoint_weight_names = {
+        r"encoder.layers.(\d+).self_attention": r"encoder.layers.\1.attention",
+        r"encoder.layers.(\d+).self_attention_residual": r"encoder.layers.\1.attention_residual",
+    }
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
