@@ -21,6 +21,7 @@ from transformers.utils import ModelOutput
 
 from .modeling_common import (
     DecoderInputsFromLabelsMixin,
+    ScratchGenerationMixin,
     ScratchPreTrainedModel,
     already_normalised,
     cache_output,
@@ -152,13 +153,14 @@ def given_source(
     return input_ids if input_ids is not None else inputs_embeds
 
 
-class Seq2SeqLMHead(DecoderInputsFromLabelsMixin, ScratchPreTrainedModel):
+class Seq2SeqLMHead(DecoderInputsFromLabelsMixin, ScratchPreTrainedModel, ScratchGenerationMixin):
     """The encoder-decoders' generation head: p(y_t | y_<t, x) = softmax(logits_t), the logits from the top decoder
     state by the family's output layer (``lm_logits``); with ``labels`` (the targets as they are, not shifted: the
     decoder reads them shifted right, ``decoder_inputs_for``) the family's token loss (``lm_loss``). ``self.model``
     is the family's encoder-decoder; ``past_key_values`` is its decoder cache (an ``EncoderDecoderCache``, the RNN's
-    recurrent state). A head subclasses it beside its family's pre-trained model, in either order:
-    ``class ScratchTransformerForConditionalGeneration(ScratchTransformerPreTrainedModel, Seq2SeqLMHead, …)``."""
+    recurrent state); ``generate`` runs on it (``ScratchGenerationMixin``). A head subclasses it beside its family's
+    pre-trained model, in either order: ``class ScratchTransformerForConditionalGeneration(
+    ScratchTransformerPreTrainedModel, Seq2SeqLMHead)``."""
 
     model: nn.Module  # the family's encoder-decoder (Seq2SeqModelOutput)
 

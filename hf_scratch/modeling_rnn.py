@@ -19,8 +19,8 @@ encoder-decoder of Sutskever et al. 2014 (§2), the attention of Bahdanau et al.
                  (Cho et al. 2014 §2.2: Bahdanau et al.'s "RNNencdec", their decoder with c_t = c)
    Bahdanau's output layer is by default simplified to the linear V s_t; ``bahdanau_output="maxout"`` is the
    paper's deep output, which reads y_{t-1}, s_t and c_t (or c) (``DeepOutput``);
-5. heads: sequence-to-sequence generation (ScratchGenerationMixin; the decoder's recurrent state is the cache) and
-   sequence classification from the encoder's final state.
+5. heads: sequence-to-sequence generation (``heads.Seq2SeqLMHead``, with ``generate``; the decoder's recurrent state
+   is the cache) and sequence classification from the encoder's final state.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from .layers import classifier_dropout
 from .masks import AttentionMask, key_padding_mask
 from .modeling_common import (
     CACHE_NAME,
-    ScratchGenerationMixin,
     ScratchPreTrainedModel,
     already_normalised,
     cache_output,
@@ -517,7 +516,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         )
 
 
-class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, Seq2SeqLMHead, ScratchGenerationMixin):
+class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, Seq2SeqLMHead):
     """y_t = softmax(V · Dropout(decoder output)); loss = cross-entropy against the (non-shifted) labels, -100
     ignored. Decoder inputs are the labels shifted right behind ``decoder_start_token_id`` when not given."""
 

@@ -47,7 +47,6 @@ from .layers import FeedForward, MultiHeadAttention, ResidualNorm, TransformerBl
 from .masks import AttentionMask, cache_layout, decoder_self_attention_mask, key_padding_mask, padding_or_relation
 from .modeling_common import (
     CACHE_NAME,
-    ScratchGenerationMixin,
     ScratchPreTrainedModel,
     already_normalised,
     cache_output,
@@ -476,9 +475,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         )
 
 
-class ScratchTransformerForConditionalGeneration(
-    ScratchTransformerPreTrainedModel, Seq2SeqLMHead, ScratchGenerationMixin
-):
+class ScratchTransformerForConditionalGeneration(ScratchTransformerPreTrainedModel, Seq2SeqLMHead):
     """The full model of the paper: P(y_t | y_<t, x) = softmax(W_out h_t + b) with W_out tied to the target
     embeddings (§3.4). ``labels`` → decoder inputs shifted right; loss = cross-entropy over labels ≠ -100 with
     ``config.label_smoothing`` (§5.4). ``generate`` runs greedy or beam search over an ``EncoderDecoderCache``."""
