@@ -127,31 +127,6 @@ def check_padding_or_relation(
     return check_attention_mask(attention_mask, batch_size, key_length, name)
 
 
-def check_cache_mask(
-    attention_mask: torch.Tensor | None,
-    batch_size: int,
-    key_length: int,
-    cache_positions: torch.Tensor,
-    static: bool,
-    name: str = "attention_mask",
-) -> torch.Tensor | None:
-    """The 0/1 mask of a decoder with a cache, as (batch, key_length) bool over the key slots.
-
-    It covers the cached tokens and the new ones: exactly ``key_length`` columns for a growing cache; for a static
-    cache any width up to its ``max_cache_len`` slots that reaches the new tokens (``generate`` passes it widened to
-    all slots, see ``ScratchGenerationMixin.create_masks_for_generate``) — slots after its end count as padding."""
-    length = key_length
-    if static and isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2:
-        length = min(attention_mask.shape[1], key_length)
-    key_is_real = check_attention_mask(attention_mask, batch_size, length, name)
-    if key_is_real is None or length == key_length:
-        return key_is_real
-    message = f"{name} has {length} columns but the static cache holds more tokens: cover every token so far."
-    if not values_pass(cache_positions < length, message):
-        raise ValueError(message)
-    return torch.cat([key_is_real, key_is_real.new_zeros(batch_size, key_length - length)], dim=1)
-
-
 def check_decoder_mask(
     attention_mask: torch.Tensor | None,
     batch_size: int,
@@ -162,10 +137,24 @@ def check_decoder_mask(
 ) -> torch.Tensor | None:
     """The mask of a decoder's masked self-attention, validated (``masks.cache_layout`` gives ``key_length``,
     ``cache_positions``, ``static``): a 4-D mask as the bool relation (``check_relation_mask``), causality included;
-    a 0/1 mask as (batch, key_length) bool over the cache's key slots (``check_cache_mask``)."""
+    a 0/1 mask as (batch, key_length) bool over the cache's key slots.
+
+    The 0/1 mask covers the cached tokens and the new ones: exactly ``key_length`` columns for a growing cache; for a
+    static cache any width up to its ``max_cache_len`` slots that reaches the new tokens (``generate`` passes it
+    widened to all slots, see ``ScratchGenerationMixin.create_masks_for_generate``) — slots after its end count as
+    padding."""
     if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:
         return check_relation_mask(attention_mask, batch_size, cache_positions.shape[0], key_length, name)
-    return check_cache_mask(attention_mask, batch_size, key_length, cache_positions, static, name)
+    length = key_length
+    if static and isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2:
+        length = min(attention_mask.shape[1], key_length)
+    key_is_real = check_attention_mask(attention_mask, batch_size, length, name)
+    if key_is_real is None or length == key_length:
+        return key_is_real
+    message = f"{name} has {length} columns but the static cache holds more tokens: cover every token so far."
+    if not values_pass(cache_positions < length, message):
+        raise ValueError(message)
+    return torch.cat([key_is_real, key_is_real.new_zeros(batch_size, key_length - length)], dim=1)
 
 
 def check_mask_of_last_tokens(

@@ -463,7 +463,7 @@ class ScratchGenerationMixin(GenerationMixin):
     ) -> torch.Tensor | None:
         """What ``generate`` passes as the attention mask when it decodes with a compilable cache
         (``cache_implementation="static"``). transformers would build its own 4-D mask here; our models build
-        their relation from the 0/1 padding mask (``checks.check_cache_mask``), so they get that mask, widened
+        their relation from the 0/1 padding mask (``checks.check_decoder_mask``), so they get that mask, widened
         with zeros to all the cache's slots (slots not yet written are no real tokens, and the causal mask hides
         them anyway): every decoding step then has the same shapes, and a compiled forward is not recompiled as
         the sequence grows. (Releases name the embeddings ``input_embeds`` or ``inputs_embeds``, the cache
