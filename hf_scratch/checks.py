@@ -1,25 +1,24 @@
 """Checks that run before any kernel: bad input gets a ValueError that names the argument and the fix.
 
-Two kinds live here:
+A public forward calls them on what it is given, before it builds anything from it: its masks are built afterwards,
+once, from what these checks return (``masks.py``). Two kinds live here:
 
 - the compile-safe check on tensor *values* (``values_pass``): plain in eager mode, an assertion inside the graph
   under ``torch.compile`` / ``torch.export`` (CONTRIBUTING, "Input validation under torch.compile");
-- the user-input validation every family runs on what it is given: the 0/1 ``attention_mask`` (as bool, True = real
-  token), token ids against the live embedding table, the one-of ``input_ids`` / ``inputs_embeds`` rule, and the
-  shapes of multiple-choice inputs (the (batch, num_choices, length) layout of Radford et al. 2018 §3.3 and Devlin et
-  al. 2019 §4.4, each choice its own sequence).
+- the user-input validation every family runs on what it is given: the masks — the 0/1 ``attention_mask`` (as bool,
+  True = real token), over a cache's key slots or ending with the new tokens, and a custom 4-D relation as
+  transformers' models take it — token ids against the live embedding table, the one-of ``input_ids`` /
+  ``inputs_embeds`` rule, positions (their shape, and the table they index), and the shapes of multiple-choice inputs
+  (the (batch, num_choices, length) layout of Radford et al. 2018 §3.3 and Devlin et al. 2019 §4.4, each choice its
+  own sequence).
 
-Checks on shapes, dtypes and types are plain Python and raise everywhere. The masks built from a valid mask (the
-"may attend" relations) are in ``masks.py``; positions are checked by the positional modules, ``positional.py``.
+Checks on shapes, dtypes and types are plain Python and raise everywhere.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
-from transformers import PreTrainedConfig
 
 # --------------------------------------------------------------------------------------------------------------
 # Checks that read tensor values, and torch.compile / torch.export
@@ -81,6 +80,94 @@ def check_attention_mask(
     raise ValueError(f"{name} has dtype {attention_mask.dtype}; use bool or an integer/float 0/1 tensor.")
 
 
+def check_relation_mask(
+    attention_mask: torch.Tensor, batch_size: int, query_length: int, key_length: int, name: str = "attention_mask"
+) -> torch.Tensor:
+    """Validate a custom 4-D mask, the whole "may attend" relation of every query and key, and return it as
+    (batch or 1, 1, query_length, key_length) bool.
+
+    It takes the place of the mask the model would build (padding, causal, packed sequences), as transformers' models
+    take a prepared 4-D mask: boolean (True = may attend), or additive float as in the attention equation (0 = may
+    attend; masked: a large negative value, at most -1e4 — ``finfo.min``, -inf, the -10000 of older models).
+    ``key_length`` counts the cached keys and the new ones (all of a static cache's slots)."""
+    expected = (batch_size, 1, query_length, key_length)
+    shape = tuple(attention_mask.shape)
+    if len(shape) != 4 or shape[0] not in (1, batch_size) or shape[1:] != expected[1:]:
+        raise ValueError(
+            f"{name} has shape {shape} but a 4-D mask must be (batch, 1, query_length, key_length) = {expected} "
+            "(batch may be 1; key_length counts the cached tokens and the new ones), or a (batch, length) 0/1 mask."
+        )
+    if attention_mask.dtype == torch.bool:
+        return attention_mask
+    if not attention_mask.is_floating_point():
+        raise ValueError(
+            f"A 4-D {name} must be bool (True = attend) or an additive float mask (0 = attend, large negative = "
+            f"masked), got dtype {attention_mask.dtype}."
+        )
+    message = (
+        f"A float 4-D {name} is additive: 0 where a query may attend a key, a large negative value (≤ -1e4, "
+        "e.g. torch.finfo(dtype).min) where it may not; got other values."
+    )
+    if not values_pass((attention_mask == 0) | (attention_mask <= -1e4), message):
+        raise ValueError(message)
+    return attention_mask == 0
+
+
+def check_padding_or_relation(
+    attention_mask: torch.Tensor | None,
+    batch_size: int,
+    query_length: int,
+    key_length: int,
+    name: str = "attention_mask",
+) -> torch.Tensor | None:
+    """The mask of an encoder's self-attention or a cross-attention, validated: a (batch, key_length) 0/1 mask as
+    bool key padding (``check_attention_mask``), or a 4-D mask as the bool relation (``check_relation_mask``)."""
+    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:
+        return check_relation_mask(attention_mask, batch_size, query_length, key_length, name)
+    return check_attention_mask(attention_mask, batch_size, key_length, name)
+
+
+def check_decoder_mask(
+    attention_mask: torch.Tensor | None,
+    batch_size: int,
+    key_length: int,
+    cache_positions: torch.Tensor,
+    static: bool,
+    name: str = "attention_mask",
+) -> torch.Tensor | None:
+    """The mask of a decoder's masked self-attention, validated (``masks.cache_layout`` gives ``key_length``,
+    ``cache_positions``, ``static``): a 4-D mask as the bool relation (``check_relation_mask``), causality included;
+    a 0/1 mask as (batch, key_length) bool over the cache's key slots.
+
+    The 0/1 mask covers the cached tokens and the new ones: exactly ``key_length`` columns for a growing cache; for a
+    static cache any width up to its ``max_cache_len`` slots that reaches the new tokens (``generate`` passes it
+    widened to all slots, see ``ScratchGenerationMixin.create_masks_for_generate``) — slots after its end count as
+    padding."""
+    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:
+        return check_relation_mask(attention_mask, batch_size, cache_positions.shape[0], key_length, name)
+    length = key_length
+    if static and isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2:
+        length = min(attention_mask.shape[1], key_length)
+    key_is_real = check_attention_mask(attention_mask, batch_size, length, name)
+    if key_is_real is None or length == key_length:
+        return key_is_real
+    message = f"{name} has {length} columns but the static cache holds more tokens: cover every token so far."
+    if not values_pass(cache_positions < length, message):
+        raise ValueError(message)
+    return torch.cat([key_is_real, key_is_real.new_zeros(batch_size, key_length - length)], dim=1)
+
+
+def check_mask_of_last_tokens(
+    attention_mask: torch.Tensor | None, batch_size: int, length: int, name: str = "attention_mask"
+) -> torch.Tensor | None:
+    """A 0/1 mask whose last ``length`` columns are the new tokens', preceded by any number of earlier tokens' (as
+    ``generate`` grows it past a model's memory), as (batch, columns) bool."""
+    columns = length
+    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2:
+        columns = max(attention_mask.shape[1], length)
+    return check_attention_mask(attention_mask, batch_size, columns, name)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Token ids and embeddings
 # --------------------------------------------------------------------------------------------------------------
@@ -124,13 +211,44 @@ def check_one_input(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor 
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Multiple choice: each choice is its own sequence
+# Positions
 # --------------------------------------------------------------------------------------------------------------
 
 
-def flatten_choices(x: torch.Tensor | None) -> torch.Tensor | None:
-    """(batch, choices, length[, hidden]) → (batch·choices, length[, hidden]): each choice is its own sequence."""
-    return None if x is None else x.reshape(-1, *x.shape[2:])
+def check_position_ids(position_ids: torch.Tensor, batch_size: int, length: int) -> None:
+    """One position per input token: ``position_ids`` shaped (batch, length), or (1, length) / (length,) shared by
+    every row."""
+    if (
+        position_ids.dim() > 2
+        or position_ids.shape[-1] != length
+        or position_ids.numel() not in (length, batch_size * length)
+    ):
+        raise ValueError(
+            f"position_ids has shape {tuple(position_ids.shape)} but the inputs need ({batch_size}, {length}) "
+            f"(or (1, {length}), shared by every row): one position per input token."
+        )
+
+
+def check_positions(position_ids: torch.Tensor, num_positions: int) -> None:
+    """Positions past the table cannot be encoded: say so instead of indexing out of range. (A check on values:
+    under torch.compile / torch.export it is an assertion inside the graph, see ``values_pass``.)"""
+    fix = (
+        "shorten or truncate the input (tokenizer(..., truncation=True, max_length=...)) or use a model configured "
+        "with more positions."
+    )
+    message = f"The input needs positions past the {num_positions} the model has (max_position_embeddings): {fix}"
+    if not values_pass(position_ids < num_positions, message):
+        raise ValueError(
+            f"The input needs position {int(position_ids.max())} but the model has only {num_positions} positions "
+            f"(max_position_embeddings={num_positions}): {fix}"
+        )
+    if not values_pass(position_ids >= 0, "position_ids must be ≥ 0."):
+        raise ValueError("position_ids must be ≥ 0.")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Multiple choice: each choice is its own sequence
+# --------------------------------------------------------------------------------------------------------------
 
 
 def choice_dimensions(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> tuple[int, int, int]:
@@ -148,20 +266,3 @@ def choice_dimensions(input_ids: torch.Tensor | None, inputs_embeds: torch.Tenso
         )
     batch, num_choices, length = reference.shape[:3]
     return batch, num_choices, length
-
-
-def label_count(config: PreTrainedConfig) -> int:
-    """``config.num_labels``, the classifier's width: transformers' config gives 2 unless ``id2label`` is None."""
-    if config.num_labels is None:
-        raise ValueError(f"{type(config).__name__}.num_labels is None: set num_labels (or id2label) for this head.")
-    return config.num_labels
-
-
-def given_source(
-    input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, encoder_outputs: Any
-) -> torch.Tensor | None:
-    """The tensor that sizes an encoder-decoder's source: the encoder's output when given (a ModelOutput or a tuple,
-    its states first), else the ids, else the embeddings the encoder reads; None when none is given."""
-    if encoder_outputs is not None:
-        return encoder_outputs[0]
-    return input_ids if input_ids is not None else inputs_embeds

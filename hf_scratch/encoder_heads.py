@@ -40,9 +40,9 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .checks import choice_dimensions, flatten_choices, label_count
+from .checks import choice_dimensions
+from .heads import flatten_choices, label_count, sequence_classification_loss, span_loss, token_cross_entropy
 from .layers import MaskedLMHead, MaskedLMOutputEmbeddings
-from .losses import sequence_classification_loss, span_loss, token_cross_entropy
 from .modeling_common import already_normalised, normalise_inputs
 
 

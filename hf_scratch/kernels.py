@@ -52,7 +52,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 from transformers import AttentionInterface
 
-from .masks import AttentionMask, mask_to_bias
+from .masks import AttentionMask
 
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
 # torch's flex_attention as a kernel of the family's own score function (Longformer's band, ``banded_attention``):
@@ -133,6 +133,12 @@ def softmax_dtype(dtype: torch.dtype) -> torch.dtype:
     """Half-precision scores are normalised in float32; float32/float64 stay as they are (a float64 finfo.min
     cast to float32 would become -inf and make fully masked rows NaN)."""
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def mask_to_bias(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Turn a boolean "may attend" mask into the additive M of the attention equation (0 or finfo.min)."""
+    bias = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    return bias.masked_fill(~allowed, torch.finfo(dtype).min)
 
 
 def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
@@ -284,9 +290,9 @@ def may_be_empty(length: int | torch.SymInt) -> bool:
     return not statically_known_true(length >= 1)
 
 
-def relation(mask: AttentionMask | None, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor | None:
-    """The boolean "may attend" relation of ``mask`` for these queries and keys, None when ``mask`` is None."""
-    return None if mask is None else mask.to_bool(query.shape[-2], key.shape[-2], query.device)
+def relation(mask: AttentionMask | None) -> torch.Tensor | None:
+    """The boolean "may attend" relation of ``mask``, as the model built it; None when every key may be attended."""
+    return None if mask is None else mask.relation
 
 
 def attend_block_sparse(
@@ -323,27 +329,27 @@ def attend(
     module: nn.Module | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(Q Kᵀ·scale + B + M) V by the kernel the module's table chooses; returns (output, weights or None).
-    Q, K, V: (batch, heads, length, head_dim); ``mask``: the "may attend" relation, dense (``AttentionMask``), by
-    blocks (``BlockSparseMask``) or None (every key); B (``score_bias``): broadcastable to (batch, heads,
-    query_length, key_length); ``implementation``: the config's ``_attn_implementation``; ``registry``: it may name a
-    kernel of transformers' ``AttentionInterface`` (models with ``_supports_attention_backend``), called with
+    Q, K, V: (batch, heads, length, head_dim); ``mask``: the "may attend" relation, dense (``AttentionMask``, as the
+    model built it), by blocks (``BlockSparseMask``) or None (every key); B (``score_bias``): broadcastable to (batch,
+    heads, query_length, key_length); ``implementation``: the config's ``_attn_implementation``; ``registry``: it may
+    name a kernel of transformers' ``AttentionInterface`` (models with ``_supports_attention_backend``), called with
     ``module``, the attention layer, as transformers passes it."""
     if isinstance(mask, BlockSparseMask):
         settings = dict(implementation=implementation, registry=registry, dropout=dropout, scale=scale, module=module)
         return attend_block_sparse(query, key, value, mask, score_bias, output_attentions=output_attentions, **settings)
     if output_attentions or implementation == "eager" or may_be_empty(query.shape[-2]):
-        output, weights = eager_attention(query, key, value, relation(mask, query, key), dropout, scale, score_bias)
+        output, weights = eager_attention(query, key, value, relation(mask), dropout, scale, score_bias)
         return output, (weights if output_attentions else None)
     if registry and implementation not in ATTENTION_IMPLEMENTATIONS:
         if score_bias is not None:
             raise ValueError(
                 f"attn_implementation={implementation!r} takes no extra score term (score_bias): use 'eager' or 'sdpa'."
             )
-        allowed = relation(mask, query, key)
+        allowed = relation(mask)
         return registered_attention(module, query, key, value, allowed, implementation, dropout, scale), None
     if score_bias is not None:
-        return sdpa_with_score_bias(query, key, value, relation(mask, query, key), score_bias, dropout, scale), None
+        return sdpa_with_score_bias(query, key, value, relation(mask), score_bias, dropout, scale), None
     if mask is not None and mask.only_causal and query.shape[-2] == key.shape[-2]:
         # Pure causal self-attention: let the kernel use its own (faster) triangular mask.
         return sdpa_attention(query, key, value, None, dropout=dropout, scale=scale, is_causal=True), None
-    return sdpa_attention(query, key, value, relation(mask, query, key), dropout=dropout, scale=scale), None
+    return sdpa_attention(query, key, value, relation(mask), dropout=dropout, scale=scale), None

@@ -1,14 +1,24 @@
-"""Building blocks shared by the families: the position-wise feed-forward network, the residual + LayerNorm wrapper
-(post-LN and pre-LN), the encoder layer that BERT, GPT and the Transformer's encoder share, the stack of N layers,
-the MLM head, and the input representation and pooler of the BERT-style encoders. Input checks are in
-``checks.py``, the training objectives in ``losses.py``, the encoders' task heads in ``encoder_heads.py``."""
+"""The layers the families share, in the order of Vaswani et al. 2017 §3: multi-head attention (§3.2.2, eq. 4-5),
+the layer BERT, GPT and the encoder-decoder share,
+
+    MultiHead(Q, K, V) = Concat(head_1 … head_h) Wᴼ,   head_i = Attention(Q W_iQ, K W_iK, V W_iV)
+
+with Attention the scaled dot-product attention that ``kernels.attend`` runs by the configured kernel, over the
+"may attend" relation from ``masks.py``; the position-wise feed-forward network (§3.3); the residual + LayerNorm
+wrapper (post-LN and pre-LN); the Transformer block that BERT, GPT and the Transformer's encoder share; the stack of N
+layers; the MLM head, and the input representation and pooler of the BERT-style encoders.
+
+The families with their own score terms keep their attention layers in their own files (Transformer-XL's relative
+positions) or in their kernel's module (Longformer's band, ``banded_attention.py``), and call the same dispatcher.
+Input checks are in ``checks.py``, the training objectives in ``heads.py``, the encoders' task heads in
+``encoder_heads.py``."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -18,14 +28,13 @@ from torch.utils.checkpoint import (
     checkpoint,
     create_selective_checkpoint_contexts,
 )
-from transformers import Cache, PreTrainedConfig
+from transformers import Cache, EncoderDecoderCache, PreTrainedConfig
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from .attention import MultiHeadAttention
-from .checks import check_input_ids, embedding_rows
+from .checks import check_input_ids, check_positions, embedding_rows
+from .kernels import attend
 from .masks import AttentionMask
-from .positional import LearnedPositionalEmbedding
 
 # The tanh approximation of GELU, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) — GPT-2's "gelu_new" — is written in
 # transformers as six elementwise operations; torch's fused kernel computes the same formula (|Δ| ≈ 2e-7) in about
@@ -39,6 +48,137 @@ def get_activation(name: str) -> nn.Module:
     if name not in ACT2FN:
         raise ValueError(f"Unknown activation {name!r} (hidden_act): choose one of {sorted(ACT2FN.keys())}.")
     return ACT2FN[SAME_FUNCTION_FUSED.get(name, name)]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Multi-head attention
+# --------------------------------------------------------------------------------------------------------------
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(batch, length, hidden) → (batch, heads, length, head_dim)."""
+    batch, length, hidden = x.shape
+    return x.view(batch, length, num_heads, hidden // num_heads).transpose(1, 2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(batch, heads, length, head_dim) → (batch, length, hidden)."""
+    batch, heads, length, head_dim = x.shape
+    return x.transpose(1, 2).reshape(batch, length, heads * head_dim)
+
+
+class AttentionLayer(Protocol):
+    """What ``kernel_settings`` reads from an attention layer (``MultiHeadAttention``, Transformer-XL's)."""
+
+    @property
+    def config(self) -> PreTrainedConfig: ...
+
+    @property
+    def dropout(self) -> float: ...
+
+    @property
+    def training(self) -> bool: ...
+
+
+def kernel_settings(module: AttentionLayer) -> dict[str, Any]:
+    """What an attention layer passes its kernel on every call: ``implementation``, read from its config then (so
+    that ``set_attn_implementation`` takes effect at once), and its attention ``dropout``, only while it trains."""
+    return {"implementation": module.config._attn_implementation, "dropout": module.dropout if module.training else 0.0}
+
+
+class MultiHeadAttention(nn.Module):
+    """head_i = Attention(Q W_iQ, K W_iK, V W_iV); output = Concat(head_1 … head_h) Wᴼ.
+
+    Self-attention projects Q, K and V with one fused matrix (``qkv_proj``, one GEMM instead of three); cross-attention
+    (``is_cross_attention=True``) projects Q from the decoder and K, V from the encoder output (``kv_proj``).
+    ``layer_idx`` locates this layer in a transformers ``Cache`` (``DynamicCache`` for decoders,
+    ``EncoderDecoderCache`` for encoder-decoders, whose cross-attention part is computed once and reused).
+    The kernel is read from ``config._attn_implementation`` at call time.
+    """
+
+    def __init__(
+        self,
+        config: PreTrainedConfig,
+        hidden_size: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        is_cross_attention: bool = False,
+        layer_idx: int | None = None,
+    ) -> None:
+        super().__init__()
+        if hidden_size % num_heads != 0:
+            raise ValueError(
+                f"hidden size {hidden_size} is not divisible by the number of attention heads {num_heads}: "
+                "choose a number of heads that divides the hidden size."
+            )
+        self.config = config
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.is_cross_attention = is_cross_attention
+        self.layer_idx = layer_idx
+        if is_cross_attention:
+            self.q_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
+            self.kv_proj = nn.Linear(hidden_size, 2 * hidden_size, bias=bias)
+        else:
+            self.qkv_proj = nn.Linear(hidden_size, 3 * hidden_size, bias=bias)
+        self.out_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
+
+    def _cache_index(self) -> int:
+        """This layer's index in a transformers ``Cache``; a layer built without ``layer_idx`` cannot use one."""
+        if self.layer_idx is None:
+            raise ValueError("This attention layer was built without layer_idx: give it one to use a cache.")
+        return self.layer_idx
+
+    def _project(
+        self, hidden_states: torch.Tensor, key_value_states: torch.Tensor | None, past_key_values: Cache | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Q, K, V as (batch, heads, length, head_dim), reading and updating the cache."""
+        if self.is_cross_attention:
+            return self._project_cross(hidden_states, key_value_states, past_key_values)
+        cache = past_key_values
+        if isinstance(cache, EncoderDecoderCache):
+            cache = cache.self_attention_cache
+        query, key, value = self.qkv_proj(hidden_states).chunk(3, dim=-1)
+        query, key, value = (split_heads(t, self.num_heads) for t in (query, key, value))
+        if cache is not None:
+            key, value = cache.update(key, value, self._cache_index())
+        return query, key, value
+
+    def _project_cross(
+        self, hidden_states: torch.Tensor, key_value_states: torch.Tensor | None, past_key_values: Cache | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Q from the decoder, K and V from the encoder output; with a cache (an ``EncoderDecoderCache``), K and V
+        are computed at the first decoding step and read from the cache afterwards."""
+        query = split_heads(self.q_proj(hidden_states), self.num_heads)
+        if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
+            raise ValueError(
+                f"Cross-attention caches its keys in an EncoderDecoderCache, got {type(past_key_values).__name__}."
+            )
+        if past_key_values is not None and past_key_values.is_updated.get(self._cache_index(), False):
+            # the encoder output does not change while decoding: its K, V were cached at the first step
+            layer = past_key_values.cross_attention_cache.layers[self._cache_index()]
+            return query, layer.keys, layer.values  # type: ignore[union-attr,return-value]  # a written layer holds tensors
+        key, value = self.kv_proj(key_value_states).chunk(2, dim=-1)
+        key, value = split_heads(key, self.num_heads), split_heads(value, self.num_heads)
+        if past_key_values is not None:
+            key, value = past_key_values.cross_attention_cache.update(key, value, self._cache_index())
+            past_key_values.is_updated[self._cache_index()] = True
+        return query, key, value
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        mask: AttentionMask | None = None,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        query, key, value = self._project(hidden_states, key_value_states, past_key_values)
+        output, weights = attend(
+            query, key, value, mask, output_attentions=output_attentions, module=self, **kernel_settings(self)
+        )
+        return self.out_proj(merge_heads(output)), weights
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -134,22 +274,19 @@ class ResidualNorm(nn.Module):
         return out if self.pre_norm else self.norm(out)
 
 
-class EncoderLayer(GradientCheckpointingLayer):
-    """One Transformer encoder layer (Vaswani et al. 2017 §3.1 "Encoder"): multi-head self-attention (§3.2.2), then
-    the position-wise feed-forward network (§3.3), each a residual sub-layer with its LayerNorm (``ResidualNorm``):
+class TransformerBlock(GradientCheckpointingLayer):
+    """The Transformer block (Vaswani et al. 2017 §3.1): multi-head self-attention (§3.2.2), then the position-wise
+    feed-forward network (§3.3), each a residual sub-layer with its LayerNorm (``ResidualNorm``), post-LN or pre-LN:
 
     post-LN, LayerNorm(x + Sublayer(x)) — the paper, GPT-1 (Radford et al. 2018 §3.1), BERT (Devlin et al. 2019 §3):
         h = LN(x + Dropout(MultiHead(x, x, x))),   out = LN(h + Dropout(FFN(h)))
     pre-LN (``pre_norm``: GPT-2, Radford et al. 2019 §2.3; the Transformer as an option):
         h = x + Dropout(MultiHead(LN(x))),         out = h + Dropout(FFN(LN(h)))
 
-    The mask says what each position attends: padding in BERT and the Transformer's encoder, causal ∧ padding in
-    GPT (a decoder without cross-attention is this layer under a causal mask), whose cache ``past_key_values`` the
-    attention reads and extends. The families subclass it under their own names; ``attention_name`` is the name of
-    the attention and of its residual in the weights (``attention``; the Transformer's ``self_attention``, as in
-    its decoder)."""
-
-    attention_name: ClassVar[str] = "attention"
+    The mask says what each position attends, and so what the block is: an encoder layer under a padding mask (BERT,
+    the Transformer's encoder, §3.1 "Encoder"), a decoder block without cross-attention under causal ∧ padding (GPT),
+    whose cache ``past_key_values`` the attention reads and extends. The families subclass it under their own
+    names."""
 
     def __init__(
         self,
@@ -162,11 +299,10 @@ class EncoderLayer(GradientCheckpointingLayer):
     ) -> None:
         super().__init__()
         hidden, eps, dropout = config.hidden_size, config.layer_norm_eps, config.hidden_dropout_prob
-        attention = MultiHeadAttention(
+        self.attention = MultiHeadAttention(
             config, hidden, num_heads, config.attention_probs_dropout_prob, layer_idx=layer_idx
         )
-        self.add_module(self.attention_name, attention)
-        self.add_module(f"{self.attention_name}_residual", ResidualNorm(hidden, eps, dropout, pre_norm=pre_norm))
+        self.attention_residual = ResidualNorm(hidden, eps, dropout, pre_norm=pre_norm)
         self.feed_forward = FeedForward(hidden, intermediate_size, config.hidden_act, activation_dropout)
         self.feed_forward_residual = ResidualNorm(hidden, eps, dropout, pre_norm=pre_norm)
 
@@ -177,9 +313,8 @@ class EncoderLayer(GradientCheckpointingLayer):
         output_attentions: bool = False,
         past_key_values: Cache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attention = getattr(self, self.attention_name)
-        residual = getattr(self, f"{self.attention_name}_residual")
-        attended, weights = attention(
+        residual = self.attention_residual
+        attended, weights = self.attention(
             residual.before(hidden_states), mask, past_key_values=past_key_values, output_attentions=output_attentions
         )
         hidden_states = residual.after(hidden_states, attended)
@@ -255,14 +390,15 @@ class MaskedLMOutputEmbeddings:
 
 class EncoderEmbeddings(nn.Module):
     """E = LayerNorm(E_token + E_segment + E_position), then dropout: BERT's input representation (Devlin et al.
-    2019 §3, Figure 2), kept by RoBERTa and Longformer. Positions count 0, 1, 2, … unless the family overrides
+    2019 §3, Figure 2), kept by RoBERTa and Longformer; E_position a learned vector per position (checked to be in the
+    table). Positions count 0, 1, 2, … unless the family overrides
     ``default_position_ids`` (Longformer counts RoBERTa's way); ``position_padding_idx`` is the position row that
     padding keeps (RoBERTa's pad_token_id), None for BERT."""
 
     def __init__(self, config: PreTrainedConfig, position_padding_idx: int | None = None) -> None:
         super().__init__()
         self.word = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position = LearnedPositionalEmbedding(
+        self.position = nn.Embedding(
             config.max_position_embeddings, config.hidden_size, padding_idx=position_padding_idx
         )
         self.token_type = nn.Embedding(config.type_vocab_size, config.hidden_size)
@@ -286,6 +422,7 @@ class EncoderEmbeddings(nn.Module):
         batch, length = inputs_embeds.shape[:2]
         if position_ids is None:
             position_ids = self.default_position_ids(input_ids, inputs_embeds)
+        check_positions(position_ids, embedding_rows(self.position))
         if token_type_ids is None:
             token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
         else:

@@ -7,17 +7,19 @@ relations, broadcastable to (batch, heads, query_length, key_length), and combin
 ∧ same packed sequence ∧ … (``AttentionMask``) — and only a kernel turns them into the additive M (``mask_to_bias``:
 ``torch.finfo(dtype).min``, never a fixed constant or infinity, which overflow in half precision or give NaN).
 
-This room holds:
+This room builds, and checks nothing: a public forward validates its masks first (``checks.py``), then builds here,
+once, the relation every layer's kernel reads (``AttentionMask``). It holds:
 
 - the algebra: key padding, the decoder's causal mask ("subsequent positions", Vaswani et al. 2017 §3.1, §3.2.3),
   Transformer-XL's causal window (``same_length``, Dai et al. 2019), packed sequences from ``position_ids``
-  (padding-free batches), a custom 4-D relation as transformers' models take it, and their conjunction;
-- the masks the families build from their inputs: an encoder's or a cross-attention's (``padding_or_relation``) and a
-  decoder's masked self-attention (``decoder_self_attention_mask``);
+  (padding-free batches), and their conjunction (``may_attend``);
+- the masks the families build from their checked inputs: an encoder's or a cross-attention's
+  (``padding_or_relation``, ``key_padding_mask``), a decoder's masked self-attention (``decoder_self_attention_mask``)
+  and Transformer-XL's over memory and segment (``memory_mask``);
 - the cache layout: where this call's keys go in a transformers ``Cache`` (``DynamicCache`` grows, ``StaticCache``
-  has fixed slots) and the 0/1 mask over those slots.
+  has fixed slots).
 
-The user's 0/1 mask is validated in ``checks.py``; the kernels that read these relations are in ``kernels.py``.
+The kernels that read these relations, and turn them into the additive M, are in ``kernels.py``.
 """
 
 from __future__ import annotations
@@ -26,8 +28,6 @@ from dataclasses import dataclass
 
 import torch
 from transformers import Cache
-
-from .checks import check_attention_mask, values_pass
 
 # --------------------------------------------------------------------------------------------------------------
 # The algebra: boolean "may attend" relations, broadcastable to (batch, heads, query_length, key_length)
@@ -93,16 +93,8 @@ def packed_sequences(position_ids: torch.Tensor, batch_size: int, length: int) -
     the index is the running count of starts: positions [[0, 1, 2, 3, 0, 1, 2]] → [[0, 0, 0, 0, 1, 1, 1]] — the rule
     of transformers' ``masking_utils.find_packed_sequence_indices``. In eager mode None when no row holds a second
     sequence (one read of the starts), so that SDPA keeps its causal kernel; under ``torch.compile`` /
-    ``torch.export`` the indices are kept as they are (all 0 restricts nothing), as in ``padding_or_none``."""
-    if (
-        position_ids.dim() > 2
-        or position_ids.shape[-1] != length
-        or position_ids.numel() not in (length, batch_size * length)
-    ):
-        raise ValueError(
-            f"position_ids has shape {tuple(position_ids.shape)} but the inputs need ({batch_size}, {length}) "
-            f"(or (1, {length}), shared by every row): one position per input token."
-        )
+    ``torch.export`` the indices are kept as they are (all 0 restricts nothing), as in ``padding_or_none``.
+    ``position_ids`` are shaped as ``checks.check_position_ids`` requires."""
     position_ids = position_ids.reshape(-1, length).expand(batch_size, length)
     starts = position_ids[:, 1:] != position_ids[:, :-1] + 1
     sequence_ids = torch.cat([starts.new_zeros(batch_size, 1), starts], dim=1).cumsum(-1)
@@ -117,79 +109,53 @@ def same_sequence_mask(sequence_ids: torch.Tensor) -> torch.Tensor:
     return (sequence_ids[:, :, None] == sequence_ids[:, None, :])[:, None]
 
 
-def check_relation_mask(
-    attention_mask: torch.Tensor, batch_size: int, query_length: int, key_length: int, name: str = "attention_mask"
-) -> torch.Tensor:
-    """Validate a custom 4-D mask, the whole "may attend" relation of every query and key, and return it as
-    (batch or 1, 1, query_length, key_length) bool.
-
-    It takes the place of the mask the model would build (padding, causal, packed sequences), as transformers' models
-    take a prepared 4-D mask: boolean (True = may attend), or additive float as in the attention equation (0 = may
-    attend; masked: a large negative value, at most -1e4 — ``finfo.min``, -inf, the -10000 of older models).
-    ``key_length`` counts the cached keys and the new ones (all of a static cache's slots)."""
-    expected = (batch_size, 1, query_length, key_length)
-    shape = tuple(attention_mask.shape)
-    if len(shape) != 4 or shape[0] not in (1, batch_size) or shape[1:] != expected[1:]:
-        raise ValueError(
-            f"{name} has shape {shape} but a 4-D mask must be (batch, 1, query_length, key_length) = {expected} "
-            "(batch may be 1; key_length counts the cached tokens and the new ones), or a (batch, length) 0/1 mask."
-        )
-    if attention_mask.dtype == torch.bool:
-        return attention_mask
-    if not attention_mask.is_floating_point():
-        raise ValueError(
-            f"A 4-D {name} must be bool (True = attend) or an additive float mask (0 = attend, large negative = "
-            f"masked), got dtype {attention_mask.dtype}."
-        )
-    message = (
-        f"A float 4-D {name} is additive: 0 where a query may attend a key, a large negative value (≤ -1e4, "
-        "e.g. torch.finfo(dtype).min) where it may not; got other values."
-    )
-    if not values_pass((attention_mask == 0) | (attention_mask <= -1e4), message):
-        raise ValueError(message)
-    return attention_mask == 0
-
-
-def mask_to_bias(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Turn a boolean "may attend" mask into the additive M of the attention equation (0 or finfo.min)."""
-    bias = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    return bias.masked_fill(~allowed, torch.finfo(dtype).min)
-
-
 @dataclass
 class AttentionMask:
-    """The parts of a "may attend" relation, kept apart until a kernel needs them.
+    """The "may attend" relation of one attention, built once per forward from its parts (``may_attend`` and the
+    builders below) and read by every layer's kernel as it is (``kernels.attend``).
 
-    ``key_padding``: (batch, key_length) bool, True for real tokens (None: no padding).
-    ``causal``: whether query i may only attend keys ≤ i (aligned at the end when keys include a cache).
-    ``query_positions``: (query_length,) the key slots of the queries when they are not the last ones — with
-    transformers' ``StaticCache`` the keys are all ``max_cache_len`` slots, written or not (see ``cache_layout``).
-    ``sequence_ids``: (batch, length) the packed sequence of each token (``packed_sequences``; no cache: the queries
-    are the keys), None: one sequence per row.
-    ``relation``: a custom (batch or 1, 1, query_length, key_length) bool relation (``check_relation_mask``), None:
-    none.
+    ``relation``: bool, broadcastable to (batch, heads, query_length, key_length), True where a query may attend a key;
+    None: every query may attend every key.
+    ``only_causal``: the relation is "key ≤ query" alone, the new tokens the last keys: SDPA may run its own causal
+    kernel instead of reading ``relation``.
+    ``key_padding``: (batch, key_length) bool, the real keys the relation was built from (None: no padding), for what
+    reads padding rather than attention (the RNN encoder's packed sequences).
     """
 
-    key_padding: torch.Tensor | None = None
-    causal: bool = False
-    query_positions: torch.Tensor | None = None
-    sequence_ids: torch.Tensor | None = None
     relation: torch.Tensor | None = None
+    only_causal: bool = False
+    key_padding: torch.Tensor | None = None
 
-    @property
-    def only_causal(self) -> bool:
-        """Whether the relation is "key ≤ query" alone, with the new tokens the last keys: SDPA's own causal kernel."""
-        parts = (self.key_padding, self.query_positions, self.sequence_ids, self.relation)
-        return self.causal and all(part is None for part in parts)
 
-    def to_bool(self, query_length: int, key_length: int, device: torch.device) -> torch.Tensor | None:
-        """The combined relation, broadcastable to (batch, heads, query_length, key_length), or None."""
-        causal = None
-        if self.causal and (query_length > 1 or self.query_positions is not None):
-            causal = causal_mask(query_length, key_length, device, self.query_positions)
-        padding = padding_mask(self.key_padding) if self.key_padding is not None else None
-        same_sequence = same_sequence_mask(self.sequence_ids) if self.sequence_ids is not None else None
-        return combine_masks(padding, causal, same_sequence, self.relation)
+def may_attend(
+    query_length: int,
+    key_length: int,
+    device: torch.device,
+    *,
+    key_padding: torch.Tensor | None = None,
+    causal: bool = False,
+    query_positions: torch.Tensor | None = None,
+    sequence_ids: torch.Tensor | None = None,
+    relation: torch.Tensor | None = None,
+) -> AttentionMask:
+    """key padding ∧ causal ∧ same packed sequence ∧ a custom relation, from the parts that are given:
+
+    ``key_padding``: (batch, key_length) bool, True for real tokens (None: no padding);
+    ``causal``: query i may only attend keys ≤ i (aligned at the end when keys include a cache);
+    ``query_positions``: (query_length,) the key slots of the queries when they are not the last ones — with
+    transformers' ``StaticCache`` the keys are all ``max_cache_len`` slots, written or not (see ``cache_layout``);
+    ``sequence_ids``: (batch, length) the packed sequence of each token (``packed_sequences``; no cache: the queries
+    are the keys);
+    ``relation``: a custom (batch or 1, 1, query_length, key_length) bool relation (``checks.check_relation_mask``).
+    """
+    causal_part = None
+    if causal and (query_length > 1 or query_positions is not None):
+        causal_part = causal_mask(query_length, key_length, device, query_positions)
+    padding = padding_mask(key_padding) if key_padding is not None else None
+    same_sequence = same_sequence_mask(sequence_ids) if sequence_ids is not None else None
+    only_causal = causal and all(part is None for part in (key_padding, query_positions, sequence_ids, relation))
+    combined = combine_masks(padding, causal_part, same_sequence, relation)
+    return AttentionMask(relation=combined, only_causal=only_causal, key_padding=key_padding)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -216,55 +182,31 @@ def cache_layout(
     return key_length, cache_positions, bool(past_key_values.is_compileable)
 
 
-def check_cache_mask(
-    attention_mask: torch.Tensor | None,
-    batch_size: int,
-    key_length: int,
-    cache_positions: torch.Tensor,
-    static: bool,
-    name: str = "attention_mask",
-) -> torch.Tensor | None:
-    """The 0/1 mask of a decoder with a cache, as (batch, key_length) bool over the key slots.
-
-    It covers the cached tokens and the new ones: exactly ``key_length`` columns for a growing cache; for a static
-    cache any width up to its ``max_cache_len`` slots that reaches the new tokens (``generate`` passes it widened to
-    all slots, see ``ScratchPreTrainedModel.create_masks_for_generate``) — slots after its end count as padding."""
-    length = key_length
-    if static and isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2:
-        length = min(attention_mask.shape[1], key_length)
-    key_is_real = check_attention_mask(attention_mask, batch_size, length, name)
-    if key_is_real is None or length == key_length:
-        return key_is_real
-    message = f"{name} has {length} columns but the static cache holds more tokens: cover every token so far."
-    if not values_pass(cache_positions < length, message):
-        raise ValueError(message)
-    return torch.cat([key_is_real, key_is_real.new_zeros(batch_size, key_length - length)], dim=1)
-
-
 # --------------------------------------------------------------------------------------------------------------
 # The masks the families build from their inputs
 # --------------------------------------------------------------------------------------------------------------
 
 
-def padding_or_relation(
-    attention_mask: torch.Tensor | None,
-    batch_size: int,
-    query_length: int,
-    key_length: int,
-    name: str = "attention_mask",
-) -> AttentionMask:
-    """An encoder's self-attention or a cross-attention relation, where every query may attend every real key: from
-    a (batch, key_length) 0/1 mask, key padding (``check_attention_mask``); a 4-D mask is the whole relation as given
-    (``check_relation_mask``), as transformers' models take a prepared 4-D mask."""
-    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:
-        return AttentionMask(relation=check_relation_mask(attention_mask, batch_size, query_length, key_length, name))
+def key_padding_mask(key_is_real: torch.Tensor | None) -> AttentionMask:
+    """Every query may attend every real key: an encoder's self-attention, a cross-attention, the RNN's attention over
+    the source. ``key_is_real``: (batch, key_length) bool as ``checks.check_attention_mask`` returns it."""
+    key_is_real = padding_or_none(key_is_real)
     return AttentionMask(
-        key_padding=padding_or_none(check_attention_mask(attention_mask, batch_size, key_length, name))
+        relation=padding_mask(key_is_real) if key_is_real is not None else None, key_padding=key_is_real
     )
 
 
+def padding_or_relation(checked: torch.Tensor | None) -> AttentionMask:
+    """An encoder's self-attention or a cross-attention relation from the mask as ``checks.check_padding_or_relation``
+    returns it: (batch, key_length) key padding (``key_padding_mask``), or a 4-D relation, the whole relation as given
+    (as transformers' models take a prepared 4-D mask)."""
+    if checked is not None and checked.dim() == 4:
+        return AttentionMask(relation=checked)
+    return key_padding_mask(checked)
+
+
 def decoder_self_attention_mask(
-    attention_mask: torch.Tensor | None,
+    checked: torch.Tensor | None,
     batch_size: int,
     key_length: int,
     cache_positions: torch.Tensor,
@@ -272,29 +214,46 @@ def decoder_self_attention_mask(
     *,
     position_ids: torch.Tensor | None = None,
     cached: bool = True,
-    name: str = "attention_mask",
-) -> tuple[AttentionMask, torch.Tensor | None]:
-    """A decoder's masked self-attention relation from its inputs (``cache_layout`` gives ``key_length``,
-    ``cache_positions``, ``static``; ``position_ids``: as the user gave them; ``cached``: a cache is read or
-    written), and the key padding, (batch, key_length) bool or None, from which positions are counted:
+) -> AttentionMask:
+    """A decoder's masked self-attention relation (``cache_layout`` gives ``key_length``, ``cache_positions``,
+    ``static``; ``checked``: the mask as ``checks.check_decoder_mask`` returns it; ``position_ids``: as the user gave
+    them; ``cached``: a cache is read or written):
 
-    - a 4-D ``attention_mask`` is the whole relation as given (``check_relation_mask``), causality included, as
-      transformers' models take a prepared 4-D mask; it says nothing of padding, so positions are not counted from it;
-    - a (batch, key_length) 0/1 mask: key padding ∧ causal (``check_cache_mask``);
+    - a 4-D mask is the whole relation as given, causality included, as transformers' models take a prepared 4-D
+      mask;
+    - a (batch, key_length) mask over the key slots: key padding ∧ causal;
     - ``position_ids`` with no mask and no cache: causal ∧ same packed sequence (``packed_sequences``) — a
       padding-free batch, transformers' condition (``masking_utils``: position_ids given, no mask, no cache);
     - otherwise causal alone."""
+    if checked is not None and checked.dim() == 4:
+        return AttentionMask(relation=checked)
     query_length = cache_positions.shape[0]
-    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:
-        return padding_or_relation(attention_mask, batch_size, query_length, key_length, name), None
-    key_is_real = check_cache_mask(attention_mask, batch_size, key_length, cache_positions, static, name)
     sequence_ids = None
-    if attention_mask is None and position_ids is not None and not cached:
+    if checked is None and position_ids is not None and not cached:
         sequence_ids = packed_sequences(position_ids, batch_size, query_length)
-    mask = AttentionMask(
-        key_padding=padding_or_none(key_is_real),
+    return may_attend(
+        query_length,
+        key_length,
+        cache_positions.device,
+        key_padding=padding_or_none(checked),
         causal=True,
         query_positions=cache_positions if static else None,
         sequence_ids=sequence_ids,
     )
-    return mask, key_is_real
+
+
+def memory_mask(
+    key_is_real: torch.Tensor | None, query_length: int, key_length: int, window: int | None, device: torch.device
+) -> AttentionMask:
+    """Transformer-XL's relation over memory and segment (Dai et al. 2019 §3.2): causal over the ``key_length`` keys
+    (the memory, then the segment's ``query_length`` tokens), within the ``window`` most recent keys when given
+    (``same_length``), and over the real keys. ``key_is_real``: as ``checks.check_mask_of_last_tokens`` returns it,
+    the last columns the segment's; earlier keys it does not cover (the memory) count as real."""
+    if key_is_real is not None:
+        key_is_real = padding_or_none(key_is_real[:, -key_length:])
+    if key_is_real is not None and key_is_real.shape[1] < key_length:
+        memory = key_length - key_is_real.shape[1]
+        key_is_real = torch.cat([key_is_real.new_ones(key_is_real.shape[0], memory), key_is_real], dim=1)
+    window_part = causal_window_mask(query_length, key_length, window, device) if window is not None else None
+    padding = padding_mask(key_is_real) if key_is_real is not None else None
+    return AttentionMask(relation=combine_masks(causal_mask(query_length, key_length, device), window_part, padding))

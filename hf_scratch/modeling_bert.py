@@ -4,7 +4,7 @@
    ``layers.EncoderEmbeddings``);
 2. a stack of post-LN Transformer encoder layers (Vaswani et al. 2017 §3.1): multi-head self-attention with the
    padding mask, position-wise feed-forward with GELU, each wrapped as LayerNorm(x + Dropout(Sublayer(x)))
-   (``layers.EncoderLayer``);
+   (``layers.TransformerBlock``);
 3. the pooler: tanh(W h_[CLS] + b), the sentence representation used by NSP and classification (``layers.Pooler``);
 4. pre-training heads (§3.1): masked LM (tied to the word embeddings) and next-sentence prediction;
 5. fine-tuning heads (§3.2, §4): sequence classification, token classification, extractive QA, multiple choice.
@@ -23,7 +23,7 @@ from torch import nn
 from transformers.modeling_outputs import BaseModelOutputWithPooling, NextSentencePredictorOutput
 from transformers.utils import ModelOutput
 
-from .checks import check_one_input, label_count
+from .checks import check_one_input, check_padding_or_relation
 from .configuration_bert import ScratchBertConfig
 from .encoder_heads import (
     EncoderForMaskedLM,
@@ -33,23 +33,23 @@ from .encoder_heads import (
     EncoderForTokenClassification,
     EncoderHead,
 )
+from .heads import label_count, token_cross_entropy
 from .layers import (
     EncoderEmbeddings,
-    EncoderLayer,
     MaskedLMHead,
     MaskedLMOutputEmbeddings,
     Pooler,
+    TransformerBlock,
     classifier_dropout,
     run_layers,
 )
-from .losses import token_cross_entropy
 from .masks import padding_or_relation
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
 
-class ScratchBertLayer(EncoderLayer):
+class ScratchBertLayer(TransformerBlock):
     """One encoder layer, post-LN: h = LN(x + MultiHead(x, x, x)), out = LN(h + FFN(h)) (Vaswani et al. 2017
-    §3.1-3.3; ``layers.EncoderLayer``) over the padding mask, with GELU in the feed-forward network."""
+    §3.1-3.3; ``layers.TransformerBlock``) over the padding mask, with GELU in the feed-forward network."""
 
     def __init__(self, config: ScratchBertConfig, layer_idx: int) -> None:
         super().__init__(config, layer_idx, config.num_attention_heads, config.intermediate_size)
@@ -86,7 +86,7 @@ class ScratchBertModel(ScratchBertPreTrainedModel):
         output_hidden_states: bool | None = None,
     ) -> BaseModelOutputWithPooling:
         batch, length = check_one_input(input_ids, inputs_embeds).shape[:2]
-        mask = padding_or_relation(attention_mask, batch, length, length)
+        mask = padding_or_relation(check_padding_or_relation(attention_mask, batch, length, length))
 
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(

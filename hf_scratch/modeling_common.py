@@ -26,9 +26,9 @@ family files keep the papers' code and go through this module for:
 - ``DecodingState``: what ``generate`` reads of such a state, so that it carries it as a cache and a later call
   continues from the state an earlier one returned;
 - ``DecoderInputsFromLabelsMixin``: the hook ``DataCollatorForSeq2Seq`` calls on the encoder-decoders to build the
-  decoder inputs from the labels;
-- ``Seq2SeqLMHeadMixin``: the encoder-decoders' generation head (the public ``forward`` transformers' ``generate``,
-  Trainer and collator call), written once around two hooks of each family: its output layer and its token loss.
+  decoder inputs from the labels.
+
+The encoder-decoders' generation head is ``heads.Seq2SeqLMHead``.
 
 The one rule for arguments. Every public forward accepts every name its transformers counterpart accepts in the
 installed release, with the same meaning: the parameters of the counterpart's forward, of its base model's forward
@@ -58,16 +58,18 @@ import difflib
 import functools
 import inspect
 import os
+import re
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, Self, TypeVar, overload
+from typing import Any, ClassVar, Self, TypeVar, overload
 
 import torch
 from safetensors import SafetensorError
 from torch import nn
 from transformers import GenerationConfig, GenerationMixin, PreTrainedConfig, PreTrainedModel
-from transformers.modeling_outputs import CausalLMOutputWithPast, Seq2SeqLMOutput
-from transformers.utils import ModelOutput
+from transformers.conversion_mapping import register_checkpoint_conversion_mapping
+from transformers.core_model_loading import WeightConverter, WeightRenaming
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .inputs import shift_tokens_right
 from .kernels import check_attn_implementation
@@ -357,6 +359,20 @@ class ScratchPreTrainedModel(PreTrainedModel):
     # Whether transformers' counterparts of every head return the cache the family's decoder keeps (GPT-2's
     # classifiers do): then a head here that returns none refuses use_cache=True (asks_for_something).
     counterparts_return_the_cache = False
+    # A family whose modules are named otherwise than the weights its checkpoints hold: {the checkpoint's name, a
+    # regex: the module's name, its replacement (``\1`` for a group)}. Registered as the family's checkpoint key
+    # mapping in transformers (``from_pretrained`` renames the checkpoint's keys to the modules', ``save_pretrained``
+    # writes them under the checkpoint's names again), and applied by ``load_state_dict`` (the Trainer's resume).
+    checkpoint_weight_names: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "checkpoint_weight_names" in cls.__dict__:
+            assert cls.config_class is not None, f"{cls.__name__} declares checkpoint_weight_names: set config_class"
+            renamings: list[WeightConverter | WeightRenaming] = [
+                WeightRenaming(saved, name) for saved, name in cls.checkpoint_weight_names.items()
+            ]
+            register_checkpoint_conversion_mapping(cls.config_class.model_type, renamings, overwrite=True)
 
     def __init__(self, config: PreTrainedConfig, *inputs: Any, **kwargs: Any) -> None:
         super().__init__(config, *inputs, **kwargs)
@@ -426,7 +442,10 @@ class ScratchPreTrainedModel(PreTrainedModel):
         """``torch.nn.Module.load_state_dict`` for a state dict saved without the tied copies (what
         ``save_pretrained`` writes, and the Trainer loads when it resumes): a tied target left out is tied to its
         source again and is not reported missing (the Trainer would warn "There were missing keys in the checkpoint
-        model loaded: ['lm_head.weight']" on every resume)."""
+        model loaded: ['lm_head.weight']" on every resume). Keys under a checkpoint's names are renamed to the
+        modules' (``checkpoint_weight_names``)."""
+        for saved, name in self.checkpoint_weight_names.items():
+            state_dict = {re.sub(saved, name, key): value for key, value in state_dict.items()}
         result = super().load_state_dict(state_dict, strict=False, assign=assign)
         ties = getattr(self, "all_tied_weights_keys", None) or {}
         left_out = [key for key in result.missing_keys if key in ties and ties[key] in state_dict]
@@ -560,7 +579,7 @@ class ScratchGenerationMixin(GenerationMixin):
     ) -> torch.Tensor | None:
         """What ``generate`` passes as the attention mask when it decodes with a compilable cache
         (``cache_implementation="static"``). transformers would build its own 4-D mask here; our models build
-        their relation from the 0/1 padding mask (``masks.check_cache_mask``), so they get that mask, widened
+        their relation from the 0/1 padding mask (``checks.check_decoder_mask``), so they get that mask, widened
         with zeros to all the cache's slots (slots not yet written are no real tokens, and the causal mask hides
         them anyway): every decoding step then has the same shapes, and a compiled forward is not recompiled as
         the sequence grows. (Releases name the embeddings ``input_embeds`` or ``inputs_embeds``, the cache
@@ -593,7 +612,7 @@ def refuse_cache_settings(owner: str, generation_config: GenerationConfig) -> No
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Encoder-decoders: the collator's hook and the generation head
+# Encoder-decoders: the collator's hook
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -620,68 +639,3 @@ class DecoderInputsFromLabelsMixin:
         if labels is None or decoder_input_ids is not None or decoder_inputs_embeds is not None:
             return decoder_input_ids
         return self.prepare_decoder_input_ids_from_labels(labels)
-
-
-class Seq2SeqLMHeadMixin(DecoderInputsFromLabelsMixin):
-    """The encoder-decoders' generation head: p(y_t | y_<t, x) = softmax(logits_t), the logits from the top decoder
-    state by the family's output layer (``lm_logits``); with ``labels`` (the targets as they are, not shifted: the
-    decoder reads them shifted right, ``decoder_inputs_for``) the family's token loss (``lm_loss``). ``self.model``
-    is the family's encoder-decoder; ``past_key_values`` is its decoder cache (an ``EncoderDecoderCache``, the RNN's
-    recurrent state). List this mixin first among a head's bases, so that its ``forward`` is not ``nn.Module``'s."""
-
-    model: nn.Module  # the family's encoder-decoder (Seq2SeqModelOutput)
-
-    def lm_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """The family's output layer: the top decoder states (batch, target_length, hidden) → the logits over the
-        target vocabulary."""
-        raise NotImplementedError(f"{type(self).__name__} must define lm_logits (its output layer).")
-
-    def lm_loss(self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | None) -> torch.Tensor:
-        """The family's loss over the target tokens (labels ≠ -100), per item of the batch with
-        ``num_items_in_batch``."""
-        raise NotImplementedError(f"{type(self).__name__} must define lm_loss (its token loss).")
-
-    @normalise_inputs
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.Tensor | None = None,
-        decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs: ModelOutput | tuple[torch.Tensor, ...] | None = None,
-        past_key_values: Any = None,
-        inputs_embeds: torch.Tensor | None = None,
-        decoder_inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        num_items_in_batch: int | None = None,
-    ) -> Seq2SeqLMOutput:
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            decoder_input_ids=self.decoder_inputs_for(labels, decoder_input_ids, decoder_inputs_embeds),
-            decoder_attention_mask=decoder_attention_mask,
-            encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
-            inputs_embeds=inputs_embeds,
-            decoder_inputs_embeds=decoder_inputs_embeds,
-            use_cache=use_cache and labels is None,  # (training: the whole target at once)
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            **already_normalised(),
-        )
-        logits = self.lm_logits(outputs.last_hidden_state)
-        loss = self.lm_loss(logits, labels, num_items_in_batch) if labels is not None else None
-        return Seq2SeqLMOutput(
-            loss=loss,
-            logits=logits,
-            **cache_output(returned_cache(outputs)),
-            decoder_hidden_states=outputs.decoder_hidden_states,
-            decoder_attentions=outputs.decoder_attentions,
-            cross_attentions=outputs.cross_attentions,
-            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states,
-            encoder_attentions=outputs.encoder_attentions,
-        )

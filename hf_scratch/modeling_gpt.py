@@ -35,19 +35,19 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .attention import MultiHeadAttention
 from .checks import (
+    check_decoder_mask,
     check_input_ids,
     check_one_input,
+    check_position_ids,
+    check_positions,
     choice_dimensions,
     embedding_rows,
-    flatten_choices,
-    label_count,
     values_pass,
 )
 from .configuration_gpt import ScratchGPTConfig
-from .layers import EncoderLayer, get_activation, run_layers
-from .losses import causal_lm_loss, sequence_classification_loss, token_cross_entropy
+from .heads import causal_lm_loss, flatten_choices, label_count, sequence_classification_loss, token_cross_entropy
+from .layers import TransformerBlock, get_activation, run_layers
 from .masks import cache_layout, decoder_self_attention_mask
 from .modeling_common import (
     ScratchGenerationMixin,
@@ -57,7 +57,6 @@ from .modeling_common import (
     normalise_inputs,
     returned_cache,
 )
-from .positional import LearnedPositionalEmbedding
 
 # --------------------------------------------------------------------------------------------------------------
 # 1. Input representation
@@ -86,13 +85,14 @@ def default_positions(key_is_real: torch.Tensor | None, cache_positions: torch.T
 
 
 class ScratchGPTEmbeddings(nn.Module):
-    """h_0 = U W_e + W_p (GPT-1 eq. 2), then dropout. ``token_type_ids``, when given, are looked up in the token
-    table W_e as well and added (what the reference implementations do, e.g. for dialogue segments)."""
+    """h_0 = U W_e + W_p (GPT-1 eq. 2), then dropout: W_p a learned vector per position (the model checks that the
+    positions are in its table). ``token_type_ids``, when given, are looked up in the token table W_e as well and
+    added (what the reference implementations do, e.g. for dialogue segments)."""
 
     def __init__(self, config: ScratchGPTConfig) -> None:
         super().__init__()
         self.word = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.position = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
+        self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.dropout = nn.Dropout(config.embedding_dropout_prob)
 
     def forward(
@@ -117,17 +117,16 @@ class ScratchGPTEmbeddings(nn.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
-class ScratchGPTLayer(EncoderLayer):
+class ScratchGPTLayer(TransformerBlock):
     """GPT-1 (post-LN):  h = LN(x + MaskedMultiHead(x)),       out = LN(h + FFN(h))
     GPT-2 (pre-LN):   h = x + MaskedMultiHead(LN(x)),       out = h + FFN(LN(h))
 
     The causal mask lets position i attend positions ≤ i only — the LM objective of GPT-1 eq. 1 conditions on the
     preceding tokens, so predicting B in "A B C D" must not see B, C or D (the decoder's masking, Vaswani et al.
     2017 §3.2.3); the cached keys of earlier steps are read from and appended to ``past_key_values``. The layer is
-    the encoder's (``layers.EncoderLayer``) under the causal mask: a decoder block without cross-attention.
+    the shared Transformer block (``layers.TransformerBlock``) under the causal mask: a decoder block without
+    cross-attention.
     """
-
-    attention: MultiHeadAttention  # registered by EncoderLayer under attention_name
 
     def __init__(self, config: ScratchGPTConfig, layer_idx: int) -> None:
         # GPT's "gelu_new" (the tanh approximation of GELU) runs as torch's fused kernel: see layers.get_activation
@@ -187,6 +186,24 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
             raise ValueError(f"inputs_embeds must have shape (batch, length, hidden), got {tuple(reference.shape)}.")
         return reference
 
+    def _checked_positions(
+        self,
+        position_ids: torch.Tensor | None,
+        checked_mask: torch.Tensor | None,
+        cache_positions: torch.Tensor,
+        batch: int,
+    ) -> torch.Tensor:
+        """The new tokens' positions, checked against the table W_p: as given (one per new token), else counted over
+        the real tokens of the checked mask (``default_positions``; a 4-D mask says nothing of padding, so not from
+        it)."""
+        if position_ids is not None:
+            check_position_ids(position_ids, batch, len(cache_positions))
+        else:
+            key_is_real = checked_mask if checked_mask is not None and checked_mask.dim() == 2 else None
+            position_ids = default_positions(key_is_real, cache_positions)
+        check_positions(position_ids, embedding_rows(self.embeddings.position))
+        return position_ids
+
     @normalise_inputs
     def forward(
         self,
@@ -207,22 +224,17 @@ class ScratchGPTModel(ScratchGPTPreTrainedModel):
         elif not use_cache:
             past_key_values = None
         key_length, cache_positions, static = cache_layout(past_key_values, length, reference.device)
+        # The mask covers the key slots: the cached tokens and the new ones (and a static cache's empty slots).
+        checked_mask = check_decoder_mask(attention_mask, batch, key_length, cache_positions, static)
+        positions = self._checked_positions(position_ids, checked_mask, cache_positions, batch)
 
-        # The mask covers the key slots: the cached tokens and the new ones (and a static cache's empty slots);
-        # packed sequences (position_ids that restart, no mask, no cache) attend within themselves.
-        mask, key_is_real = decoder_self_attention_mask(
-            attention_mask,
-            batch,
-            key_length,
-            cache_positions,
-            static,
-            position_ids=position_ids,
-            cached=past_key_values is not None,
+        # Built once for every layer: causal ∧ key padding; packed sequences (position_ids that restart, no mask, no
+        # cache) attend within themselves.
+        cached = past_key_values is not None
+        mask = decoder_self_attention_mask(
+            checked_mask, batch, key_length, cache_positions, static, position_ids=position_ids, cached=cached
         )
-        if position_ids is None:
-            position_ids = default_positions(key_is_real, cache_positions)
-
-        hidden_states = self.embeddings(input_ids, position_ids, token_type_ids, inputs_embeds)
+        hidden_states = self.embeddings(input_ids, positions, token_type_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
             self.layers,
             hidden_states,
@@ -275,8 +287,10 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
         shift_labels: torch.Tensor | None = None,
     ) -> CausalLMOutputWithPast:
         """``labels`` are the inputs (shifted inside); ``shift_labels``, already shifted (what transformers passes
-        under context parallelism), take their place when given. ``logits_to_keep``: logits for the last n
-        positions only (0: all); ``generate`` asks for 1."""
+        under context parallelism), take their place when given. The loss L1 is transformers' causal-LM loss
+        (``loss_function`` for ``loss_type = "ForCausalLM"``, as its GPT-2 computes it): the mean negative
+        log-likelihood over labels ≠ -100, or their sum over ``num_items_in_batch``. ``logits_to_keep``: logits for
+        the last n positions only (0: all); ``generate`` asks for 1."""
         outputs = self.model(
             input_ids=input_ids,
             past_key_values=past_key_values,
@@ -293,7 +307,11 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
         if logits_to_keep:  # generation needs only the last position's distribution
             hidden_states = hidden_states[:, -logits_to_keep:]
         logits = self.lm_head(hidden_states)  # always through the module: hooks, adapters, quantized layers see it
-        loss = causal_lm_loss(logits, labels, num_items_in_batch, shift_labels)
+        loss = None
+        if labels is not None or shift_labels is not None:  # L1 (eq. 1): the logits at i predict the token at i + 1
+            loss = self.loss_function(
+                logits, labels, logits.shape[-1], num_items_in_batch=num_items_in_batch, shift_labels=shift_labels
+            )
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,

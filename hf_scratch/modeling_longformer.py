@@ -39,9 +39,8 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 
-from .attention import kernel_settings, split_heads
 from .banded_attention import BandedMask, BandedPattern, GlobalTokens
-from .checks import check_attention_mask, check_one_input, label_count, values_pass
+from .checks import check_attention_mask, check_one_input, values_pass
 from .configuration_longformer import ScratchLongformerConfig
 from .encoder_heads import (
     EncoderForMaskedLM,
@@ -51,6 +50,7 @@ from .encoder_heads import (
     EncoderForTokenClassification,
     EncoderHead,
 )
+from .heads import label_count
 from .kernels import attend
 from .layers import (
     EncoderEmbeddings,
@@ -58,7 +58,9 @@ from .layers import (
     Pooler,
     ResidualNorm,
     feed_forward_recomputing_activation,
+    kernel_settings,
     run_layers,
+    split_heads,
 )
 from .masks import AttentionMask
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs

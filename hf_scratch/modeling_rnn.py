@@ -19,8 +19,8 @@ encoder-decoder of Sutskever et al. 2014 (§2), the attention of Bahdanau et al.
                  (Cho et al. 2014 §2.2: Bahdanau et al.'s "RNNencdec", their decoder with c_t = c)
    Bahdanau's output layer is by default simplified to the linear V s_t; ``bahdanau_output="maxout"`` is the
    paper's deep output, which reads y_{t-1}, s_t and c_t (or c) (``DeepOutput``);
-5. heads: sequence-to-sequence generation (ScratchGenerationMixin; the decoder's recurrent state is the cache) and
-   sequence classification from the encoder's final state.
+5. heads: sequence-to-sequence generation (``heads.Seq2SeqLMHead``, with ``generate``; the decoder's recurrent state
+   is the cache) and sequence classification from the encoder's final state.
 """
 
 from __future__ import annotations
@@ -39,21 +39,17 @@ from .checks import (
     check_input_ids,
     check_one_input,
     embedding_rows,
-    given_source,
-    label_count,
     values_pass,
 )
 from .configuration_rnn import ATTENDING_TYPES, BAHDANAU_DECODERS, ScratchRNNConfig
+from .heads import Seq2SeqLMHead, given_source, label_count, sequence_classification_loss, token_cross_entropy
 from .kernels import masked_softmax
 from .layers import classifier_dropout
-from .losses import sequence_classification_loss, token_cross_entropy
-from .masks import AttentionMask, padding_mask, padding_or_none
+from .masks import AttentionMask, key_padding_mask
 from .modeling_common import (
     CACHE_NAME,
     DecodingState,
-    ScratchGenerationMixin,
     ScratchPreTrainedModel,
-    Seq2SeqLMHeadMixin,
     already_normalised,
     cache_output,
     normalise_inputs,
@@ -124,11 +120,9 @@ class ScratchRNNEncoder(nn.Module):
         """``attention_mask``: the source's 0/1 mask, or the ``AttentionMask`` the model has built from it
         (``ScratchRNNModel`` checks it once for the encoder and the attention), used as it is."""
         hidden_states = self.embed(input_ids, inputs_embeds)
-        if isinstance(attention_mask, AttentionMask):
-            key_is_real = attention_mask.key_padding
-        else:
-            key_is_real = source_padding(attention_mask, hidden_states.shape[:2])
-        outputs, finals, all_hidden = self.stack(hidden_states, key_is_real, None, output_hidden_states)
+        if not isinstance(attention_mask, AttentionMask):
+            attention_mask = source_mask(attention_mask, hidden_states.shape[:2])
+        outputs, finals, all_hidden = self.stack(hidden_states, attention_mask.key_padding, None, output_hidden_states)
         final_hidden, final_cell = stack_states(finals)
         return ScratchRNNEncoderOutput(
             last_hidden_state=outputs,
@@ -150,24 +144,25 @@ def check_right_padded(key_is_real: torch.Tensor, name: str = "attention_mask") 
         raise ValueError(message)
 
 
-def source_padding(attention_mask: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor | None:
-    """The validated (batch, source_length) bool mask of real source tokens; None when nothing is padded."""
-    key_is_real = padding_or_none(check_attention_mask(attention_mask, shape[0], shape[1]))
+def source_mask(attention_mask: torch.Tensor | None, shape: tuple[int, ...]) -> AttentionMask:
+    """The source's padding: the (batch, source_length) 0/1 mask checked (right padding only), then built into the
+    relation of the attention over the source states (every target position may attend the real source tokens)."""
+    key_is_real = check_attention_mask(attention_mask, shape[0], shape[1])
     if key_is_real is not None:
         check_right_padded(key_is_real)
-    return key_is_real
+    return key_padding_mask(key_is_real)
 
 
 def checked_source(
     attention_mask: torch.Tensor | None, source: torch.Tensor | None
 ) -> AttentionMask | torch.Tensor | None:
-    """The source's padding, checked once (``source_padding``) for the encoder and the attention over its states:
-    sized by ``source``, the encoder's output when given, else the input the encoder reads. Without a source of
-    (batch, length, …) the mask is handed on as it is: the encoder refuses those inputs first (``check_one_input``,
-    ``check_input_ids``)."""
+    """The source's padding, checked and built once (``source_mask``) for the encoder and the attention over its
+    states: sized by ``source``, the encoder's output when given, else the input the encoder reads. Without a source
+    of (batch, length, …) the mask is handed on as it is: the encoder refuses those inputs first
+    (``check_one_input``, ``check_input_ids``)."""
     if source is None or source.dim() < 2:
         return attention_mask
-    return AttentionMask(key_padding=source_padding(attention_mask, source.shape[:2]))
+    return source_mask(attention_mask, source.shape[:2])
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -224,12 +219,12 @@ SCORES: dict[str, type[AdditiveScore | DotScore]] = {
 
 
 def attend_to_source(
-    scores: torch.Tensor, key_is_real: torch.Tensor | None, encoder_states: torch.Tensor
+    scores: torch.Tensor, mask: AttentionMask, encoder_states: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """α_ti = exp(e_ti) / Σ_k exp(e_tk) over the real source tokens (exactly 0 on padding); c_t = Σ_i α_ti h_i
-    (Bahdanau et al. 2015 eq. 5-6; Luong et al. 2015 eq. 7, global attention).
+    """α_ti = exp(e_ti) / Σ_k exp(e_tk) over the real source tokens (exactly 0 on padding: ``mask``, the source's,
+    ``source_mask``); c_t = Σ_i α_ti h_i (Bahdanau et al. 2015 eq. 5-6; Luong et al. 2015 eq. 7, global attention).
     Returns (contexts (batch, target_length, hidden), weights (batch, 1, target_length, source_length))."""
-    weights = masked_softmax(scores, padding_mask(key_is_real) if key_is_real is not None else None)
+    weights = masked_softmax(scores, mask.relation)
     return torch.matmul(weights[:, 0], encoder_states), weights
 
 
@@ -282,7 +277,7 @@ class ScratchRNNDecoder(nn.Module):
         self,
         inputs_embeds: torch.Tensor,
         encoder_states: torch.Tensor,
-        key_is_real: torch.Tensor | None,
+        source_mask: AttentionMask,
         states: list[LayerState],
         summary: torch.Tensor | None,
         output_hidden_states: bool | None = False,
@@ -292,7 +287,7 @@ class ScratchRNNDecoder(nn.Module):
         (the vectors V reads (batch, target_length, hidden), the states after the last input, attention weights
         (batch, 1, target_length, source_length) or None, every layer's outputs if asked)."""
         if self.attention_type == "bahdanau":
-            return self._bahdanau(inputs_embeds, encoder_states, key_is_real, states, output_hidden_states)
+            return self._bahdanau(inputs_embeds, encoder_states, source_mask, states, output_hidden_states)
         if self.attention_type == "fixed-context":
             assert summary is not None  # the model passes it for "fixed-context"
             context = summary[:, None].expand_as(inputs_embeds)  # c, the same at every step
@@ -306,7 +301,7 @@ class ScratchRNNDecoder(nn.Module):
         if self.attention_type == "none":
             return outputs, states, None, all_hidden
         scores = self.score(outputs, self.score.keys(encoder_states))  # e_ti from s_t
-        context, weights = attend_to_source(scores, key_is_real, encoder_states)  # c_t
+        context, weights = attend_to_source(scores, source_mask, encoder_states)  # c_t
         attentional = torch.tanh(self.attentional(torch.cat([outputs, context], dim=-1)))  # s̃_t
         return attentional, states, weights, all_hidden
 
@@ -314,7 +309,7 @@ class ScratchRNNDecoder(nn.Module):
         self,
         inputs_embeds: torch.Tensor,
         encoder_states: torch.Tensor,
-        key_is_real: torch.Tensor | None,
+        source_mask: AttentionMask,
         states: list[LayerState],
         output_hidden_states: bool | None,
     ) -> DecoderResult:
@@ -326,7 +321,7 @@ class ScratchRNNDecoder(nn.Module):
         for t in range(inputs_embeds.shape[1]):
             previous = states[-1][0][-1]  # s_{t-1}: the top layer's hidden state
             scores = self.score(previous[:, None], keys)  # e_ti
-            context, weights = attend_to_source(scores, key_is_real, encoder_states)  # c_t
+            context, weights = attend_to_source(scores, source_mask, encoder_states)  # c_t
             step_input = torch.cat([inputs_embeds[:, t : t + 1], context], dim=-1)  # [y_{t-1}; c_t]
             output, states, hidden = self.stack(step_input, None, states, output_hidden_states)  # s_t
             step_outputs.append(output)
@@ -448,7 +443,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         encoder_outputs: ScratchRNNEncoderOutput | tuple[Any, ...] | None,
         output_attentions: bool | None,
         output_hidden_states: bool | None,
-    ) -> tuple[ScratchRNNEncoderOutput, torch.Tensor | None]:
+    ) -> tuple[ScratchRNNEncoderOutput, AttentionMask]:
         """The encoder's output — as given (a tuple made a ``ScratchRNNEncoderOutput``), or the encoder run on the
         source — and the source's padding, checked once for the encoder and the attention over its states
         (``checked_source``)."""
@@ -465,10 +460,10 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         if not isinstance(encoder_outputs, ScratchRNNEncoderOutput):  # a tuple, as transformers accepts it
             encoder_outputs = ScratchRNNEncoderOutput(*encoder_outputs)
         if isinstance(source, AttentionMask):
-            return encoder_outputs, source.key_padding
+            return encoder_outputs, source
         states = encoder_outputs.last_hidden_state
         assert states is not None  # the encoder returns it; given encoder_outputs hold it first (given above)
-        return encoder_outputs, source_padding(source, states.shape[:2])
+        return encoder_outputs, source_mask(source, states.shape[:2])
 
     @normalise_inputs
     def forward(
@@ -487,7 +482,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
     ) -> Seq2SeqModelOutput:
         if self.decoder is None:
             raise ValueError("This ScratchRNNModel was built with add_decoder=False: call model.encoder(...) instead.")
-        encoder_outputs, key_is_real = self.encoded_source(
+        encoder_outputs, source = self.encoded_source(
             input_ids, attention_mask, inputs_embeds, encoder_outputs, output_attentions, output_hidden_states
         )
         encoder_states = encoder_outputs.last_hidden_state
@@ -502,7 +497,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         # c of "fixed-context": the top encoder layer's final state (both directions)
         summary = final_hidden_state(encoder_outputs)[:, -1] if self.config.attention_type == "fixed-context" else None
         outputs, states, weights, all_hidden = self.decoder(
-            target, encoder_states, key_is_real, states, summary, output_hidden_states
+            target, encoder_states, source, states, summary, output_hidden_states
         )
 
         next_cache = ScratchRNNDecoderState(*stack_states(states), seen + target.shape[1]) if use_cache else None
@@ -516,7 +511,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
         )
 
 
-class ScratchRNNForConditionalGeneration(Seq2SeqLMHeadMixin, ScratchRNNPreTrainedModel, ScratchGenerationMixin):
+class ScratchRNNForConditionalGeneration(ScratchRNNPreTrainedModel, Seq2SeqLMHead):
     """y_t = softmax(V · Dropout(decoder output)); loss = cross-entropy against the (non-shifted) labels, -100
     ignored. Decoder inputs are the labels shifted right behind ``decoder_start_token_id`` when not given."""
 

@@ -36,13 +36,12 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 
 from .adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax, embedding_tables, init_adaptive_weights
-from .attention import kernel_settings, merge_heads, split_heads
-from .checks import check_attention_mask, check_one_input
+from .checks import check_mask_of_last_tokens, check_one_input
 from .configuration_transfo_xl import ScratchTransfoXLConfig
+from .heads import IGNORE_INDEX, causal_lm_loss, next_token_labels, per_item
 from .kernels import attend
-from .layers import FeedForward, ResidualNorm, run_layers
-from .losses import IGNORE_INDEX, causal_lm_loss, next_token_labels, per_item
-from .masks import AttentionMask, causal_mask, causal_window_mask, combine_masks, padding_mask, padding_or_none
+from .layers import FeedForward, ResidualNorm, kernel_settings, merge_heads, run_layers, split_heads
+from .masks import AttentionMask, memory_mask
 from .modeling_common import (
     DecodingState,
     ScratchGenerationMixin,
@@ -387,43 +386,13 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
                 return [h[:, -mem_len:].detach().contiguous() for h in layer_inputs]
             return [torch.cat([m, h], dim=1)[:, -mem_len:].detach().contiguous() for m, h in zip(mems, layer_inputs)]
 
-    # -- masks and positions ---------------------------------------------------------------------------------
-    def _attention_mask(
-        self, key_is_real: torch.Tensor | None, query_length: int, key_length: int, device: torch.device
-    ) -> torch.Tensor | None:
-        """Causal over memory + segment; with ``same_length`` each query also sees at most ``mem_len`` keys."""
-        window = None
-        if self.config.same_length and key_length > self.config.mem_len:
-            window = causal_window_mask(query_length, key_length, self.config.mem_len, device)
-        padding = padding_mask(key_is_real) if key_is_real is not None else None
-        return combine_masks(causal_mask(query_length, key_length, device), window, padding)
-
+    # -- positions --------------------------------------------------------------------------------------------
     def _relative_positions(self, key_length: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         """R for the distances key_length-1 … 0 (the first key is the farthest), clamped at ``clamp_len``."""
         distances = torch.arange(key_length - 1, -1, -1, device=device, dtype=torch.float32)
         if self.config.clamp_len > 0:
             distances = distances.clamp(max=self.config.clamp_len)
         return relative_sinusoidal_embedding(distances, self.config.hidden_size).to(dtype)
-
-    def _key_padding(
-        self, attention_mask: torch.Tensor | None, batch: int, query_length: int, key_length: int, device: torch.device
-    ) -> torch.Tensor | None:
-        """The user's 0/1 mask covers the current segment, optionally preceded by earlier tokens (as ``generate``
-        passes it): its last columns describe the last keys; memory it does not cover counts as real."""
-        if attention_mask is None:
-            return None
-        length = attention_mask.shape[-1] if attention_mask.dim() == 2 else -1
-        if length < query_length:
-            check_attention_mask(attention_mask, batch, query_length)  # raises with the expected shape
-        checked = check_attention_mask(attention_mask, batch, length)
-        assert checked is not None  # attention_mask is given
-        key_is_real = padding_or_none(checked[:, -key_length:])
-        if key_is_real is None:
-            return None  # restricts nothing
-        if key_is_real.shape[1] < key_length:
-            real_memory = torch.ones(batch, key_length - key_is_real.shape[1], dtype=torch.bool, device=device)
-            key_is_real = torch.cat([real_memory, key_is_real], dim=1)
-        return key_is_real
 
     @normalise_inputs
     def forward(
@@ -443,8 +412,11 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
 
         embedded = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
         device = embedded.device
-        key_is_real = self._key_padding(attention_mask, batch, query_length, key_length, device)
-        mask = AttentionMask(relation=self._attention_mask(key_is_real, query_length, key_length, device))
+        # The user's 0/1 mask covers the segment, optionally preceded by earlier tokens (as ``generate`` passes it);
+        # causal over memory + segment; with ``same_length`` each query also sees at most ``mem_len`` keys.
+        key_is_real = check_mask_of_last_tokens(attention_mask, batch, query_length)
+        window = self.config.mem_len if self.config.same_length and key_length > self.config.mem_len else None
+        mask = memory_mask(key_is_real, query_length, key_length, window, device)
         relative_positions = self.dropout(self._relative_positions(key_length, device, embedded.dtype))
 
         memories = mems if mems is not None else [None] * len(self.layers)

@@ -33,17 +33,21 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 
-from .attention import MultiHeadAttention
-from .checks import check_attention_mask, check_input_ids, check_one_input, embedding_rows, given_source
+from .checks import (
+    check_attention_mask,
+    check_decoder_mask,
+    check_input_ids,
+    check_one_input,
+    check_padding_or_relation,
+    embedding_rows,
+)
 from .configuration_transformer import ScratchTransformerConfig
-from .layers import EncoderLayer, FeedForward, ResidualNorm, run_layers
-from .losses import token_cross_entropy
-from .masks import AttentionMask, cache_layout, decoder_self_attention_mask, padding_or_none, padding_or_relation
+from .heads import Seq2SeqLMHead, given_source, token_cross_entropy
+from .layers import FeedForward, MultiHeadAttention, ResidualNorm, TransformerBlock, run_layers
+from .masks import AttentionMask, cache_layout, decoder_self_attention_mask, key_padding_mask, padding_or_relation
 from .modeling_common import (
     CACHE_NAME,
-    ScratchGenerationMixin,
     ScratchPreTrainedModel,
-    Seq2SeqLMHeadMixin,
     already_normalised,
     cache_output,
     normalise_inputs,
@@ -111,12 +115,11 @@ class ScratchTransformerEmbeddings(nn.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
-class ScratchTransformerEncoderLayer(EncoderLayer):
+class ScratchTransformerEncoderLayer(TransformerBlock):
     """h = LN(x + SelfAttention(x)) with the source padding mask; out = LN(h + FFN(h)) (§3.1 "Encoder": multi-head
-    self-attention §3.2.2, the feed-forward network §3.3 eq. 2; ``layers.EncoderLayer``), pre-LN as an option. Its
-    attention is ``self_attention``, as in the decoder layer (and the converted Marian weights)."""
-
-    attention_name = "self_attention"
+    self-attention §3.2.2, the feed-forward network §3.3 eq. 2; ``layers.TransformerBlock``), pre-LN as an option.
+    Checkpoints name its attention ``self_attention``, as the decoder layer's
+    (``ScratchTransformerPreTrainedModel.checkpoint_weight_names``)."""
 
     def __init__(self, config: ScratchTransformerConfig, layer_idx: int) -> None:
         super().__init__(
@@ -153,7 +156,7 @@ class ScratchTransformerEncoder(nn.Module):
         batch, length = check_one_input(input_ids, inputs_embeds).shape[:2]
         mask = attention_mask  # as the model built it
         if not isinstance(mask, AttentionMask):
-            mask = padding_or_relation(mask, batch, length, length)
+            mask = padding_or_relation(check_padding_or_relation(mask, batch, length, length))
 
         hidden_states = self.embeddings(input_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
@@ -264,16 +267,15 @@ def target_mask(
 ) -> AttentionMask:
     """Masked self-attention (§3.2.3): each target position may attend the real tokens up to itself, the cached
     ones included (causal ∧ target padding); a 4-D mask is the whole relation."""
-    name = "decoder_attention_mask"
-    return decoder_self_attention_mask(attention_mask, batch, key_length, cache_positions, static, name=name)[0]
+    checked = check_decoder_mask(attention_mask, batch, key_length, cache_positions, static, "decoder_attention_mask")
+    return decoder_self_attention_mask(checked, batch, key_length, cache_positions, static)
 
 
 def source_mask(encoder_attention_mask: torch.Tensor | None, encoder_hidden_states: torch.Tensor) -> AttentionMask:
     """Cross-attention (§3.2.3): every target position may attend the source's real tokens."""
     batch, source_length = encoder_hidden_states.shape[:2]
     name = "attention_mask (of the source)"
-    source_is_real = check_attention_mask(encoder_attention_mask, batch, source_length, name)
-    return AttentionMask(key_padding=padding_or_none(source_is_real))
+    return key_padding_mask(check_attention_mask(encoder_attention_mask, batch, source_length, name))
 
 
 def source_for_both_sides(
@@ -361,6 +363,11 @@ class ScratchTransformerPreTrainedModel(ScratchPreTrainedModel):
     _supports_attention_backend = True  # standard attention: kernels of transformers' AttentionInterface run it
     _supports_flex_attn = True
     _no_split_modules = ["ScratchTransformerEncoderLayer", "ScratchTransformerDecoderLayer"]
+    # checkpoints name the encoder layers' attention as the decoder layers' (and Marian's), self_attention
+    checkpoint_weight_names = {
+        r"encoder.layers.(\d+).self_attention": r"encoder.layers.\1.attention",
+        r"encoder.layers.(\d+).self_attention_residual": r"encoder.layers.\1.attention_residual",
+    }
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -468,9 +475,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         )
 
 
-class ScratchTransformerForConditionalGeneration(
-    Seq2SeqLMHeadMixin, ScratchTransformerPreTrainedModel, ScratchGenerationMixin
-):
+class ScratchTransformerForConditionalGeneration(ScratchTransformerPreTrainedModel, Seq2SeqLMHead):
     """The full model of the paper: P(y_t | y_<t, x) = softmax(W_out h_t + b) with W_out tied to the target
     embeddings (§3.4). ``labels`` → decoder inputs shifted right; loss = cross-entropy over labels ≠ -100 with
     ``config.label_smoothing`` (§5.4). ``generate`` runs greedy or beam search over an ``EncoderDecoderCache``."""

@@ -1,5 +1,6 @@
-"""Position information: sinusoidal (Vaswani et al. 2017, §3.5), learned absolute (BERT, GPT), and the sinusoidal
-relative encodings of Transformer-XL.
+"""Position information: sinusoidal (Vaswani et al. 2017, §3.5) and the sinusoidal relative encodings of
+Transformer-XL. (Learned absolute positions, BERT's and GPT's, are a plain ``nn.Embedding`` table looked up by position,
+its ids checked by ``checks.check_positions``.)
 
 The paper's encoding, for position ``pos`` and pair index ``i`` (Vaswani et al. 2017 §3.5):
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import values_pass
+from .checks import check_positions
 
 SINUSOIDAL_LAYOUTS = ("interleaved", "split")
 
@@ -51,23 +52,6 @@ def sinusoidal_table(num_positions: int, dim: int, layout: str = "interleaved", 
     return table.float()
 
 
-def check_positions(position_ids: torch.Tensor, num_positions: int) -> None:
-    """Positions past the table cannot be encoded: say so instead of indexing out of range. (A check on values:
-    under torch.compile / torch.export it is an assertion inside the graph, see ``checks.values_pass``.)"""
-    fix = (
-        "shorten or truncate the input (tokenizer(..., truncation=True, max_length=...)) or use a model configured "
-        "with more positions."
-    )
-    message = f"The input needs positions past the {num_positions} the model has (max_position_embeddings): {fix}"
-    if not values_pass(position_ids < num_positions, message):
-        raise ValueError(
-            f"The input needs position {int(position_ids.max())} but the model has only {num_positions} positions "
-            f"(max_position_embeddings={num_positions}): {fix}"
-        )
-    if not values_pass(position_ids >= 0, "position_ids must be ≥ 0."):
-        raise ValueError("position_ids must be ≥ 0.")
-
-
 class SinusoidalPositionalEmbedding(nn.Module):
     """Fixed PE table, looked up by position id. Not saved in checkpoints: it is rebuilt from the config."""
 
@@ -81,14 +65,6 @@ class SinusoidalPositionalEmbedding(nn.Module):
     def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
         check_positions(position_ids, self.num_positions)
         return self.table[position_ids]
-
-
-class LearnedPositionalEmbedding(nn.Embedding):
-    """A trained vector per absolute position (BERT, GPT)."""
-
-    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        check_positions(position_ids, self.num_embeddings)
-        return super().forward(position_ids)
 
 
 def relative_sinusoidal_embedding(distances: torch.Tensor, dim: int) -> torch.Tensor:

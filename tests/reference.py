@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from hf_scratch.attention import merge_heads, split_heads
 from hf_scratch.kernels import eager_attention
+from hf_scratch.layers import merge_heads, split_heads
 from hf_scratch.modeling_longformer import ScratchLongformerSelfAttention
 from hf_scratch.tools.viz import longformer_mask, sliding_window_mask
 

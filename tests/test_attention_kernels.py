@@ -22,10 +22,10 @@ from torch.nn.attention.flex_attention import flex_attention
 from transformers import AttentionInterface
 
 import hf_scratch
-from hf_scratch import attention, kernels, modeling_longformer, modeling_transfo_xl
+from hf_scratch import kernels, layers, modeling_longformer, modeling_transfo_xl
 from hf_scratch.banded_attention import ATTENTION_KERNELS
-from hf_scratch.kernels import attend
-from hf_scratch.masks import AttentionMask, mask_to_bias
+from hf_scratch.kernels import attend, mask_to_bias
+from hf_scratch.masks import AttentionMask
 
 ATOL = 1e-5
 STANDARD = ["bert", "gpt", "transformer"]
@@ -68,7 +68,7 @@ def test_the_dispatcher_refuses_a_score_term_for_a_registered_kernel(registered_
 
 # Each family's calls of ``kernels.attend`` in one layer: (the mask's form, whether a score term B is given)
 CALLS_PER_LAYER = {
-    "bert": (attention, [("dense", False)]),  # MultiHeadAttention
+    "bert": (layers, [("dense", False)]),  # MultiHeadAttention
     "transfo_xl": (modeling_transfo_xl, [("dense", True)]),  # its relative-position terms (b) + (d) as B
     "longformer": (modeling_longformer, [("block-sparse", False), ("dense", False)]),  # its band, its global rows
 }
@@ -103,7 +103,7 @@ def test_every_family_calls_the_one_dispatcher_once_per_attention(name, implemen
 
 # What only kernels.py does: compare the name of an attention implementation (or switch on it), call a kernel.
 # config._attn_implementation is read there, by the check when a model is built (modeling_common.py) and by
-# attention.kernel_settings, which hands it to ``attend``.
+# layers.kernel_settings, which hands it to ``attend``.
 KERNEL_NAMES = {"eager", "sdpa", "flex_attention"}
 KERNEL_CONSTANTS = {"FLEX_ATTENTION", "ATTENTION_IMPLEMENTATIONS", "_attn_implementation"}
 KERNELS = {
@@ -121,7 +121,7 @@ KERNELS = {
 # The RNN baselines' own score functions, additive and multiplicative (not scaled dot-product attention:
 # ARCHITECTURE.md), normalise their scores with the masked softmax.
 OWN_SCORE_FUNCTIONS = {"modeling_rnn.py": {"masked_softmax"}}
-READ_IMPLEMENTATION = {"kernels.py", "modeling_common.py", "attention.py"}
+READ_IMPLEMENTATION = {"kernels.py", "modeling_common.py", "layers.py"}
 
 
 def kernel_choices(path: Path) -> list[str]:

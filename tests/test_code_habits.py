@@ -4,6 +4,10 @@ training scripts (``training/``, its data and metric scripts too).
 - Every function and method is at most ``MAX_FUNCTION_LINES`` lines long, counted over its whole span — from the
   ``def`` line (its decorators not included) to its last line, docstring and comments included — as Python's
   ``ast`` reports it (``lineno`` … ``end_lineno``). Nested functions count on their own and inside their parent.
+- No module is registered or found under a name computed at run time (``add_module(self.name, …)``,
+  ``getattr(self, self.name)``, ``getattr(self, f"…")``): a reader finds every sub-module as an attribute written out
+  where it is built; weights keep their checkpoint names through the checkpoint key mapping
+  (``ScratchPreTrainedModel.checkpoint_weight_names``).
 """
 
 from __future__ import annotations
@@ -64,3 +68,46 @@ def test_the_count_sees_a_long_function(tmp_path):
         ("pkg/sub/mod.py", "too_long", 51),
         ("pkg/sub/mod.py", "A.method", 51),
     ]
+
+
+def computed_attribute_names(root: Path = PACKAGE) -> list[tuple[str, int, str]]:
+    """``(path, line, call)`` of every ``add_module`` whose name is not written out, and every ``getattr(self, …)``
+    whose name is an attribute or an f-string, under ``root``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            function = node.func
+            name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
+            computed = (name == "add_module" and not isinstance(node.args[0], ast.Constant)) or (
+                name == "getattr"
+                and len(node.args) > 1
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id == "self"
+                and isinstance(node.args[1], ast.Attribute | ast.JoinedStr)
+            )
+            if computed:
+                found.append((str(path.relative_to(root.parent)), node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_no_module_is_named_at_run_time():
+    offenders = computed_attribute_names()
+    assert not offenders, "sub-modules under computed names; write the attribute out:\n" + "\n".join(
+        f"  {path}:{line} {call}" for path, line, call in offenders
+    )
+
+
+def test_the_computed_names_are_found(tmp_path):
+    """The check can fail: both forms a block used to name its attention are found, a config field lookup is not."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text(
+        "class Block:\n"
+        "    def __init__(self, attention):\n"
+        "        self.add_module(self.attention_name, attention)\n"
+        "    def forward(self, name):\n"
+        "        return getattr(self, f'{self.attention_name}_residual'), getattr(self, name)\n"
+    )
+    found = computed_attribute_names(tmp_path / "pkg")
+    assert [line for _, line, _ in found] == [3, 5]

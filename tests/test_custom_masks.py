@@ -1,7 +1,7 @@
 """Custom 4-D attention masks (issue 39) where transformers' counterpart takes them — BERT (``BertModel``: the
 encoder's ``attention_mask``) and the encoder-decoder (``MarianMTModel``: the decoder's ``decoder_attention_mask``,
 and the encoder's own ``attention_mask`` when the encoder runs alone) — through the shared mask code
-(``masks.padding_or_relation``, ``decoder_self_attention_mask``): a (batch, 1, query, key) mask, boolean
+(``checks.check_padding_or_relation``, ``check_decoder_mask``): a (batch, 1, query, key) mask, boolean
 (True = attend) or additive float (0 / a large negative value), is the whole relation. It equals the 2-D mask it
 expresses, and the reference's output with the same mask. GPT's 4-D masks: tests/test_gpt.py.
 

@@ -387,13 +387,15 @@ def module_files(name: str) -> list[str]:
         "checks.py",
         "inputs.py",
         "layers.py",
-        "losses.py",
-        "positional.py",
+        "heads.py",
     ]
-    own = {"rnn": ["recurrent.py"], "transfo_xl": ["adaptive_softmax.py"], "longformer": ["banded_attention.py"]}
-    # MultiHeadAttention: every family but the RNN uses it (the RNN may carry attention.py through layers.py)
-    attention = [] if name == "rnn" else ["attention.py"]
-    return [f"modeling_{name}.py", f"configuration_{name}.py", *core, *attention, *own.get(name, [])]
+    own = {
+        "rnn": ["recurrent.py"],
+        "transformer": ["positional.py"],
+        "transfo_xl": ["adaptive_softmax.py", "positional.py"],
+        "longformer": ["banded_attention.py"],
+    }
+    return [f"modeling_{name}.py", f"configuration_{name}.py", *core, *own.get(name, [])]
 
 
 @pytest.mark.parametrize("name", NAMES)

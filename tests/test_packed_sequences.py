@@ -29,8 +29,9 @@ from transformers import DataCollatorWithFlattening
 from transformers.masking_utils import create_causal_mask, find_packed_sequence_indices
 
 from hf_scratch import ScratchGPTConfig, ScratchGPTLMHeadModel
+from hf_scratch.checks import check_decoder_mask
 from hf_scratch.convert import from_transformers
-from hf_scratch.masks import decoder_self_attention_mask, packed_sequences
+from hf_scratch.masks import causal_mask, decoder_self_attention_mask, packed_sequences
 
 pytestmark = pytest.mark.boundary  # DataCollatorWithFlattening, TRL, masking_utils: the boundary with transformers
 
@@ -297,8 +298,8 @@ def test_sequence_boundaries_and_mask_are_transformers_rule(case):
     # (positionally: the cache's parameter is named past_key_values before transformers 5.24, cache from 5.24 on)
     expected = create_causal_mask(config, torch.zeros(batch, length, 4), None, None, position_ids)
     arange = torch.arange(length)
-    mask, _ = decoder_self_attention_mask(None, batch, length, arange, False, position_ids=position_ids, cached=False)
-    actual = mask.to_bool(length, length, torch.device("cpu"))
+    mask = decoder_self_attention_mask(None, batch, length, arange, False, position_ids=position_ids, cached=False)
+    actual = mask.relation
     actual = torch.ones(batch, 1, length, length, dtype=torch.bool) if actual is None else actual
     assert torch.equal(actual.expand(batch, 1, length, length), expected == 0)
 
@@ -313,10 +314,9 @@ def test_no_packing_with_a_mask_or_a_cache():
         (None, restart, True),
         (None, None, False),
     ):
-        mask, _ = decoder_self_attention_mask(
-            attention_mask, 1, 4, arange, False, position_ids=position_ids, cached=cached
-        )
-        assert mask.sequence_ids is None
+        checked = check_decoder_mask(attention_mask, 1, 4, arange, False)
+        mask = decoder_self_attention_mask(checked, 1, 4, arange, False, position_ids=position_ids, cached=cached)
+        assert torch.equal(mask.relation, causal_mask(4, 4, arange.device))  # causal alone: nothing packed
 
 
 # --------------------------------------------------------------------------------------------------------------

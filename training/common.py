@@ -41,9 +41,8 @@ from transformers import (
 )
 
 from hf_scratch.convert import load_reference_checkpoint, needs_conversion
-from hf_scratch.losses import perplexity
 from hf_scratch.tools.tokenization import model_max_length, train_tokenizer
-from hf_scratch.tools.trainer import ScratchTrainer
+from hf_scratch.tools.trainer import ScratchTrainer, perplexity
 from training.arguments import (
     DATA_EXTENSIONS,
     DataArguments,

@@ -183,7 +183,7 @@ def train_with_the_log_in_a_file(options: argparse.Namespace, progress: Any) -> 
     """Step 1: run_clm on the tragedies, the Trainer's own output going to ``<output_dir>.log``; prints where the log
     is, the held-out loss before and after, and the untrained model's sample (``progress``: ``progress_printer``'s
     callback)."""
-    from hf_scratch.losses import perplexity
+    from hf_scratch.tools.trainer import perplexity
 
     log = Path(options.output_dir).parent / f"{Path(options.output_dir).name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)

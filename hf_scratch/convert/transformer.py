@@ -144,18 +144,20 @@ class _MarianWeightMap(WeightMap):
 
 def _layer_rules(layer: str, cross_attention: bool) -> list[WeightRule]:
     """One layer's weights, named alike by Marian and us under ``layer`` (``model.encoder.layers.{i}`` or
-    ``model.decoder.layers.{i}``): self-attention (separate q, k, v → our fused ``qkv_proj``), in the decoder the
-    cross-attention over the encoder's states (k, v → our fused ``kv_proj``), and the feed-forward, each with its
-    post-LN residual (Vaswani et al. 2017, §3.1)."""
+    ``model.decoder.layers.{i}``): self-attention (separate q, k, v → our fused ``qkv_proj``; our encoder layer is
+    the shared ``layers.TransformerBlock``, whose self-attention is ``attention``), in the decoder the cross-attention
+    over the encoder's states (k, v → our fused ``kv_proj``), and the feed-forward, each with its post-LN residual
+    (Vaswani et al. 2017, §3.1)."""
+    attention = "self_attention" if cross_attention else "attention"
     rules = [
         *weight_and_bias(
-            f"{layer}.self_attention.qkv_proj",
+            f"{layer}.{attention}.qkv_proj",
             f"{layer}.self_attn.q_proj",
             f"{layer}.self_attn.k_proj",
             f"{layer}.self_attn.v_proj",
         ),
-        *weight_and_bias(f"{layer}.self_attention.out_proj", f"{layer}.self_attn.out_proj"),
-        *weight_and_bias(f"{layer}.self_attention_residual.norm", f"{layer}.self_attn_layer_norm"),
+        *weight_and_bias(f"{layer}.{attention}.out_proj", f"{layer}.self_attn.out_proj"),
+        *weight_and_bias(f"{layer}.{attention}_residual.norm", f"{layer}.self_attn_layer_norm"),
         *weight_and_bias(f"{layer}.feed_forward.fc_in", f"{layer}.fc1"),
         *weight_and_bias(f"{layer}.feed_forward.fc_out", f"{layer}.fc2"),
         *weight_and_bias(f"{layer}.feed_forward_residual.norm", f"{layer}.final_layer_norm"),

@@ -12,11 +12,13 @@
 ``ScratchSeq2SeqTrainer`` is the same on top of ``Seq2SeqTrainer`` (``--predict_with_generate``), and
 ``hf_scratch.tools.training_transfo_xl.TransfoXLTrainer`` extends ``ScratchTrainer`` with Transformer-XL's memory.
 They live in the package rather than beside the scripts in ``training/`` (a folder of scripts, not installed with
-hf_scratch) because ``TransfoXLTrainer`` is part of the package and extends this class.
+hf_scratch) because ``TransfoXLTrainer`` is part of the package and extends this class. ``perplexity`` is what they
+report from an evaluation loss.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from collections.abc import Callable
@@ -188,3 +190,15 @@ class ScratchTrainer(Trainer):
 
 class ScratchSeq2SeqTrainer(ScratchTrainer, Seq2SeqTrainer):
     """``ScratchTrainer``'s checkpoints, hub folder and card on ``Seq2SeqTrainer`` (generation in evaluation)."""
+
+
+# Perplexity is exp(loss). math.exp raises OverflowError above ln(max float) ≈ 709.78, which a diverged run's loss can
+# reach: the loss is capped just below, so such a run reports a huge but finite perplexity (≈ 1e304) instead of
+# failing its evaluation. Every loss a working model has is far below the cap, where the value is exact.
+MAX_LOG_PERPLEXITY = 700.0
+
+
+def perplexity(loss: float) -> float:
+    """exp(loss) of a mean cross-entropy in nats, with the loss capped at ``MAX_LOG_PERPLEXITY`` (see there).
+    ``TransfoXLTrainer`` and the training scripts (``training/common.py``) report ``eval_perplexity`` with it."""
+    return math.exp(min(loss, MAX_LOG_PERPLEXITY))

@@ -52,8 +52,7 @@ if TYPE_CHECKING:  # for the checker only
     from transformers import TrainerControl, TrainerState, TrainingArguments
     from transformers.trainer_utils import EvalLoopOutput
 
-from ..losses import perplexity
-from .trainer import ScratchTrainer
+from .trainer import ScratchTrainer, perplexity
 
 MEMORY_FILE = "transfo_xl_mems_{rank}.pt"
 

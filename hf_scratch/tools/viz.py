@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..masks import AttentionMask, causal_mask, combine_masks, padding_mask
+from ..masks import causal_mask, combine_masks, may_attend, padding_mask
 from ..positional import sinusoidal_table
 
 if TYPE_CHECKING:
@@ -222,8 +222,8 @@ def mask_patterns(length: int = 16, memory: int = 8) -> dict[str, torch.Tensor]:
     is_real = torch.ones(1, length, dtype=torch.bool)
     is_real[:, length - 4 :] = False  # the last four tokens are padding
     patterns = {
-        "padding (BERT)": AttentionMask(key_padding=is_real).to_bool(length, length, torch.device("cpu")),
-        "causal (GPT, decoder)": AttentionMask(causal=True).to_bool(length, length, torch.device("cpu")),
+        "padding (BERT)": may_attend(length, length, torch.device("cpu"), key_padding=is_real).relation,
+        "causal (GPT, decoder)": may_attend(length, length, torch.device("cpu"), causal=True).relation,
         "causal + padding": combine_masks(causal_mask(length, length, torch.device("cpu")), padding_mask(is_real)),
         f"Transformer-XL: {memory} memory + causal": causal_mask(length, memory + length, torch.device("cpu")),
     }
