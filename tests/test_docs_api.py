@@ -6,9 +6,12 @@ build --strict`` fails on an entry that names nothing; this test also catches a 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import re
 from pathlib import Path
+
+import pytest
 
 import hf_scratch
 
@@ -91,6 +94,47 @@ def test_every_public_class_of_a_family_is_on_its_family_page():
         for name in public_names():
             if name.startswith(prefix):
                 assert pages.get(name) == page, (name, pages.get(name), page)
+
+
+READ_THE_FORWARD = ["gpt", "bert", "transformer", "transfo-xl", "longformer", "rnn"]
+
+
+def source_includes():
+    """docs/hooks/source_includes.py, the hook that turns a ``[[source: name]]`` line into that object's live code."""
+    spec = importlib.util.spec_from_file_location("source_includes", REPO / "docs" / "hooks" / "source_includes.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_source_marker_names_code_of_the_package():
+    """A renamed or moved function fails here, not only in the strict build: every ``[[source: …]]`` line of docs/
+    resolves to a function, method or class of ``hf_scratch`` whose source the hook can show."""
+    hook = source_includes()
+    found = {}
+    for page in sorted((REPO / "docs").rglob("*.md")):
+        for name in hook.markers(page.read_text(encoding="utf-8")):
+            found[name] = page.relative_to(REPO / "docs").as_posix()
+    assert found, "no [[source: …]] marker in docs/"
+    for name, page in found.items():
+        assert name.startswith("hf_scratch."), (page, name)
+        target = inspect.unwrap(hook.resolve(name))
+        assert inspect.isfunction(target) or inspect.isclass(target), (page, name, target)
+        assert inspect.getsourcelines(target)[0], (page, name)
+
+
+@pytest.mark.parametrize("family", READ_THE_FORWARD)
+def test_each_family_has_its_read_the_forward_page(family):
+    """docs/read/<family>.md exists, shows live code (at least one marker), is in the site's nav, and the family's
+    page links to it."""
+    page = REPO / "docs" / "read" / f"{family}.md"
+    assert page.exists(), page
+    assert source_includes().markers(page.read_text(encoding="utf-8")), f"{page.name} shows no [[source: …]] code"
+    nav = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    assert re.search(rf"^ +- [^:\n]+: read/{family}\.md$", nav, re.M), f"read/{family}.md is not in mkdocs.yml's nav"
+    family_page = (REPO / "docs" / "families" / f"{family}.md").read_text(encoding="utf-8")
+    assert f"../read/{family}.md" in family_page, f"families/{family}.md does not link to read/{family}.md"
 
 
 def test_readme_and_contributing_links_resolve():
