@@ -28,7 +28,7 @@ The kernels, chosen by ``config._attn_implementation``:
 | ``BlockSparseMask``             | any                                | its blocks, each by the rows below        |
 | the weights asked for           | any                                | ``eager_attention`` (SDPA gives none)     |
 | any                             | ``"eager"``                        | ``eager_attention``                       |
-| a query length that may be 0    | any                                | ``eager_attention`` (``may_be_empty``)    |
+| queries counted from the data ² | any, under ``torch.compile``       | ``eager_attention``                       |
 | no score term                   | registered, with ``registry``      | ``registered_attention``                  |
 | a score term B                  | ``"sdpa"``                         | ``sdpa_with_score_bias``                  |
 | causal only, keys = queries     | ``"sdpa"``                         | SDPA with its own causal mask             |
@@ -36,6 +36,8 @@ The kernels, chosen by ``config._attn_implementation``:
 
 ¹ without ``registry`` (Longformer), ``"flex_attention"`` is torch's flex_attention over block-sparse relations;
 a dense relation (Longformer's global rows, G × n: no tile to skip) runs SDPA.
+² ``queries_from_data``: the caller counted its queries from the data (Longformer's G global tokens), so a compiled
+graph cannot rule out 0 queries, on which SDPA's checks cannot be traced.
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 from transformers import AttentionInterface
 
@@ -284,10 +285,11 @@ def block_sparse_flex(
 # --------------------------------------------------------------------------------------------------------------
 
 
-def may_be_empty(length: int | torch.SymInt) -> bool:
-    """Whether a query length may be 0 as far as torch.compile knows: a length read from the data (an unbacked
-    symbol: Longformer's number of global tokens G). SDPA's checks cannot be traced then; the eager kernel can."""
-    return not statically_known_true(length >= 1)
+def may_be_empty(queries_from_data: bool) -> bool:
+    """Whether the query length may be 0 in a compiled graph: a count read from the data (``queries_from_data``:
+    Longformer's number of global tokens G, a symbol the graph cannot bound below by 1). SDPA's checks cannot be
+    traced on such a length; the eager kernel can."""
+    return queries_from_data and torch.compiler.is_compiling()
 
 
 def relation(mask: AttentionMask | None) -> torch.Tensor | None:
@@ -327,17 +329,19 @@ def attend(
     scale: float | None = None,
     output_attentions: bool = False,
     module: nn.Module | None = None,
+    queries_from_data: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(Q Kᵀ·scale + B + M) V by the kernel the module's table chooses; returns (output, weights or None).
     Q, K, V: (batch, heads, length, head_dim); ``mask``: the "may attend" relation, dense (``AttentionMask``, as the
     model built it), by blocks (``BlockSparseMask``) or None (every key); B (``score_bias``): broadcastable to (batch,
     heads, query_length, key_length); ``implementation``: the config's ``_attn_implementation``; ``registry``: it may
     name a kernel of transformers' ``AttentionInterface`` (models with ``_supports_attention_backend``), called with
-    ``module``, the attention layer, as transformers passes it."""
+    ``module``, the attention layer, as transformers passes it; ``queries_from_data``: the number of queries was read
+    from the data (footnote ² of the table)."""
     if isinstance(mask, BlockSparseMask):
         settings = dict(implementation=implementation, registry=registry, dropout=dropout, scale=scale, module=module)
         return attend_block_sparse(query, key, value, mask, score_bias, output_attentions=output_attentions, **settings)
-    if output_attentions or implementation == "eager" or may_be_empty(query.shape[-2]):
+    if output_attentions or implementation == "eager" or may_be_empty(queries_from_data):
         output, weights = eager_attention(query, key, value, relation(mask), dropout, scale, score_bias)
         return output, (weights if output_attentions else None)
     if registry and implementation not in ATTENTION_IMPLEMENTATIONS:

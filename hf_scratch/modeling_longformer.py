@@ -145,7 +145,7 @@ class ScratchLongformerSelfAttention(nn.Module):
         key = split_heads(self.key_global(hidden_states), self.num_heads)  # (batch, heads, n, d)
         value = split_heads(self.value_global(hidden_states), self.num_heads)
         every_real_key = AttentionMask(relation=key_is_real[:, None, None, :] & globals_.is_real[:, None, :, None])
-        return attend(query, key, value, every_real_key, scale=1.0, **settings)
+        return attend(query, key, value, every_real_key, scale=1.0, queries_from_data=True, **settings)
 
 
 # ---- 3. the encoder ------------------------------------------------------------------------------------------
