@@ -1,6 +1,7 @@
 """The six families, for the tests: how to build each family's main head from drawn sizes and how to feed it
-(the cross-family tests: robustness, conformance, torch.compile, ...), and the fixed tiny configuration, padded
-batches and reference-parity helpers that the family files and ``test_every_family.py`` share."""
+(the cross-family tests: robustness, conformance, torch.compile, ...), the fixed tiny configuration of each family's
+own tests, and the heads the family and model tests run. Hand-made padded batches are in ``batches.py``, numeric
+comparison and reference parity in ``comparing.py``."""
 
 from __future__ import annotations
 
@@ -13,27 +14,11 @@ from hypothesis import strategies as st
 
 import hf_scratch
 
-ATOL = 1e-4
 # torch 2.7 (pyproject's floor) cannot compile a whole model with flex_attention into one graph on the CPU: Dynamo
 # fails inside itself (BERT, GPT, the encoder-decoder: an AssertionError in side_effects.py; Longformer: Tensor.item).
 # Longformer's compiled flex kernel alone runs there; 2.13 and 2.14.1 compile every model.
 FLEX_COMPILES_WHOLE_MODELS = torch.__version__ >= "2.8"
 FLEX_ON_TORCH_2_7 = "torch 2.7 cannot compile a whole model with flex_attention into one graph (families.py)"
-
-
-def close(actual: torch.Tensor, expected: torch.Tensor, atol: float = ATOL) -> None:
-    torch.testing.assert_close(actual, expected, atol=atol, rtol=atol)
-
-
-def close_to_fp32(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    """``actual`` (computed in bf16 or fp16) within rounding of ``expected`` (fp32). bf16 keeps 8 significant bits
-    (eps = 2⁻⁷ ≈ 0.008: two to three decimal digits), and the tiny models round some twenty times between the ids
-    and logits of order 1–10, so a few eps of error are expected: measured over 60 random configurations per family
-    and kernel, at most 0.026 (3.3 eps) in bf16 and 0.015 in fp16 (whose CPU kernels accumulate in half precision:
-    it does not get its own eps of 2⁻¹⁰). 8 bf16 eps absolute + 2 eps relative, for both formats, leaves more than
-    twice the worst seen, and still fails an overflow (inf) or a mask that leaks in low precision."""
-    eps = torch.finfo(torch.bfloat16).eps
-    torch.testing.assert_close(actual.float(), expected.float(), atol=8 * eps, rtol=2 * eps)
 
 
 def randomise(model: torch.nn.Module) -> torch.nn.Module:
@@ -390,67 +375,6 @@ def pad_id(model) -> int:
     return model.config.pad_token_id if model.config.pad_token_id is not None else 0
 
 
-# --------------------------------------------------------------------------------------------------------------
-# The family tests' padded batches, and helpers for parity with the reference implementations
-# --------------------------------------------------------------------------------------------------------------
-
-
-def right_padded(
-    low: int, high: int, batch: int, length: int, real_lengths: dict, pad: int = 0, seed: int | None = 1
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input_ids, attention_mask): ids drawn from [low, high) by a generator seeded with ``seed`` (None: from the
-    global random stream), the rows of ``real_lengths`` ({row: number of real tokens}) right-padded with ``pad``."""
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(low, high, (batch, length), generator=generator)
-    attention_mask = torch.ones(batch, length, dtype=torch.long)
-    for row, real in real_lengths.items():
-        attention_mask[row, real:] = 0
-    return input_ids.masked_fill(attention_mask == 0, pad), attention_mask
-
-
-def bert_batch(batch=3, length=11, vocab=97):
-    """(input_ids, attention_mask, token_type_ids): rows 1 and 2 padded; the second segment from position 5."""
-    input_ids, attention_mask = right_padded(5, vocab, batch, length, {1: 7, 2: 4})
-    token_type_ids = torch.zeros_like(input_ids)
-    token_type_ids[:, 5:] = 1
-    return input_ids, attention_mask, token_type_ids
-
-
-def gpt_batch(batch=3, length=10):
-    """(input_ids, attention_mask), rows 1 and 2 right-padded."""
-    return right_padded(3, FAMILIES["gpt"].tiny["vocab_size"], batch, length, {1: 7, 2: 4})
-
-
-def longformer_batch(batch=3, length=13):
-    """(input_ids, attention_mask, global_attention_mask). Length 13 is no window multiple; row 1 and 2 are padded;
-    three separators per row (transformers' QA needs exactly three); global tokens include one on padding (row 2,
-    position 6), which must stay masked."""
-    tiny = FAMILIES["longformer"].tiny
-    input_ids, attention_mask = right_padded(
-        3, tiny["vocab_size"], batch, length, {1: 9, 2: 6}, pad=tiny["pad_token_id"]
-    )
-    input_ids[:, 3] = tiny["sep_token_id"]
-    input_ids[:, 4] = tiny["sep_token_id"]
-    for row in range(batch):
-        input_ids[row, int(attention_mask[row].sum()) - 1] = tiny["sep_token_id"]
-    global_attention_mask = torch.zeros_like(input_ids)
-    global_attention_mask[0, [0, 5, 11]] = 1
-    global_attention_mask[1, 2] = 1
-    global_attention_mask[2, 6] = 1
-    return input_ids, attention_mask, global_attention_mask
-
-
-def transformer_sources(vocab=98, pad=98):
-    """Three sources of lengths 9, 6 and 3, right-padded like a tokenizer does (ids from the global random
-    stream; the defaults are the Marian reference's: pad = the last id)."""
-    return right_padded(1, vocab, 3, 9, {1: 6, 2: 3}, pad=pad, seed=None)
-
-
-def rnn_batch(batch=3, length=9, vocab=61):
-    """(input_ids, attention_mask), rows 1 and 2 right-padded."""
-    return right_padded(4, vocab, batch, length, {1: 6, 2: 3})
-
-
 # The task heads of the encoder families (BERT, Longformer), as transformers names them after the family's prefix
 # (BertModel, LongformerForMaskedLM, ...): (name without the prefix, the output compared, config settings of the head)
 ENCODER_HEADS = [
@@ -499,40 +423,3 @@ MODEL_TEST_HEADS = {
     "ScratchRNNModelTest": (hf_scratch.ScratchRNNModel, hf_scratch.ScratchRNNForConditionalGeneration),
     "ScratchRNNForSequenceClassificationModelTest": (hf_scratch.ScratchRNNForSequenceClassification,),
 }
-
-
-def max_diff_on_real(expected: torch.Tensor, actual: torch.Tensor, attention_mask: torch.Tensor) -> float:
-    """The largest |expected − actual| over the real tokens (where ``attention_mask`` is 1) of per-token outputs;
-    over every entry of outputs that are not per token (pooled, per sequence)."""
-    if expected.shape[: attention_mask.dim()] == attention_mask.shape:
-        expected, actual = expected[attention_mask.bool()], actual[attention_mask.bool()]
-    return (expected - actual).abs().max().item()
-
-
-def assert_converts_back(ours, reference):
-    """``to_transformers(ours)`` is the reference's class again, with exactly the reference's weights."""
-    from hf_scratch.convert import to_transformers
-
-    back = to_transformers(ours)
-    assert type(back) is type(reference)
-    reference_state, back_state = reference.state_dict(), back.state_dict()
-    assert set(reference_state) == set(back_state)
-    for key in reference_state:
-        assert torch.equal(reference_state[key], back_state[key]), key
-    return back
-
-
-def assert_multiple_choice_parity(reference, inputs: dict) -> None:
-    """Our conversion of a reference multiple-choice head gives its logits and loss on ``inputs`` (two questions of
-    two choices each: (2, 2, length)), and converts back to its weights."""
-    from hf_scratch.convert import from_transformers, to_transformers
-
-    ours = from_transformers(reference).eval()
-    labels = torch.tensor([0, 1])
-    with torch.no_grad():
-        expected, actual = reference(**inputs, labels=labels), ours(**inputs, labels=labels)
-    assert actual.logits.shape == (2, 2)
-    assert (expected.logits - actual.logits).abs().max() <= 1e-4
-    assert abs(expected.loss.item() - actual.loss.item()) <= 1e-4
-    back = to_transformers(ours)
-    assert all(torch.equal(back.state_dict()[k], v) for k, v in reference.state_dict().items())

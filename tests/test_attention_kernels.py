@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from comparing import close
 from dispatch import dispatched_ops
-from families import FAMILIES, FLEX_COMPILES_WHOLE_MODELS, FLEX_ON_TORCH_2_7, NAMES, close, fixed_sizes
+from families import FAMILIES, FLEX_COMPILES_WHOLE_MODELS, FLEX_ON_TORCH_2_7, NAMES, fixed_sizes
 from torch.nn.attention.flex_attention import flex_attention
 from transformers import AttentionInterface
 

@@ -9,8 +9,9 @@ import json
 import pytest
 import torch
 import transformers
-from families import ENCODER_HEADS, FAMILIES, assert_converts_back, assert_multiple_choice_parity, max_diff_on_real
-from families import bert_batch as padded_batch
+from batches import bert_batch as padded_batch
+from comparing import assert_converts_back, assert_multiple_choice_parity, max_diff_on_real
+from families import ENCODER_HEADS, FAMILIES
 from transformers import AutoModelForMaskedLM, BertConfig, pipeline
 
 import hf_scratch

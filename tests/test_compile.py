@@ -18,7 +18,8 @@ import contextlib
 
 import pytest
 import torch
-from families import FAMILIES, NAMES, close, fixed_sizes, randomise
+from comparing import close
+from families import FAMILIES, NAMES, fixed_sizes, randomise
 from test_conformance import HEAD_IDS, HEADS, inputs_for, loss_of
 from test_robustness import INPUT_CASES
 from test_robustness import call as robustness_call

@@ -28,7 +28,8 @@ from copy import deepcopy
 
 import pytest
 import torch
-from families import FAMILIES, NAMES, changed, close_to_fp32, fixed_sizes, randomise
+from comparing import close_to_fp32
+from families import FAMILIES, NAMES, changed, fixed_sizes, randomise
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -576,7 +577,7 @@ def test_sharded_save_round_trips(name, cls, checkpoints):
 @heads
 def test_from_pretrained_in_bfloat16(name, cls, checkpoints):
     """Loaded in bf16, every output (loss, logits, hidden states) is the fp32 model's within bf16 rounding
-    (``families.close_to_fp32`` says why that tolerance)."""
+    (``comparing.close_to_fp32`` says why that tolerance)."""
     directory, model = checkpoints(name, cls)
     loaded = cls.from_pretrained(directory, dtype=torch.bfloat16).eval()
     assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16}

@@ -10,7 +10,9 @@ import json
 import pytest
 import torch
 import transformers
-from families import FAMILIES, bert_batch, gpt_batch, longformer_batch, max_diff_on_real, transformer_sources
+from batches import bert_batch, gpt_batch, longformer_batch, transformer_sources
+from comparing import max_diff_on_real
+from families import FAMILIES
 from safetensors.torch import load_file, save_file
 
 from hf_scratch.convert import _conversion_for_reference, from_transformers, load_reference_checkpoint, to_transformers

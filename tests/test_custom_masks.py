@@ -15,8 +15,10 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-from families import FAMILIES, max_diff_on_real, transformer_sources
-from families import bert_batch as bert_padded_batch
+from batches import bert_batch as bert_padded_batch
+from batches import transformer_sources
+from comparing import max_diff_on_real
+from families import FAMILIES
 from test_transformer import marian_reference
 
 from hf_scratch.convert import from_transformers

@@ -13,17 +13,9 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 import transformers
-from families import (
-    FAMILIES,
-    MODEL_TEST_HEADS,
-    NAMES,
-    bert_batch,
-    close_to_fp32,
-    gpt_batch,
-    longformer_batch,
-    rnn_batch,
-    transformer_sources,
-)
+from batches import bert_batch, gpt_batch, longformer_batch, rnn_batch, transformer_sources
+from comparing import close_to_fp32
+from families import FAMILIES, MODEL_TEST_HEADS, NAMES
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
@@ -239,7 +231,7 @@ def training_step(model, batch: dict, bf16: bool) -> tuple[torch.Tensor, torch.T
 @pytest.mark.parametrize("name,overrides", AUTOCAST_CASES, ids=AUTOCAST_IDS)
 def test_bf16_autocast_training_step_is_the_fp32_one_within_rounding(name, overrides):
     """A training step under ``torch.autocast("cpu", torch.bfloat16)`` runs in bf16 (the loss is not the fp32 one to
-    the bit) and gives the fp32 step's loss within bf16 rounding (``families.close_to_fp32``), and its gradients
+    the bit) and gives the fp32 step's loss within bf16 rounding (``comparing.close_to_fp32``), and its gradients
     within 25% of their norm: the gradients chain about twice as many rounded operations as the loss, and where
     softmaxes saturate they amplify the rounding (measured: 0.2–3.5%, and 12% for the encoder-decoder, whose tiny
     configuration is initialised with std 0.2); a gradient that is lost, doubled or flipped is off by 100%."""

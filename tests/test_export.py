@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from families import CACHED, FAMILIES, NAMES, close, fixed_sizes
+from comparing import close
+from families import CACHED, FAMILIES, NAMES, fixed_sizes
 from torch.export import Dim
 
 ATOL = 1e-5

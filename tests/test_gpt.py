@@ -10,8 +10,9 @@ import json
 import pytest
 import torch
 import transformers
-from families import FAMILIES, assert_converts_back, close, max_diff_on_real
-from families import gpt_batch as right_padded_batch
+from batches import gpt_batch as right_padded_batch
+from comparing import assert_converts_back, close, max_diff_on_real
+from families import FAMILIES
 from safetensors.torch import save_file
 from transformers import AutoModelForMultipleChoice, AutoModelForSequenceClassification
 

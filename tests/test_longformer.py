@@ -12,9 +12,10 @@ import textwrap
 import pytest
 import torch
 import transformers
+from batches import longformer_batch as padded_batch
+from comparing import assert_converts_back, assert_multiple_choice_parity, max_diff_on_real
 from dispatch import dispatched_ops
-from families import ENCODER_HEADS, FAMILIES, assert_converts_back, assert_multiple_choice_parity, max_diff_on_real
-from families import longformer_batch as padded_batch
+from families import ENCODER_HEADS, FAMILIES
 from hypothesis import given
 from hypothesis import strategies as st
 from reference import dense_longformer_attention, sliding_window_mask

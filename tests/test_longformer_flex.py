@@ -19,7 +19,9 @@ import warnings
 import pytest
 import torch
 import torch.nn.attention.flex_attention as torch_flex
-from families import FAMILIES, FLEX_COMPILES_WHOLE_MODELS, FLEX_ON_TORCH_2_7, longformer_batch, max_diff_on_real
+from batches import longformer_batch
+from comparing import max_diff_on_real
+from families import FAMILIES, FLEX_COMPILES_WHOLE_MODELS, FLEX_ON_TORCH_2_7
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import longformer_mask

@@ -21,7 +21,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers
-from families import FAMILIES, FLEX_COMPILES_WHOLE_MODELS, FLEX_ON_TORCH_2_7, close
+from comparing import close
+from families import FAMILIES, FLEX_COMPILES_WHOLE_MODELS, FLEX_ON_TORCH_2_7
 from hypothesis import given
 from hypothesis import strategies as st
 from torch._dynamo.testing import CompileCounterWithBackend

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from families import FAMILIES, NAMES, close, fixed_sizes
+from comparing import close
+from families import FAMILIES, NAMES, fixed_sizes
 from peft import LoraConfig, PeftModel, get_peft_model
 
 import hf_scratch

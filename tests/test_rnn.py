@@ -10,8 +10,8 @@ import math
 
 import pytest
 import torch
+from batches import rnn_batch as padded_batch
 from families import FAMILIES
-from families import rnn_batch as padded_batch
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence

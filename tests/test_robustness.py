@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from families import CACHED, CAUSAL, FAMILIES, NAMES, close_to_fp32, fixed_sizes, sizes
+from comparing import close as _close
+from comparing import close_to_fp32
+from families import CACHED, CAUSAL, FAMILIES, NAMES, fixed_sizes, sizes
 from families import changed as _changed
-from families import close as _close
 from families import logits as _logits
 from families import pad_id as _pad_id
 from hypothesis import assume, given, settings

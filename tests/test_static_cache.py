@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from families import FAMILIES, close, fixed_sizes
+from comparing import close
+from families import FAMILIES, fixed_sizes
 from torch._dynamo.testing import CompileCounterWithBackend
 from torch._dynamo.utils import counters
 from transformers import CompileConfig, EncoderDecoderCache, StaticCache

@@ -10,8 +10,8 @@ import json
 import pytest
 import torch
 import transformers
+from batches import transformer_sources as padded_sources
 from families import FAMILIES
-from families import transformer_sources as padded_sources
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, MarianConfig, pipeline
 
