@@ -1,6 +1,7 @@
 """The training scripts' command line, as users of transformers' example scripts type it: ``--help`` on every
-script; one JSON file of arguments instead of flags; the flag names of the examples mapped onto ours
-(``--block_size``, ``--max_source_length``) and the example flags that do something of their own
+script (the description, examples the script takes, our flags first, the model types it accepts, the right metavars,
+every Trainer default it changes); one JSON file of arguments instead of flags; the flag names of the examples
+mapped onto ours (``--block_size``, ``--max_source_length``) and the example flags that do something of their own
 (``--max_target_length``, ``--preprocessing_num_workers``, ``--cache_dir``, ``--token``, ``--trust_remote_code``,
 ``--streaming``), each shown to take effect. Offline, tiny models, a few steps."""
 
@@ -22,6 +23,7 @@ from training_runs import TINY  # noqa: E402
 
 import hf_scratch  # noqa: E402,F401  (registers the families)
 from training import run_classification, run_clm, run_mlm, run_translation  # noqa: E402
+from training.arguments import ModelArguments  # noqa: E402
 
 # the scripts that train (every one but quickstart.py, which runs run_clm)
 SCRIPTS = [
@@ -86,12 +88,29 @@ HELP_RUNNER = textwrap.dedent(
 )
 
 
-def test_every_script_prints_its_usage():
+@pytest.fixture(scope="module")
+def help_outcome() -> dict[str, list]:
     """`python training/<script>.py --help` for every script in training/, run as __main__ in one fresh process
-    (one interpreter start instead of nine): it exits 0 with the usage, listing the flags users bring from
-    transformers' examples."""
+    (one interpreter start instead of nine): {script's path: [exit code, what it printed]}."""
     scripts = sorted(str(p) for p in (REPO / "training").glob("*.py") if 'if __name__ == "__main__":' in p.read_text())
-    assert {Path(s).name for s in scripts} >= {
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", COLUMNS="120")
+    completed = subprocess.run(
+        [sys.executable, "-c", HELP_RUNNER, *scripts], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def help_texts(help_outcome) -> dict[str, str]:
+    """``--help`` of every training script of ``SCRIPTS``: {script: what it printed}."""
+    return {Path(script).stem: printed for script, (_, printed) in help_outcome.items() if Path(script).stem in SCRIPTS}
+
+
+def test_every_script_prints_its_usage(help_outcome):
+    """Every script in training/ exits 0 on ``--help`` with the usage, listing the flags users bring from
+    transformers' examples."""
+    assert {Path(s).name for s in help_outcome} >= {
         "quickstart.py",
         "run_classification.py",
         "run_clm.py",
@@ -102,13 +121,7 @@ def test_every_script_prints_its_usage():
         "run_qa.py",
         "run_translation.py",
     }
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", COLUMNS="120")
-    completed = subprocess.run(
-        [sys.executable, "-c", HELP_RUNNER, *scripts], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    outcome = json.loads(completed.stdout.strip().splitlines()[-1])
-    for script, (code, printed) in outcome.items():
+    for script, (code, printed) in help_outcome.items():
         assert code == 0 and printed.startswith("usage: "), (script, code, printed[-2000:])
         if Path(script).name == "quickstart.py":
             continue
@@ -123,7 +136,7 @@ def test_every_script_prints_its_usage():
             "--resume_from_checkpoint",
         ):
             assert flag in printed, (script, flag)
-    help_of = {Path(script).name: printed for script, (_, printed) in outcome.items()}
+    help_of = {Path(script).name: printed for script, (_, printed) in help_outcome.items()}
     assert "--block_size" in help_of["run_clm.py"] and "--block_size" in help_of["run_mlm.py"]
     assert (
         "--max_source_length" in help_of["run_translation.py"]
@@ -155,6 +168,125 @@ def assert_help_lists_the_changed_trainer_defaults(script: str, printed: str) ->
         assert help_text.endswith(f"({override_note(name, script, training_class)})"), (script, help_text)
         assert help_text.endswith(f"; Trainer's default: {shown(trainers[name])})"), (script, help_text)
     assert f"(default here: outputs/{script}; Trainer's default: None)" in " ".join(printed.split())
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_starts_with_the_description_and_two_examples_then_our_flags(script, help_texts):
+    text = help_texts[script]
+    module = __import__(f"training.{script}", fromlist=["main"])
+    first_line = module.__doc__.strip().splitlines()[0]
+    description_end = text.index("--traceback shows where it failed.")  # the last line of the description
+    groups = [
+        line
+        for line in text[description_end:].splitlines()[1:]
+        if line and not line.startswith(" ") and line.endswith(":")
+    ]
+    first_group = text.index("\n" + groups[0] + "\n")
+    assert (
+        text.startswith("usage: python training/") and len(text[: text.index("\n\n")].splitlines()) <= 3
+    )  # a short usage
+    assert text.index(first_line) < first_group
+    examples = [
+        line for line in text[:first_group].splitlines() if line.strip().startswith(f"python training/{script}.py --")
+    ]
+    assert len(examples) >= 2, examples
+    # our groups first (the script's own, model, data), the Trainer's ~150 flags last
+    assert groups[0] == f"{script}:" and groups[1].startswith("model") and groups[2].startswith("data")
+    assert groups[-1].startswith("Trainer arguments (transformers.") and len(groups) == 4, groups
+    assert text.index("--model_type") < text.index("--per_device_train_batch_size")
+    assert "--max-steps" not in text and "--max_steps MAX_STEPS" in text  # one spelling per flag
+    assert "--traceback" in text[: text.index(groups[1])]
+
+
+def help_examples(text: str, script: str) -> list[str]:
+    """The example commands of a script's ``--help`` (a line ending in `` \\`` continues on the next)."""
+    lines = text[text.index("\n\n") : text.index("--traceback shows where it failed.")].splitlines()  # after usage
+    examples = []
+    for number, line in enumerate(lines):
+        if line.strip().startswith(f"python training/{script}.py"):
+            command = line.strip()
+            while command.endswith(" \\") and number + 1 < len(lines):
+                number += 1
+                command = command[:-1] + lines[number].strip()
+            examples.append(command)
+    return examples
+
+
+def script_parser(module, monkeypatch):
+    """The parser ``module.main`` reads its flags with: ``build_parser`` given what the script passes to
+    ``parse_arguments`` (which is stopped there)."""
+    import inspect
+
+    from training.arguments import build_parser, parse_arguments
+
+    class Built(Exception):
+        pass
+
+    def build(*args, **kwargs):
+        given = inspect.signature(parse_arguments).bind(*args, **kwargs)
+        given.apply_defaults()
+        names = ("script", "extra_dataclasses", "training_class", "aliases", "doc", "supported")
+        raise Built(build_parser(*(given.arguments[name] for name in names)))
+
+    monkeypatch.setattr(module, "parse_arguments", build)
+    with pytest.raises(Built) as built:
+        module.main([])
+    return built.value.args[0]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_examples_are_commands_the_script_takes(script, help_texts, monkeypatch):
+    """Every example of ``--help`` is one command, as it would be typed (no run of spaces where a line break was),
+    whose flags and values the script's own parser takes, with a model type the script trains."""
+    import shlex
+
+    module = __import__(f"training.{script}", fromlist=["main", "SUPPORTED"])
+    parser = script_parser(module, monkeypatch)
+    examples = help_examples(help_texts[script], script)
+    assert len(examples) >= 2, help_texts[script][:2000]
+    for example in examples:
+        command = example.split("   #")[0].rstrip()  # an aligned comment may follow
+        assert "  " not in command and "\\" not in command, example
+        words = shlex.split(command)
+        assert words[:2] == ["python", f"training/{script}.py"], example
+        *parsed, unknown = parser.parse_args_into_dataclasses(args=words[2:], return_remaining_strings=True)
+        assert unknown == [], example
+        model_args = next(value for value in parsed if isinstance(value, ModelArguments))
+        assert model_args.model_type in (None, *module.SUPPORTED), example
+
+
+def model_types_offered(text: str) -> list[str]:
+    line = next(line for line in text.splitlines() if line.strip().startswith("--model_type "))
+    return line.split("{")[1].split("}")[0].split(",")
+
+
+def test_help_offers_the_model_types_each_script_accepts(help_texts):
+    for script in SCRIPTS:
+        module = __import__(f"training.{script}", fromlist=["SUPPORTED"])
+        assert model_types_offered(help_texts[script]) == list(module.SUPPORTED), script
+    assert model_types_offered(help_texts["run_classification"]) == [
+        "scratch-bert",
+        "scratch-gpt",
+        "scratch-longformer",
+        "scratch-rnn",
+    ]
+    assert model_types_offered(help_texts["run_clm"]) == ["scratch-gpt", "scratch-transfo-xl"]
+
+
+def test_help_metavars_name_the_flag(help_texts):
+    assert "--max_source_length MAX_SOURCE_LENGTH" in help_texts["run_translation"]
+    assert "--max_seq_length MAX_SEQ_LENGTH" in help_texts["run_translation"]
+    assert "--block_size BLOCK_SIZE" in help_texts["run_clm"] and "--block_size BLOCK_SIZE" in help_texts["run_mlm"]
+    assert "--model_size {tiny,small,base}" in help_texts["run_clm"]
+    assert "--text_column_names TEXT_COLUMN_NAMES" in help_texts["run_classification"]
+    assert "--label_column_name LABEL_COLUMN_NAME" in help_texts["run_classification"]
+    assert "--text_column_name TEXT_COLUMN_NAME" in help_texts["run_ner"]
+    assert "--text_column " not in help_texts["run_classification"]  # the former name still parses, unlisted
+    # the learning rate's default is the family's, not the Trainer's 5e-5
+    learning_rate = help_texts["run_clm"].split("--learning_rate LEARNING_RATE")[1].split("\n  --")[0]
+    assert (
+        "scratch-transfo-xl: tiny 1e-3" in " ".join(learning_rate.split()) and "(default: 5e-05)" not in learning_rate
+    )
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

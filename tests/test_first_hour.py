@@ -1,10 +1,9 @@
-"""What a new user meets in the first hour, each shown to work: the scripts' ``--help`` (description, examples, our
-flags first, the model types a script accepts, the right metavars), bad input as a one-line error with exit status
-2, the column names of transformers' example scripts, learning rates that learn in a short run, two-process launches
+"""What a new user meets in the first hour, each shown to work: bad input as a one-line error with exit status 2,
+the column names of transformers' example scripts, learning rates that learn in a short run, two-process launches
 without an accelerator that train one DDP run (and the launch that cannot be one refused), saved tokenizers that load
-with the model card's code without a prompt, the README's sample output and the help examples true to the run, a
-sentence-transformers checkpoint that stays one through conversion, and happy paths without warnings the user cannot
-act on. Offline, tiny models, a few steps."""
+with the model card's code without a prompt, the README's sample output true to the run, a sentence-transformers
+checkpoint that stays one through conversion, and happy paths without warnings the user cannot act on. What
+``--help`` shows is tested in ``test_cli.py``. Offline, tiny models, a few steps."""
 
 from __future__ import annotations
 
@@ -24,12 +23,13 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from test_cli import SCRIPTS  # noqa: E402
 from training_runs import TINY  # noqa: E402
 
 import hf_scratch  # noqa: E402,F401  (registers the families)
 from hf_scratch import ScratchTransfoXLConfig  # noqa: E402
 from training import run_classification, run_clm, run_multiple_choice, run_ner, run_translation  # noqa: E402
-from training.arguments import ModelArguments, accelerator_available, parse_arguments, run_script  # noqa: E402
+from training.arguments import accelerator_available, parse_arguments, run_script  # noqa: E402
 
 ENV = dict(
     os.environ,
@@ -47,167 +47,6 @@ TINY_FLAGS = [a for a in TINY if a not in ("--model_size", "tiny")]
 def write_jsonl(path: Path, rows: list[dict]) -> str:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return str(path)
-
-
-# ---- --help ---------------------------------------------------------------------------------------------------
-
-HELP_RUNNER = textwrap.dedent(
-    """
-    import contextlib, io, json, runpy, sys
-
-    outcome = {}
-    for script in sys.argv[1:]:
-        sys.argv = [script, "--help"]
-        printed = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(printed):
-                runpy.run_path(script, run_name="__main__")
-        except SystemExit:
-            pass
-        outcome[script] = printed.getvalue()
-    print(json.dumps(outcome))
-    """
-)
-SCRIPTS = [
-    "run_classification",
-    "run_clm",
-    "run_mlm",
-    "run_multiple_choice",
-    "run_ner",
-    "run_pretraining",
-    "run_qa",
-    "run_translation",
-]
-
-
-@pytest.fixture(scope="module")
-def help_texts() -> dict[str, str]:
-    """``python training/<script>.py --help`` of every training script (one interpreter for all)."""
-    scripts = [str(REPO / "training" / f"{name}.py") for name in SCRIPTS]
-    completed = subprocess.run(
-        [sys.executable, "-c", HELP_RUNNER, *scripts], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return {Path(script).stem: text for script, text in json.loads(completed.stdout.strip().splitlines()[-1]).items()}
-
-
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_help_starts_with_the_description_and_two_examples_then_our_flags(script, help_texts):
-    text = help_texts[script]
-    module = __import__(f"training.{script}", fromlist=["main"])
-    first_line = module.__doc__.strip().splitlines()[0]
-    description_end = text.index("--traceback shows where it failed.")  # the last line of the description
-    groups = [
-        line
-        for line in text[description_end:].splitlines()[1:]
-        if line and not line.startswith(" ") and line.endswith(":")
-    ]
-    first_group = text.index("\n" + groups[0] + "\n")
-    assert (
-        text.startswith("usage: python training/") and len(text[: text.index("\n\n")].splitlines()) <= 3
-    )  # a short usage
-    assert text.index(first_line) < first_group
-    examples = [
-        line for line in text[:first_group].splitlines() if line.strip().startswith(f"python training/{script}.py --")
-    ]
-    assert len(examples) >= 2, examples
-    # our groups first (the script's own, model, data), the Trainer's ~150 flags last
-    assert groups[0] == f"{script}:" and groups[1].startswith("model") and groups[2].startswith("data")
-    assert groups[-1].startswith("Trainer arguments (transformers.") and len(groups) == 4, groups
-    assert text.index("--model_type") < text.index("--per_device_train_batch_size")
-    assert "--max-steps" not in text and "--max_steps MAX_STEPS" in text  # one spelling per flag
-    assert "--traceback" in text[: text.index(groups[1])]
-
-
-def help_examples(text: str, script: str) -> list[str]:
-    """The example commands of a script's ``--help`` (a line ending in `` \\`` continues on the next)."""
-    lines = text[text.index("\n\n") : text.index("--traceback shows where it failed.")].splitlines()  # after usage
-    examples = []
-    for number, line in enumerate(lines):
-        if line.strip().startswith(f"python training/{script}.py"):
-            command = line.strip()
-            while command.endswith(" \\") and number + 1 < len(lines):
-                number += 1
-                command = command[:-1] + lines[number].strip()
-            examples.append(command)
-    return examples
-
-
-def script_parser(module, monkeypatch):
-    """The parser ``module.main`` reads its flags with: ``build_parser`` given what the script passes to
-    ``parse_arguments`` (which is stopped there)."""
-    import inspect
-
-    from training.arguments import build_parser, parse_arguments
-
-    class Built(Exception):
-        pass
-
-    def build(*args, **kwargs):
-        given = inspect.signature(parse_arguments).bind(*args, **kwargs)
-        given.apply_defaults()
-        names = ("script", "extra_dataclasses", "training_class", "aliases", "doc", "supported")
-        raise Built(build_parser(*(given.arguments[name] for name in names)))
-
-    monkeypatch.setattr(module, "parse_arguments", build)
-    with pytest.raises(Built) as built:
-        module.main([])
-    return built.value.args[0]
-
-
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_help_examples_are_commands_the_script_takes(script, help_texts, monkeypatch):
-    """Every example of ``--help`` is one command, as it would be typed (no run of spaces where a line break was),
-    whose flags and values the script's own parser takes, with a model type the script trains."""
-    import shlex
-
-    module = __import__(f"training.{script}", fromlist=["main", "SUPPORTED"])
-    parser = script_parser(module, monkeypatch)
-    examples = help_examples(help_texts[script], script)
-    assert len(examples) >= 2, help_texts[script][:2000]
-    for example in examples:
-        command = example.split("   #")[0].rstrip()  # an aligned comment may follow
-        assert "  " not in command and "\\" not in command, example
-        words = shlex.split(command)
-        assert words[:2] == ["python", f"training/{script}.py"], example
-        *parsed, unknown = parser.parse_args_into_dataclasses(args=words[2:], return_remaining_strings=True)
-        assert unknown == [], example
-        model_args = next(value for value in parsed if isinstance(value, ModelArguments))
-        assert model_args.model_type in (None, *module.SUPPORTED), example
-
-
-def model_types_offered(text: str) -> list[str]:
-    line = next(line for line in text.splitlines() if line.strip().startswith("--model_type "))
-    return line.split("{")[1].split("}")[0].split(",")
-
-
-def test_help_offers_the_model_types_each_script_accepts(help_texts):
-    for script in SCRIPTS:
-        module = __import__(f"training.{script}", fromlist=["SUPPORTED"])
-        assert model_types_offered(help_texts[script]) == list(module.SUPPORTED), script
-    assert model_types_offered(help_texts["run_classification"]) == [
-        "scratch-bert",
-        "scratch-gpt",
-        "scratch-longformer",
-        "scratch-rnn",
-    ]
-    assert model_types_offered(help_texts["run_clm"]) == ["scratch-gpt", "scratch-transfo-xl"]
-
-
-def test_help_metavars_name_the_flag(help_texts):
-    assert "--max_source_length MAX_SOURCE_LENGTH" in help_texts["run_translation"]
-    assert "--max_seq_length MAX_SEQ_LENGTH" in help_texts["run_translation"]
-    assert "--block_size BLOCK_SIZE" in help_texts["run_clm"] and "--block_size BLOCK_SIZE" in help_texts["run_mlm"]
-    assert "--model_size {tiny,small,base}" in help_texts["run_clm"]
-    assert "--text_column_names TEXT_COLUMN_NAMES" in help_texts["run_classification"]
-    assert "--label_column_name LABEL_COLUMN_NAME" in help_texts["run_classification"]
-    assert "--text_column_name TEXT_COLUMN_NAME" in help_texts["run_ner"]
-    assert "--text_column " not in help_texts["run_classification"]  # the former name still parses, unlisted
-    # the learning rate's default is the family's, not the Trainer's 5e-5
-    learning_rate = help_texts["run_clm"].split("--learning_rate LEARNING_RATE")[1].split("\n  --")[0]
-    assert (
-        "scratch-transfo-xl: tiny 1e-3" in " ".join(learning_rate.split()) and "(default: 5e-05)" not in learning_rate
-    )
 
 
 # ---- bad input: one line, exit status 2 --------------------------------------------------------------------------
