@@ -19,7 +19,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,14 +36,30 @@ SHARED_DATA = ROOT.parent / "shared" / "data"  # real text beside the checkout; 
 
 
 def parse_args(
-    description: str, argv: Sequence[str] | None = None, extra: Callable[[argparse.ArgumentParser], None] | None = None
+    description: str,
+    argv: Sequence[str] | None = None,
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+    max_seeds: int = 6,
 ) -> argparse.Namespace:
-    """``--quick`` (tiny settings, one seed, seconds: the CI smoke test), ``--seeds`` (default 3 for the full
-    setting, 1 for --quick), ``--output_dir`` (default replications/results, or a scratch folder under it for
+    """``--quick`` (tiny settings, one seed, seconds: the CI smoke test), ``--seeds`` (to start with: default 3 for
+    the full setting, 1 for --quick), ``--max_seeds`` / ``--seed_step`` (``until_decided``: the cap is the script's
+    compute budget, ``max_seeds``), ``--output_dir`` (default replications/results, or a scratch folder under it for
     --quick so a smoke run never overwrites the reported tables), ``--threads``."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="tiny settings and one seed (seconds): the CI smoke test")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per setting (default: 3, or 1 with --quick)")
+    parser.add_argument(
+        "--seeds", type=int, default=None, help="seeds per setting to start with (default: 3, or 1 with --quick)"
+    )
+    parser.add_argument(
+        "--max_seeds",
+        type=int,
+        default=None,
+        help=f"while a part is undecided, every setting gets --seed_step more seeds, up to this many (default: the "
+        f"script's budget, {max_seeds}; 2 with --quick)",
+    )
+    parser.add_argument(
+        "--seed_step", type=int, default=2, help="seeds added per round while a part is undecided (default: 2)"
+    )
     parser.add_argument(
         "--first_seed",
         type=int,
@@ -67,6 +83,12 @@ def parse_args(
         args.seeds = 1 if args.quick else 3
     if args.seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {args.seeds}.")
+    if args.max_seeds is None:
+        args.max_seeds = max(args.seeds, 2 if args.quick else max_seeds)
+    if args.max_seeds < args.seeds:
+        raise ValueError(f"--max_seeds ({args.max_seeds}) must be at least --seeds ({args.seeds}).")
+    if args.seed_step < 1:
+        raise ValueError(f"--seed_step must be at least 1, got {args.seed_step}.")
     if args.first_seed < 0:
         raise ValueError(f"--first_seed must be 0 or more, got {args.first_seed}.")
     args.seed_list = list(range(args.first_seed, args.first_seed + args.seeds))
@@ -167,6 +189,160 @@ def fmt(values: Sequence[float], digits: int = 2) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Verdicts: an interval on the effect a claim is about, and one of three outcomes
+# --------------------------------------------------------------------------------------------------------------
+
+CONFIDENCE = 0.95  # two-sided: the interval misses the true effect in 5 % of replications
+HOLDS, DOES_NOT_HOLD, UNDECIDED = "holds", "does not hold", "undecided"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A ``confidence`` interval [low, high] around ``estimate`` from ``n`` seeds (per side); ``kind`` says which:
+    "paired" (Student's t on the per-seed differences; runs of one seed share their data order and start), "Welch"
+    (two independent samples) or "one sample" (against a fixed number such as chance). With one seed it is the
+    whole line: one run says nothing about the spread."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int
+    kind: str
+    confidence: float = CONFIDENCE
+
+    def __str__(self) -> str:
+        digits = 3 if max(abs(self.low), abs(self.high), abs(self.estimate)) < 10 else 1
+        if not math.isfinite(self.low):
+            return f"{self.estimate:+.{digits}f} (n={self.n}: no interval from one seed)"
+        return (
+            f"{self.estimate:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}] "
+            f"({self.confidence:.0%}, {self.kind}, n={self.n})"
+        )
+
+
+def _t_interval(estimate: float, standard_error: float, freedom: float, n: int, kind: str) -> Interval:
+    """estimate ± t_{(1+c)/2, freedom} · standard error; the whole line when there are no degrees of freedom."""
+    from scipy import stats
+
+    if not freedom > 0 or not math.isfinite(estimate):
+        return Interval(estimate, -math.inf, math.inf, n, kind)
+    half = float(stats.t.ppf((1 + CONFIDENCE) / 2, freedom)) * standard_error if standard_error > 0 else 0.0
+    return Interval(estimate, estimate - half, estimate + half, n, kind)
+
+
+def mean_interval(values: Sequence[float], value: float = 0.0) -> Interval:
+    """The interval of mean(values) − ``value`` (one-sample t): e.g. accuracy above chance, a ratio under 1."""
+    values = [float(v) for v in values]
+    mean, std = mean_std(values)
+    n = len(values)
+    return _t_interval(mean - value, std / math.sqrt(n), n - 1, n, "one sample")
+
+
+def difference_interval(higher: Sequence[float], lower: Sequence[float], paired: bool = True) -> Interval:
+    """The interval of mean(higher) − mean(lower). ``paired`` (the default: every arm of a claim runs on the same
+    seeds, which fix the data order and the initialisation where the arms share a shape): Student's t on the per-seed
+    differences (``scipy.stats.ttest_rel``'s interval); otherwise Welch's interval with Welch–Satterthwaite degrees
+    of freedom (``scipy.stats.ttest_ind(equal_var=False)``'s)."""
+    higher, lower = [float(v) for v in higher], [float(v) for v in lower]
+    if paired:
+        if len(higher) != len(lower):
+            raise ValueError(f"paired arms need one value per seed each, got {len(higher)} and {len(lower)}.")
+        return replace(mean_interval([a - b for a, b in zip(higher, lower)]), kind="paired")
+    (mean_high, std_high), (mean_low, std_low) = mean_std(higher), mean_std(lower)
+    n_high, n_low = len(higher), len(lower)
+    v_high, v_low = std_high**2 / n_high, std_low**2 / n_low
+    if n_high < 2 or n_low < 2:
+        freedom = 0.0
+    elif v_high + v_low == 0:
+        freedom = math.inf
+    else:
+        freedom = (v_high + v_low) ** 2 / (v_high**2 / (n_high - 1) + v_low**2 / (n_low - 1))
+    estimate = mean_high - mean_low
+    return _t_interval(estimate, math.sqrt(v_high + v_low), freedom, min(n_high, n_low), "Welch")
+
+
+def decide(interval: Interval, threshold: float = 0.0, smallest: float | None = None) -> str:
+    """The claim is "the effect exceeds ``threshold``" (0: the claimed direction). *holds* when the whole interval
+    lies above it; *does not hold* when the whole interval lies below it (the data exclude the claimed direction) or
+    below ``smallest``, the least effect that would count as the claim (the data exclude any effect of the claimed
+    size); *undecided* otherwise: the interval straddles the threshold."""
+    if interval.low > threshold:
+        return HOLDS
+    if interval.high < max(threshold, threshold if smallest is None else smallest):
+        return DOES_NOT_HOLD
+    return UNDECIDED
+
+
+def every(*outcomes: str) -> str:
+    """The outcome of a part made of several conditions that must all hold: *does not hold* if any does not,
+    *holds* if all do, else *undecided*."""
+    if DOES_NOT_HOLD in outcomes:
+        return DOES_NOT_HOLD
+    return HOLDS if all(outcome == HOLDS for outcome in outcomes) else UNDECIDED
+
+
+def above(
+    higher: Sequence[float], lower: Sequence[float], threshold: float = 0.0, smallest: float | None = None
+) -> tuple[str, Interval]:
+    """(outcome, interval) of "``higher`` exceeds ``lower`` by more than ``threshold``", paired by seed (``decide``
+    for ``smallest``)."""
+    interval = difference_interval(higher, lower)
+    return decide(interval, threshold, smallest), interval
+
+
+def above_value(values: Sequence[float], value: float) -> tuple[str, Interval]:
+    """(outcome, interval) of "the mean of ``values`` exceeds the fixed number ``value``" (chance, a baseline
+    without seeds)."""
+    interval = mean_interval(values, value)
+    return decide(interval), interval
+
+
+def shown_above(
+    higher: Sequence[float], lower: Sequence[float], chance: float, smallest: float | None = None
+) -> tuple[str, Interval]:
+    """``above(higher, lower)``, which counts only when ``higher`` is itself above ``chance``: a gap between two runs
+    that both stayed at chance (``at_chance_note``) shows nothing at this scale, so it is *undecided* at best."""
+    outcome, interval = above(higher, lower, smallest=smallest)
+    if outcome == HOLDS and above_value(higher, chance)[0] != HOLDS:
+        outcome = UNDECIDED
+    return outcome, interval
+
+
+def until_decided(
+    args: argparse.Namespace, run: Callable[[list[int]], None], judge: Callable[[], ClaimReport]
+) -> ClaimReport:
+    """More seeds where they decide something. ``run(seeds)`` trains every setting on those seeds (adding to what
+    the script keeps); ``judge()`` builds the page from every seed run so far (``args.seed_list``). Starting from
+    ``args.seed_list``, while a part is *undecided* and fewer than ``args.max_seeds`` seeds ran, every setting gets
+    ``args.seed_step`` more seeds (all of them, so the arms stay paired by seed) and the page is judged again. A part
+    still undecided at the cap is reported so. The rounds are listed on the page."""
+    seeds = list(args.seed_list)
+    rounds: list[str] = []
+    run(seeds)
+    while True:
+        args.seed_list = list(seeds)
+        page = judge()
+        undecided = page.undecided()
+        room = args.max_seeds - len(seeds)
+        if not undecided or room <= 0:
+            break
+        more = list(range(seeds[-1] + 1, seeds[-1] + 1 + min(args.seed_step, room)))
+        rounds.append(
+            f"seeds {', '.join(map(str, more))} were added because with {len(seeds)} these parts were "
+            f"undecided: {'; '.join(undecided)}"
+        )
+        run(more)
+        seeds += more
+    if rounds:
+        page.notes.append("Seed rounds: " + "; ".join(rounds) + ".")
+    if undecided:
+        page.notes.append(
+            f"Still undecided at {len(seeds)} seeds (the cap, --max_seeds {args.max_seeds}): {'; '.join(undecided)}."
+        )
+    return page
+
+
+# --------------------------------------------------------------------------------------------------------------
 # The report: one table, its pictures, the verdict
 # --------------------------------------------------------------------------------------------------------------
 
@@ -182,6 +358,28 @@ def as_markdown_text(line: str) -> str:
     return "".join(part if part.startswith("`") else RAW_TAG.sub(r"`\1`", part) for part in parts)
 
 
+@dataclass(frozen=True)
+class Part:
+    """One part of a claim, decided: its name, what the paper reported, the outcome, its interval, the evidence."""
+
+    name: str
+    paper: str
+    outcome: str
+    interval: Interval | None
+    evidence: str
+
+
+VERDICT_HEADER = "| claim | the paper | verdict | effect, 95 % interval | evidence |"
+OUTCOME_CELL = {HOLDS: "holds", DOES_NOT_HOLD: "**does not hold**", UNDECIDED: "*undecided*"}
+VERDICT_RULE = (
+    "Verdicts: *holds* when the whole 95 % interval of the effect lies beyond the part's threshold (0 unless the "
+    "evidence names one) in the claimed direction, *does not hold* when it lies wholly on the other side, *undecided* "
+    "when it straddles it. Intervals are Student's t on the per-seed differences (every arm runs on the same seeds), "
+    "or one-sample t against a fixed number (chance, a baseline without seeds), with n − 1 degrees of freedom; "
+    "`replications/common.py` (`difference_interval`, `decide`)."
+)
+
+
 @dataclass
 class ClaimReport:
     """One claim's Markdown page: title, the paper's claim, the command, seeds, table rows, verdicts, pictures."""
@@ -192,7 +390,7 @@ class ClaimReport:
     setting: str  # model sizes, data, steps: what was run
     header: list[str]
     rows: list[list[str]] = field(default_factory=list)
-    verdicts: list[tuple[str, bool, str]] = field(default_factory=list)  # (claim part, held?, evidence)
+    verdicts: list[Part] = field(default_factory=list)
     pictures: list[str] = field(default_factory=list)  # file names beside the table
     notes: list[str] = field(default_factory=list)
 
@@ -201,8 +399,24 @@ class ClaimReport:
             raise ValueError(f"row has {len(cells)} cells, the table {len(self.header)} columns: {cells}")
         self.rows.append([str(cell) for cell in cells])
 
-    def verdict(self, part: str, held: bool, evidence: str) -> None:
-        self.verdicts.append((part, bool(held), evidence))
+    def verdict(
+        self,
+        part: str,
+        outcome: tuple[str, Interval] | str,
+        evidence: str,
+        paper: str,
+        interval: Interval | None = None,
+    ) -> None:
+        """One row of the verdict table: the claim part, what the paper reported for it, the outcome (``decide``,
+        ``above``: *holds*, *does not hold* or *undecided*), the interval it was decided on, the evidence."""
+        if isinstance(outcome, tuple):
+            outcome, interval = outcome
+        if outcome not in (HOLDS, DOES_NOT_HOLD, UNDECIDED):
+            raise ValueError(f"a verdict is {HOLDS!r}, {DOES_NOT_HOLD!r} or {UNDECIDED!r}, got {outcome!r}.")
+        self.verdicts.append(Part(part, paper, outcome, interval, evidence))
+
+    def undecided(self) -> list[str]:
+        return [part.name for part in self.verdicts if part.outcome == UNDECIDED]
 
     def save_figure(self, figure, stem: str, output_dir: str | Path) -> Path:
         """Save a matplotlib figure as ``<name>_<stem>.png`` beside the table and list it on the page."""
@@ -229,16 +443,22 @@ class ClaimReport:
             args.command,
             "```",
             "",
-            f"Seeds: {', '.join(str(s) for s in args.seed_list)} ({args.seeds} per setting); cells are "
-            f"mean ± sample std over seeds. Wall time: {seconds / 60:.1f} min"
-            f" ({os.cpu_count()} CPU cores{', quick setting' if args.quick else ''}).",
+            f"Seeds: {', '.join(str(s) for s in args.seed_list)} ({len(args.seed_list)} per setting; "
+            f"{args.seeds} to start with, then {args.seed_step} more per round while a part was undecided, up to "
+            f"{args.max_seeds}: the page's compute budget). Cells are mean ± sample std over seeds. Wall time: "
+            f"{seconds / 60:.1f} min ({os.cpu_count()} CPU cores{', quick setting' if args.quick else ''}).",
             "",
             "| " + " | ".join(self.header) + " |",
             "|" + "---|" * len(self.header),
         ]
         lines += ["| " + " | ".join(row) + " |" for row in self.rows]
-        lines += ["", "| claim | held? | evidence |", "|---|---|---|"]
-        lines += [f"| {part} | {'yes' if held else '**no**'} | {evidence} |" for part, held, evidence in self.verdicts]
+        lines += ["", VERDICT_HEADER, "|---|---|---|---|---|"]
+        lines += [
+            f"| {part.name} | {part.paper} | {OUTCOME_CELL[part.outcome]} | {part.interval or 'n/a'} "
+            f"| {part.evidence} |"
+            for part in self.verdicts
+        ]
+        lines += ["", VERDICT_RULE]
         if self.notes:
             lines += [""] + [f"- {note}" for note in self.notes]
         lines += [""] + [f"![{picture}]({picture})" for picture in self.pictures]
@@ -370,20 +590,6 @@ def higher_mean(accuracy: dict, keys: Sequence) -> object:
     return max(keys, key=lambda key: mean_std(accuracy[key])[0])
 
 
-def clearly_above(higher: Sequence[float], lower: Sequence[float]) -> bool:
-    """Whether mean(higher) − mean(lower) exceeds two standard errors of that difference (Welch's, from the seeds'
-    sample variances): a gap the seed-to-seed spread does not explain. With one seed per side: just the sign."""
-    (mean_high, std_high), (mean_low, std_low) = mean_std(higher), mean_std(lower)
-    standard_error = math.sqrt(std_high**2 / len(higher) + std_low**2 / len(lower))
-    return mean_high - mean_low > 2 * standard_error
-
-
-def shown_above(higher: Sequence[float], lower: Sequence[float], chance: float) -> bool:
-    """``clearly_above(higher, lower)``, counted only when ``higher`` is itself clearly above ``chance``: a gap
-    between two runs that both stayed at chance (``at_chance_note``) shows nothing at this scale."""
-    return clearly_above(higher, lower) and clearly_above(higher, [chance] * len(higher))
-
-
 def plot_loss_curves(report: ClaimReport, runs: dict[str, dict], stem: str, output_dir: str | Path) -> Path:
     """One panel per run (``{title: run_training's result}``): training and validation loss against the step."""
     import matplotlib.pyplot as plt
@@ -461,15 +667,14 @@ def majority_rate(labels: Sequence) -> float:
 
 def at_chance_note(accuracy: dict, chance: Callable[[object], float]) -> str | None:
     """A note naming the settings (keys of ``accuracy``: one value per seed) whose accuracy is not clearly above
-    their ``chance(key)`` level (``clearly_above`` against the constant), or None when every setting learned."""
-    flat = [key for key, values in accuracy.items() if not clearly_above(values, [chance(key)] * len(values))]
+    their ``chance(key)`` level (``above_value`` does not hold), or None when every setting learned."""
+    flat = [key for key, values in accuracy.items() if above_value(values, chance(key))[0] != HOLDS]
     if not flat:
         return None
     names = "; ".join(" / ".join(str(part) for part in (key if isinstance(key, tuple) else (key,))) for key in flat)
     return (
         f"Not clearly above chance (majority class), i.e. fine-tuning learned nothing measurable: {names}. A verdict "
-        "whose two sides are both at chance has **no** because the claim was not shown at this scale, not because "
-        "the opposite was shown."
+        "whose better side is at chance is *undecided*: the claim was not shown at this scale, nor its opposite."
     )
 
 
