@@ -11,7 +11,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-RERUN = RESULTS / "seeds_3_4_5"  # the same commands with --first_seed 3 --output_dir replications/results/seeds_3_4_5
 ORDER = [
     "rnn_attention",
     "transformer_ablations",
@@ -26,69 +25,130 @@ INTRO = """# Paper claims, reproduced at laptop scale
 Parity tests show that each family computes what the reference implementation computes; these replications show
 whether each paper's headline idea *works* when the model is small enough to train on a 2-core CPU in minutes. One
 script per claim, built on the `training/` scripts (no second training loop), each with a `--quick` setting (seconds,
-run by `tests/test_replications.py` in CI) and a full setting (3 seeds, mean ± sample std) whose table and pictures are
-committed in `results/`. A claim that did not reproduce at this scale is reported as such, with what was tried; every
+run by `tests/test_replications.py` in CI) and a full setting (3 seeds to start, more while a part is undecided; mean ± sample std) whose
+table and pictures are committed in `results/`. A claim that did not reproduce at this scale is reported as such, with what was tried; every
 setting changed after seeing results is listed on its page.
 
 Rebuild this page with `python replications/collect.py` after running a script.
 
-The verdicts must not depend on the seeds chosen: each command is rerun with seeds 3, 4, 5
-(`--first_seed 3 --output_dir replications/results/seeds_3_4_5`), and the last column says whether every part got
-the same verdict there (the rerun's pages are in [`results/seeds_3_4_5/`](results/seeds_3_4_5)).
+Each part of a claim gets a 95 % interval on the effect it is about (Student's t on the per-seed differences: every
+arm of a claim runs on the same seeds) and one of three verdicts: *holds* (the interval lies wholly in the claimed
+direction), *does not hold* (it lies wholly on the other side, or below the least effect that would count as the
+claim) or *undecided* (it straddles the threshold). A page starts with 3 seeds per setting; while a part is undecided,
+every setting gets 2 more seeds, up to the page's compute budget (`--max_seeds`, each page states it), so a part near
+its threshold is not decided by the luck of three seeds. The rule is in `replications/common.py` (`difference_interval`,
+`decide`, `until_decided`) and is tested against `scipy.stats.ttest_rel` / `ttest_ind` in `tests/test_replications.py`.
+A page still showing the old rule (mean gap over two standard errors, yes/no, 3 seeds) has not been re-run since the
+rule changed; the summary says so.
 
 Rerunning a command gives the same table up to the seeds' spread, not digit for digit: the scripts that train their
 own WordPiece vocabulary get a slightly different one in each process, because the `tokenizers` trainer breaks ties
 in hash-map order (huggingface/tokenizers#1794, open; `PYTHONHASHSEED` does not fix it). The vocabulary is saved with
 every run, so a trained model always reloads with its own.
 
-| # | paper | claim | script | held (seeds 0, 1, 2) | same verdicts with seeds 3, 4, 5 |
-|---|---|---|---|---|---|
+"""
+TABLE_HEADER = """| # | paper | claim | script | holds | does not hold | undecided | seeds per setting |
+|---|---|---|---|---|---|---|---|
+"""
+PARTS_HEADER = """
+Every part, with what the paper reported for it:
+
+| # | part | the paper | verdict | effect, 95 % interval |
+|---|---|---|---|---|
 """
 
 
-def verdicts(text: str) -> list[tuple[str, str]]:
-    """(claim part, held?) rows of a page's verdict table."""
-    table = text.split("| claim | held? | evidence |", 1)[-1]
-    return re.findall(r"^\| (.+?) \| (yes|\*\*no\*\*) \|", table, re.M)
+NEW_TABLE = "| claim | the paper | verdict | effect, 95 % interval | evidence |"
+OLD_TABLE = "| claim | held? | evidence |"  # pages from before the three-valued rule
 
 
-def rerun_agreement(name: str, parts: list[tuple[str, str]], rerun_folder: Path = RERUN) -> str:
-    """Whether the rerun with seeds 3, 4, 5 (``rerun_folder/<name>.md``) gave every part the same verdict as
-    ``parts``: "yes", "no: …" naming the parts that differ, or "not rerun"."""
-    page = rerun_folder / f"{name}.md"
-    if not page.exists():
-        return "not rerun"
-    again = dict(verdicts(page.read_text(encoding="utf-8")))
-    differ = [part for part, held in parts if again.get(part) != held]
-    if not differ and len(again) == len(parts):
-        return f"yes ([page](results/{rerun_folder.name}/{name}.md))"
-    return f"**no**: {'; '.join(differ) or 'different parts'} ([page](results/{rerun_folder.name}/{name}.md))"
+def verdicts(text: str) -> list[dict[str, str]]:
+    """The rows of a page's verdict table: {"part", "paper", "verdict", "interval"}; a page written with the old
+    yes/no rule gives its part and "held (old rule)" / "not held (old rule)"."""
+    if NEW_TABLE in text:
+        table = text.split(NEW_TABLE, 1)[1]
+        rows = re.findall(r"^\| (.+?) \| (.+?) \| (holds|\*\*does not hold\*\*|\*undecided\*) \| (.+?) \|", table, re.M)
+        return [
+            {"part": part, "paper": paper, "verdict": verdict.strip("*"), "interval": interval}
+            for part, paper, verdict, interval in rows
+        ]
+    table = text.split(OLD_TABLE, 1)[-1]
+    return [
+        {
+            "part": part,
+            "paper": "—",
+            "verdict": f"{'held' if held == 'yes' else 'not held'} (old rule)",
+            "interval": "—",
+        }
+        for part, held in re.findall(r"^\| (.+?) \| (yes|\*\*no\*\*) \|", table, re.M)
+    ]
+
+
+def seeds_per_setting(text: str) -> str:
+    """The "Seeds: …" line's count ("5 per setting" → "5"), or the old pages' "3 (old rule)"."""
+    match = re.search(r"^Seeds: .*?\((\d+) per setting", text, re.M)
+    if match is None:
+        return "?"
+    return match.group(1) if NEW_TABLE in text else f"{match.group(1)} (old rule, not re-run)"
+
+
+def summary(pages: list[Path]) -> tuple[str, str]:
+    """The per-claim counts table and the per-part table (with what the paper reported)."""
+    rows, part_rows, totals = [], [], {"holds": 0, "does not hold": 0, "undecided": 0}
+    for number, page in enumerate(pages, 1):
+        text = page.read_text(encoding="utf-8")
+        paper, _, claim = text.splitlines()[0].removeprefix("# ").partition(": ")
+        parts = verdicts(text)
+        counts = {outcome: sum(part["verdict"] == outcome for part in parts) for outcome in totals}
+        for outcome in totals:
+            totals[outcome] += counts[outcome]
+        cells = [str(counts[o]) for o in totals] if NEW_TABLE in text else ["—", "—", "—"]
+        if NEW_TABLE not in text:
+            cells[0] = f"{sum(part['verdict'].startswith('held') for part in parts)} of {len(parts)} held (old rule)"
+        rows.append(
+            f"| {number} | {paper} | {claim} | [`{page.stem}.py`]({page.stem}.py) ([table](results/{page.name})) | "
+            + " | ".join(cells)
+            + f" | {seeds_per_setting(text)} |"
+        )
+        part_rows += [
+            f"| {number} | {part['part']} | {part['paper']} | {part['verdict']} | {part['interval']} |"
+            for part in parts
+        ]
+    table = "\n".join(rows) + "\n\n"
+    table += (
+        f"In all (pages re-run with the three-valued rule): {totals['holds']} parts hold, "
+        f"{totals['does not hold']} do not hold, {totals['undecided']} are undecided.\n"
+    )
+    return table, PARTS_HEADER + "\n".join(part_rows) + "\n"
 
 
 def main() -> Path:
     pages = [RESULTS / f"{name}.md" for name in ORDER if (RESULTS / f"{name}.md").exists()]
-    rows, sections, counts = [], [], []
+    table, parts = summary(pages)
+    sections = []
     for number, page in enumerate(pages, 1):
         text = page.read_text(encoding="utf-8")
         title = text.splitlines()[0].removeprefix("# ")
-        paper, _, claim = title.partition(": ")
-        parts = verdicts(text)
-        counts.append((sum(h == "yes" for _, h in parts), len(parts)))
-        held = f"{counts[-1][0]} of {counts[-1][1]} parts"
-        rows.append(
-            f"| {number} | {paper} | {claim} | [`{page.stem}.py`]({page.stem}.py) | "
-            f"{held} ([table](results/{page.name})) | {rerun_agreement(page.stem, parts)} |"
-        )
-        body = text.split("\n", 1)[1]
-        body = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", r"![\1](results/\2)", body)
+        body = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", r"![\1](results/\2)", text.split("\n", 1)[1])
         sections.append(f"## {number}. {title}\n{body}")
     path = HERE / "README.md"
-    total = (
-        f"In all, {sum(held for held, _ in counts)} of {sum(parts for _, parts in counts)} parts held; claims holding "
-        f"at least half of their parts: {sum(2 * held >= parts for held, parts in counts)} of {len(counts)}.\n"
-    )
-    path.write_text(INTRO + "\n".join(rows) + "\n\n" + total + "\n" + "\n".join(sections), encoding="utf-8")
+    path.write_text(INTRO + TABLE_HEADER + table + parts + "\n" + "\n".join(sections), encoding="utf-8")
+    write_docs_summary(table, parts)
     return path
+
+
+DOCS = HERE.parent / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- claims summary: written by replications/collect.py -->", "<!-- end of the claims summary -->"
+
+
+def write_docs_summary(table: str, parts: str, docs: Path = DOCS) -> None:
+    """The same two tables on the docs' claims page, between its markers (links made relative to the docs)."""
+    text = docs.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    body = TABLE_HEADER + table + parts
+    body = re.sub(r"\]\((results/|)([a-z_]+\.(md|py))\)", lambda m: f"](replications/{m.group(1)}{m.group(2)})", body)
+    docs.write_text(head + BEGIN + "\n" + body + END + tail, encoding="utf-8")
 
 
 if __name__ == "__main__":

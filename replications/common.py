@@ -318,7 +318,7 @@ def until_decided(
     still undecided at the cap is reported so. The rounds are listed on the page."""
     seeds = list(args.seed_list)
     rounds: list[str] = []
-    run(seeds)
+    run(list(seeds))
     while True:
         args.seed_list = list(seeds)
         page = judge()

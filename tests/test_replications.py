@@ -32,10 +32,13 @@ def test_quick_setting_writes_its_table_and_pictures(script, tmp_path):
     text = Path(table).read_text(encoding="utf-8")
     assert text.startswith("# "), text[:200]
     assert "--quick" in text  # the command that produced it is written above the table
-    assert "Seeds: 1 (1 per setting)" in text
+    # one seed decides nothing (no interval from one run), so the quick setting always runs its one extra round
+    assert "Seeds: 1, 2 (2 per setting; 1 to start with" in text, text
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     assert len(rows) >= 4, text  # a header, at least one result row, the verdict header and one verdict
-    assert re.search(r"\| (yes|\*\*no\*\*) \|", text), text
+    verdicts = re.findall(r"^\| .+? \| .+? \| (holds|\*\*does not hold\*\*|\*undecided\*) \| (.+?) \|", text, re.M)
+    assert verdicts, text
+    assert all("n=2" in interval for _, interval in verdicts), verdicts  # every part's interval is of both seeds
     pictures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert pictures, text
     for picture in pictures:
@@ -97,17 +100,143 @@ def test_first_seed_names_the_seeds_of_a_rerun(tmp_path):
         parse_args("test", ["--first_seed", "-1", "--output_dir", str(tmp_path)])
 
 
-def test_collect_compares_the_verdicts_of_the_rerun_with_other_seeds(tmp_path):
-    from replications.collect import rerun_agreement, verdicts
+def test_collect_counts_the_three_verdicts_and_reads_pages_of_the_old_rule(tmp_path):
+    from replications.collect import BEGIN, END, summary, verdicts, write_docs_summary
 
-    page = "# t\n\n| claim | held? | evidence |\n|---|---|---|\n| part a | yes | x |\n| part b | **no** | y |\n"
-    parts = verdicts(page)
-    assert parts == [("part a", "yes"), ("part b", "**no**")]
-    assert rerun_agreement("claim", parts, tmp_path) == "not rerun"
-    (tmp_path / "claim.md").write_text(page, encoding="utf-8")
-    assert rerun_agreement("claim", parts, tmp_path).startswith("yes")
-    (tmp_path / "claim.md").write_text(page.replace("| part b | **no** |", "| part b | yes |"), encoding="utf-8")
-    assert rerun_agreement("claim", parts, tmp_path).startswith("**no**: part b")
+    new = (
+        "# Paper 2020, Table 1: a claim\n\nSeeds: 0, 1, 2, 3, 4 (5 per setting; 3 to start with, …).\n\n"
+        "| claim | the paper | verdict | effect, 95 % interval | evidence |\n|---|---|---|---|---|\n"
+        "| part a | +1.0 BLEU | holds | +0.5 [+0.1, +0.9] (95%, paired, n=5) | x |\n"
+        "| part b | +2 points | **does not hold** | -0.5 [-0.9, -0.1] (95%, paired, n=5) | y |\n"
+        "| part c | lower | *undecided* | +0.1 [-0.2, +0.4] (95%, paired, n=5) | z |\n"
+    )
+    old = "# Old 2019, §2: another\n\nSeeds: 0, 1, 2 (3 per setting).\n\n| claim | held? | evidence |\n|---|---|---|\n"
+    old += "| part d | yes | x |\n| part e | **no** | y |\n"
+    assert [(row["part"], row["verdict"]) for row in verdicts(new)] == [
+        ("part a", "holds"),
+        ("part b", "does not hold"),
+        ("part c", "undecided"),
+    ]
+    assert verdicts(new)[1]["paper"] == "+2 points"
+    assert [row["verdict"] for row in verdicts(old)] == ["held (old rule)", "not held (old rule)"]
+    (tmp_path / "a_claim.md").write_text(new, encoding="utf-8")
+    (tmp_path / "an_old_claim.md").write_text(old, encoding="utf-8")
+    table, parts = summary([tmp_path / "a_claim.md", tmp_path / "an_old_claim.md"])
+    assert "| 1 | 1 | 1 | 5 |" in table and "1 of 2 held (old rule)" in table and "3 (old rule, not re-run)" in table
+    assert "1 parts hold, 1 do not hold, 1 are undecided" in table
+    assert "| 1 | part b | +2 points | does not hold | -0.5 [-0.9, -0.1] (95%, paired, n=5) |" in parts
+    docs = tmp_path / "claims.md"
+    docs.write_text(f"# Claims\n\n{BEGIN}\nstale\n{END}\n\nafter\n", encoding="utf-8")
+    write_docs_summary(table, parts, docs)
+    text = docs.read_text(encoding="utf-8")
+    assert "stale" not in text and text.endswith(f"{END}\n\nafter\n") and "part b" in text
+    assert "](replications/results/a_claim.md)" in text  # links from the docs page, not from replications/
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The verdict rule (replications/common.py): intervals against scipy and a textbook case, the three outcomes
+# --------------------------------------------------------------------------------------------------------------
+
+# Student's sleep data (Cushny and Peebles 1905; R's `sleep`): extra hours of sleep under two drugs, same 10 patients
+SLEEP_DRUG_1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0]
+SLEEP_DRUG_2 = [1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4]
+
+
+def test_intervals_match_the_textbook_sleep_data():
+    """R's t.test on the sleep data: paired, difference 1.58 with 95 % interval [0.7001142, 2.4598858]; Welch,
+    [-0.2054832, 3.3654832] on 17.776 degrees of freedom."""
+    from replications.common import difference_interval
+
+    paired = difference_interval(SLEEP_DRUG_2, SLEEP_DRUG_1)
+    assert (paired.kind, paired.n) == ("paired", 10)
+    assert paired.estimate == pytest.approx(1.58) and paired.low == pytest.approx(0.7001142, abs=1e-6)
+    assert paired.high == pytest.approx(2.4598858, abs=1e-6)
+    welch = difference_interval(SLEEP_DRUG_2, SLEEP_DRUG_1, paired=False)
+    assert (welch.low, welch.high) == (pytest.approx(-0.2054832, abs=1e-6), pytest.approx(3.3654832, abs=1e-6))
+
+
+@pytest.mark.parametrize(
+    "higher, lower",
+    [([31.2, 30.8, 31.9], [30.1, 30.9, 31.0]), ([0.61, 0.58, 0.66, 0.6, 0.63], [0.55, 0.57, 0.52, 0.58, 0.5])],
+)
+def test_intervals_match_scipy(higher, lower):
+    """Paired = ``ttest_rel``'s interval, Welch = ``ttest_ind(equal_var=False)``'s, one sample = ``ttest_1samp``'s."""
+    from scipy import stats
+
+    from replications.common import difference_interval, mean_interval
+
+    cases = [
+        (difference_interval(higher, lower), stats.ttest_rel(higher, lower), 0.0),
+        (difference_interval(higher, lower, paired=False), stats.ttest_ind(higher, lower, equal_var=False), 0.0),
+        (mean_interval(higher, 0.5), stats.ttest_1samp(higher, 0.5), 0.5),  # scipy's is of the mean, ours of mean − 0.5
+    ]
+    for interval, test, shift in cases:
+        reference = test.confidence_interval(0.95)
+        assert (interval.low + shift, interval.high + shift) == (
+            pytest.approx(reference.low),
+            pytest.approx(reference.high),
+        )
+
+
+def test_each_of_the_three_verdicts():
+    from replications.common import (
+        DOES_NOT_HOLD,
+        HOLDS,
+        UNDECIDED,
+        above,
+        above_value,
+        decide,
+        every,
+        shown_above,
+    )
+
+    assert above(SLEEP_DRUG_2, SLEEP_DRUG_1)[0] == HOLDS  # [0.70, 2.46] lies above 0
+    assert above(SLEEP_DRUG_1, SLEEP_DRUG_2)[0] == DOES_NOT_HOLD  # [-2.46, -0.70] excludes the claimed direction
+    assert above(SLEEP_DRUG_2, SLEEP_DRUG_1, threshold=1.0)[0] == UNDECIDED  # straddles 1
+    assert above(SLEEP_DRUG_2, SLEEP_DRUG_1, threshold=3.0)[0] == DOES_NOT_HOLD  # excludes an effect of that size
+    small = [a + 0.01 * b for a, b in zip(SLEEP_DRUG_1, [1, -1, 2, 0, 1, -2, 1, 0, 1, 1])]
+    outcome, interval = above(small, SLEEP_DRUG_1)
+    assert outcome == UNDECIDED and interval.low < 0 < interval.high
+    assert above(small, SLEEP_DRUG_1, smallest=0.5)[0] == DOES_NOT_HOLD  # any effect is smaller than the claim's
+    assert decide(above([2.0], [1.0])[1]) == UNDECIDED  # one seed: no interval, whatever the gap
+    assert every(HOLDS, HOLDS) == HOLDS and every(HOLDS, UNDECIDED) == UNDECIDED
+    assert every(UNDECIDED, DOES_NOT_HOLD, HOLDS) == DOES_NOT_HOLD
+    # a gap between two runs at chance shows nothing: undecided, not holds
+    at_chance = [0.50, 0.52, 0.49]
+    assert above_value(at_chance, 0.5)[0] == UNDECIDED
+    assert shown_above(at_chance, [0.40, 0.41, 0.39], chance=0.5)[0] == UNDECIDED
+    assert shown_above([0.8, 0.82, 0.81], [0.40, 0.41, 0.39], chance=0.5)[0] == HOLDS
+
+
+def test_undecided_parts_get_more_seeds_up_to_the_cap(tmp_path):
+    """until_decided adds --seed_step seeds to every setting while a part is undecided, stops when none is, and
+    stops at --max_seeds saying which parts are still undecided."""
+    from replications.common import ClaimReport, above, parse_args, until_decided
+
+    def replicate(argv, gap):
+        args = parse_args("test", argv + ["--output_dir", str(tmp_path)], max_seeds=7)
+        runs = []
+
+        def judge():
+            page = ClaimReport(name="t", title="t", claim="c", setting="s", header=["a"])
+            seeds = args.seed_list
+            # arm b is arm a plus ``gap`` plus a seed-dependent wobble: the interval narrows as seeds are added
+            a = [float(seed) for seed in seeds]
+            b = [value + gap + (0.3 if seed % 2 else -0.3) for seed, value in zip(seeds, a)]
+            page.verdict("b above a", above(b, a), "evidence", paper="b > a")
+            return page
+
+        return until_decided(args, runs.append, judge), runs, args
+
+    page, runs, args = replicate([], gap=0.6)
+    assert runs == [[0, 1, 2], [3, 4]] and args.seed_list == [0, 1, 2, 3, 4]
+    assert page.verdicts[0].outcome == "holds" and page.verdicts[0].interval.n == 5
+    assert "seeds 3, 4 were added because with 3 these parts were undecided: b above a" in page.notes[0]
+    page, runs, args = replicate(["--first_seed", "10", "--max_seeds", "6"], gap=0.0)
+    assert runs == [[10, 11, 12], [13, 14], [15]] and page.verdicts[0].outcome == "undecided"
+    assert page.notes[-1] == "Still undecided at 6 seeds (the cap, --max_seeds 6): b above a."
+    with pytest.raises(ValueError, match="--max_seeds"):
+        parse_args("test", ["--seeds", "4", "--max_seeds", "3", "--output_dir", str(tmp_path)])
 
 
 @pytest.mark.parametrize("processes", [1, 2])
