@@ -25,9 +25,9 @@ INTRO = """# Paper claims, reproduced at laptop scale
 Parity tests show that each family computes what the reference implementation computes; these replications show
 whether each paper's headline idea *works* when the model is small enough to train on a 2-core CPU in minutes. One
 script per claim, built on the `training/` scripts (no second training loop), each with a `--quick` setting (seconds,
-run by `tests/test_replications.py` in CI) and a full setting (3 seeds to start, more while a part is undecided; mean ± sample std) whose
-table and pictures are committed in `results/`. A claim that did not reproduce at this scale is reported as such, with what was tried; every
-setting changed after seeing results is listed on its page.
+run by `tests/test_replications.py` in CI) and a full setting (3 seeds to start, more while a part is undecided;
+mean ± sample std) whose table and pictures are committed in `results/`. A claim that did not reproduce at this scale
+is reported as such, with what was tried; every setting changed after seeing results is listed on its page.
 
 Rebuild this page with `python replications/collect.py` after running a script.
 

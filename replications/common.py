@@ -281,6 +281,18 @@ def every(*outcomes: str) -> str:
     return HOLDS if all(outcome == HOLDS for outcome in outcomes) else UNDECIDED
 
 
+def weakest_step(steps: list[tuple[str, Interval]]) -> tuple[str, Interval, int]:
+    """A part made of steps that must all hold (a curve that falls at every step): ``every`` of their outcomes, with
+    the interval of the step that decides it and its index — the first step that does not hold, else the first
+    undecided one, else the step whose interval comes nearest to its threshold."""
+    outcome = every(*(step_outcome for step_outcome, _ in steps))
+    if outcome == HOLDS:
+        index = min(range(len(steps)), key=lambda i: steps[i][1].low)
+    else:
+        index = next(i for i, (step_outcome, _) in enumerate(steps) if step_outcome == outcome)
+    return outcome, steps[index][1], index
+
+
 def above(
     higher: Sequence[float], lower: Sequence[float], threshold: float = 0.0, smallest: float | None = None
 ) -> tuple[str, Interval]:

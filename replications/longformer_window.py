@@ -50,9 +50,7 @@ from replications.common import (  # noqa: E402
     HOLDS,
     ROOT,
     ClaimReport,
-    Interval,
     at_chance_note,
-    every,
     fmt,
     in_processes,
     machine_note,
@@ -65,6 +63,7 @@ from replications.common import (  # noqa: E402
     shown_above,
     torch_threads,
     until_decided,
+    weakest_step,
 )
 
 LABEL_PLAYS = ("hamlet", "macbeth", "romeo_and_juliet")
@@ -409,18 +408,6 @@ def window_page(args, plan, start: float) -> ClaimReport:
         ),
         header=["attention of <s>", "reach of <s> (tokens)", "validation accuracy (%)"],
     )
-
-
-def weakest_step(steps: list[tuple[str, Interval]]) -> tuple[str, Interval, int]:
-    """A part made of steps that must all hold (accuracy growing at every wider window): ``every`` of their
-    outcomes, with the interval of the step that decides it and its index — the first step that does not hold, else
-    the first undecided one, else the step whose interval comes nearest to its threshold."""
-    outcome = every(*(step_outcome for step_outcome, _ in steps))
-    if outcome == HOLDS:
-        index = min(range(len(steps)), key=lambda i: steps[i][1].low)
-    else:
-        index = next(i for i, (step_outcome, _) in enumerate(steps) if step_outcome == outcome)
-    return outcome, steps[index][1], index
 
 
 def accuracy_verdicts(page: ClaimReport, accuracy: dict, chance: float) -> None:

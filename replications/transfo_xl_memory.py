@@ -38,13 +38,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from replications.common import (  # noqa: E402
-    HOLDS,
     ROOT,
     ClaimReport,
-    Interval,
     above,
     above_value,
-    every,
     fmt,
     in_processes,
     machine_note,
@@ -55,6 +52,7 @@ from replications.common import (  # noqa: E402
     shakespeare_folder,
     torch_threads,
     until_decided,
+    weakest_step,
 )
 
 SEGMENT = 32  # tokens per segment (Transformer-XL) — the training and evaluation unit of every model here
@@ -361,18 +359,6 @@ def add_context_notes(page: ClaimReport) -> None:
         "'absolute positions' is the GPT-1 family (learned absolute positions) at the same training "
         "attention length, i.e. the paper's vanilla model rather than XL with absolute encodings."
     )
-
-
-def weakest_step(steps: list[tuple[str, Interval]]) -> tuple[str, Interval, int]:
-    """A part made of steps that must all hold (a curve that falls at every step): ``every`` of their outcomes, with
-    the interval of the step that decides it and its index — the first step that does not hold, else the first
-    undecided one, else the step whose interval comes nearest to its threshold."""
-    outcome = every(*(step_outcome for step_outcome, _ in steps))
-    if outcome == HOLDS:
-        index = min(range(len(steps)), key=lambda i: steps[i][1].low)
-    else:
-        index = next(i for i, (step_outcome, _) in enumerate(steps) if step_outcome == outcome)
-    return outcome, steps[index][1], index
 
 
 def memory_verdict(page: ClaimReport, perplexity: dict) -> None:
