@@ -212,6 +212,8 @@ class Interval:
 
     def __str__(self) -> str:
         digits = 3 if max(abs(self.low), abs(self.high), abs(self.estimate)) < 10 else 1
+        if not math.isfinite(self.estimate):
+            return f"n/a (n={self.n}: a seed gave no number)"
         if not math.isfinite(self.low):
             return f"{self.estimate:+.{digits}f} (n={self.n}: no interval from one seed)"
         return (
