@@ -458,7 +458,7 @@ class ClaimReport:
             "```",
             "",
             f"Seeds: {', '.join(str(s) for s in args.seed_list)} ({len(args.seed_list)} per setting; "
-            f"{args.seeds} to start with, then {args.seed_step} more per round while a part was undecided, up to "
+            f"{args.seeds} to start with, then up to {args.seed_step} more per round while a part was undecided, up to "
             f"{args.max_seeds}: the page's compute budget). Cells are mean ± sample std over seeds. Wall time: "
             f"{seconds / 60:.1f} min ({os.cpu_count()} CPU cores{', quick setting' if args.quick else ''}).",
             "",
