@@ -116,8 +116,8 @@ def summary(pages: list[Path]) -> tuple[str, str]:
         ]
     table = "\n".join(rows) + "\n\n"
     table += (
-        f"In all (pages re-run with the three-valued rule): {totals['holds']} parts hold, "
-        f"{totals['does not hold']} do not hold, {totals['undecided']} are undecided.\n"
+        f"In all, parts of the pages re-run with the three-valued rule: holds {totals['holds']}, does not hold "
+        f"{totals['does not hold']}, undecided {totals['undecided']}.\n"
     )
     return table, PARTS_HEADER + "\n".join(part_rows) + "\n"
 

@@ -124,7 +124,7 @@ def test_collect_counts_the_three_verdicts_and_reads_pages_of_the_old_rule(tmp_p
     (tmp_path / "an_old_claim.md").write_text(old, encoding="utf-8")
     table, parts = summary([tmp_path / "a_claim.md", tmp_path / "an_old_claim.md"])
     assert "| 1 | 1 | 1 | 5 |" in table and "1 of 2 held (old rule)" in table and "3 (old rule, not re-run)" in table
-    assert "1 parts hold, 1 do not hold, 1 are undecided" in table
+    assert "holds 1, does not hold 1, undecided 1." in table
     assert "| 1 | part b | +2 points | does not hold | -0.5 [-0.9, -0.1] (95%, paired, n=5) |" in parts
     docs = tmp_path / "claims.md"
     docs.write_text(f"# Claims\n\n{BEGIN}\nstale\n{END}\n\nafter\n", encoding="utf-8")
