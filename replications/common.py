@@ -341,10 +341,8 @@ def until_decided(
         if not undecided or room <= 0:
             break
         more = list(range(seeds[-1] + 1, seeds[-1] + 1 + min(args.seed_step, room)))
-        rounds.append(
-            f"seeds {', '.join(map(str, more))} were added because with {len(seeds)} these parts were "
-            f"undecided: {'; '.join(undecided)}"
-        )
+        added = f"seed {more[0]} was" if len(more) == 1 else f"seeds {', '.join(map(str, more))} were"
+        rounds.append(f"{added} added because with {len(seeds)} these parts were undecided: {'; '.join(undecided)}")
         run(more)
         seeds += more
     if rounds:

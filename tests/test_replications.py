@@ -236,6 +236,7 @@ def test_undecided_parts_get_more_seeds_up_to_the_cap(tmp_path):
     page, runs, args = replicate(["--first_seed", "10", "--max_seeds", "6"], gap=0.0)
     assert runs == [[10, 11, 12], [13, 14], [15]] and page.verdicts[0].outcome == "undecided"
     assert page.notes[-1] == "Still undecided at 6 seeds (the cap, --max_seeds 6): b above a."
+    assert "; seed 15 was added because with 5 these parts were undecided" in page.notes[0]
     with pytest.raises(ValueError, match="--max_seeds"):
         parse_args("test", ["--seeds", "4", "--max_seeds", "3", "--output_dir", str(tmp_path)])
 
