@@ -142,12 +142,14 @@ BEGIN, END = "<!-- claims summary: written by replications/collect.py -->", "<!-
 
 
 def write_docs_summary(table: str, parts: str, docs: Path = DOCS) -> None:
-    """The same two tables on the docs' claims page, between its markers (links made relative to the docs)."""
+    """The same two tables on the docs' claims page, between its markers: links to the result pages made relative to
+    the docs (the site holds them: docs/hooks/result_pages.py), the scripts named in code (it does not hold those)."""
     text = docs.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     body = TABLE_HEADER + table + parts
-    body = re.sub(r"\]\((results/|)([a-z_]+\.(md|py))\)", lambda m: f"](replications/{m.group(1)}{m.group(2)})", body)
+    body = re.sub(r"\[(`[a-z_]+\.py`)\]\([a-z_]+\.py\)", r"\1", body)  # the site has the result pages, not the scripts
+    body = re.sub(r"\]\((results/[a-z_]+\.md)\)", r"](replications/\1)", body)
     docs.write_text(head + BEGIN + "\n" + body + END + tail, encoding="utf-8")
 
 

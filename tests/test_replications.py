@@ -132,6 +132,7 @@ def test_collect_counts_the_three_verdicts_and_reads_pages_of_the_old_rule(tmp_p
     text = docs.read_text(encoding="utf-8")
     assert "stale" not in text and text.endswith(f"{END}\n\nafter\n") and "part b" in text
     assert "](replications/results/a_claim.md)" in text  # links from the docs page, not from replications/
+    assert "| `a_claim.py` (" in text and "a_claim.py)" not in text  # the site has no scripts to link to
 
 
 # --------------------------------------------------------------------------------------------------------------
