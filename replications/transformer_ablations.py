@@ -111,10 +111,10 @@ DROPOUT = 0.0  # residual dropout (the paper's P_drop = 0.1, §5.4); none here: 
 BEAMS = 4  # every model here translates with beam search of 4 (§6.1; Table 3's rows too, §6.2)
 RNN_TIMING_STEPS = 50  # steps of the RNN's timing run (--quick: 4)
 RNN_RESULTS = RESULTS / "rnn_attention.md"  # claim 1's committed full results: the best RNN is read from there
-# the page's compute budget (``until_decided``): up to 4 seeds per setting, about 50 minutes alone on 2 cores (the
-# ninth full run: 74.6 CPU-min for 3 seeds, two single-thread runs side by side, so about 12.5 min a seed); a fifth
-# seed would take the page past 60 minutes
-MAX_SEEDS, MINUTES_PER_SEED = 4, 12.5
+# the page's compute budget (``until_decided``): up to 6 seeds per setting, about 55 minutes alone on 2 cores (the
+# three-valued rule's run from a clean clone: 36.2 min for 4 seeds, about 9 min a seed; a seventh seed would take
+# the page past 60 minutes)
+MAX_SEEDS, MINUTES_PER_SEED = 6, 9.0
 
 
 class CheckpointAverage(TrainerCallback):
