@@ -402,9 +402,9 @@ def test_reference_checkpoint_with_foreign_weights_is_refused(tmp_path):
 # ---- generation -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("same_length", [False, True])
-def test_greedy_generation_with_mems_equals_recomputing(same_length):
-    model = tiny_model(same_length=same_length, mem_len=16)
+@pytest.mark.parametrize(("same_length", "mem_len"), [(False, 16), (True, 16), (False, 0)])
+def test_greedy_generation_with_mems_equals_recomputing(same_length, mem_len):
+    model = tiny_model(same_length=same_length, mem_len=mem_len)
     prompt = torch.randint(0, 40, (2, 4))
     fed_lengths = []
     hook = model.model.register_forward_pre_hook(
@@ -412,7 +412,10 @@ def test_greedy_generation_with_mems_equals_recomputing(same_length):
     )
     generated = model.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0, eos_token_id=None)
     hook.remove()
-    assert fed_lengths == [4] + [1] * 7  # the prompt once, then one token per step: the rest is in the memory
+    if mem_len:  # the prompt once, then one token per step: the rest is in the memory
+        assert fed_lengths == [4] + [1] * 7
+    else:  # no memory is kept: every step reads the whole sequence again
+        assert fed_lengths == list(range(4, 12))
     sequence = prompt
     with torch.no_grad():
         for _ in range(8):  # recompute the whole window from scratch for every token
@@ -423,6 +426,26 @@ def test_greedy_generation_with_mems_equals_recomputing(same_length):
         prompt, max_new_tokens=8, do_sample=False, use_cache=False, pad_token_id=0, eos_token_id=None
     )
     assert torch.equal(without_memory, sequence)
+
+
+def test_generation_without_memory_keeps_the_context_given_as_mems_and_refuses_a_prompt_of_embeddings():
+    """mem_len=0: the list given as ``mems`` (the context before the prompt) is read again at every step, and a
+    prompt given as embeddings, which generate feeds only on the first step, is refused before any step runs."""
+    model = tiny_model(mem_len=0)
+    context, prompt = torch.randint(0, 40, (1, 5)), torch.randint(0, 40, (1, 3))
+    with torch.no_grad():
+        mems = model.model(context, output_hidden_states=True).hidden_states[:-1]  # each layer's input
+    generated = model.generate(
+        prompt, mems=list(mems), max_new_tokens=5, do_sample=False, pad_token_id=0, eos_token_id=None
+    )
+    sequence = prompt
+    with torch.no_grad():
+        for _ in range(5):
+            next_token = model(sequence, mems=list(mems)).logits[:, -1].argmax(-1, keepdim=True)
+            sequence = torch.cat([sequence, next_token], dim=1)
+    assert torch.equal(generated, sequence)
+    with pytest.raises(ValueError, match="mem_len=0"):
+        model.generate(inputs_embeds=torch.randn(1, 3, model.config.hidden_size), max_new_tokens=2, pad_token_id=0)
 
 
 def test_left_padded_batch_generation_equals_one_by_one():
