@@ -113,7 +113,7 @@ def attention_step(which: str, length: int):
         real = torch.ones(1, length, dtype=torch.bool)
 
         def run():
-            return layer(hidden, real, GlobalTokens.from_mask(is_global))[0]
+            return layer(hidden, real, GlobalTokens.from_masks(real, is_global))[0]
 
     layer.train()
 

@@ -158,7 +158,7 @@ def check_dilation(device, length):
                         hidden,
                         upstream,
                         lambda attention=attention, hidden=hidden, key_is_real=key_is_real, is_global=is_global: (
-                            attention(hidden, key_is_real, GlobalTokens.from_mask(is_global & key_is_real))[0]
+                            attention(hidden, key_is_real, GlobalTokens.from_masks(key_is_real, is_global))[0]
                         ),
                     )
                     dense = run_attention(
@@ -178,7 +178,7 @@ def check_dilation(device, length):
                         attention_cpu=attention_cpu, hidden_cpu=hidden_cpu, key_is_real=key_is_real, is_global=is_global
                     ):
                         return attention_cpu(
-                            hidden_cpu, key_is_real.cpu(), GlobalTokens.from_mask((is_global & key_is_real).cpu())
+                            hidden_cpu, key_is_real.cpu(), GlobalTokens.from_masks(key_is_real.cpu(), is_global.cpu())
                         )[0]
 
                     cpu = run_attention(attention_cpu, hidden_cpu, upstream.cpu(), banded_on_cpu)

@@ -234,11 +234,13 @@ def flex_block_mask(
 class GlobalTokens:
     """Where the global tokens are: ``positions`` (batch, G) in increasing order, ``is_real`` (batch, G) False for
     the slots of rows with fewer than G global tokens. G = 0 when no token is global. Built once per forward pass,
-    it also keeps the block masks every layer with the same window and dilation shares."""
+    it also holds the masks the layers share: ``global_rows``, the global rows' mask (each real slot may attend every
+    real key, §3.1), and the block masks of every layer with the same window and dilation."""
 
     is_global: torch.Tensor  # (batch, n) bool, already ∧ real
     positions: torch.Tensor
     is_real: torch.Tensor
+    global_rows: AttentionMask  # relation (batch, 1, G, n)
     block_masks: dict[tuple[int, int, int], torch.Tensor] = field(default_factory=dict)
     flex_block_masks: dict[tuple[int, tuple[int, ...]], BlockMask] = field(default_factory=dict)
 
@@ -265,14 +267,17 @@ class GlobalTokens:
         return self.flex_block_masks[key]
 
     @classmethod
-    def from_mask(cls, is_global: torch.Tensor) -> GlobalTokens:
+    def from_masks(cls, key_is_real: torch.Tensor, is_global: torch.Tensor) -> GlobalTokens:
+        """From the real tokens and those marked global, (batch, n) bool each: a padded token is never global."""
+        is_global = is_global & key_is_real
         counts = is_global.sum(dim=1)
         num_global = counts.max().item() if is_global.numel() else 0  # (.item(): a symbol when traced, not a guess)
         torch._check(num_global >= 0)  # what a compiled graph must know when G is a symbol
         torch._check(num_global <= is_global.shape[1])
         positions = torch.argsort((~is_global).to(torch.int8), dim=1, stable=True)[:, :num_global]
         is_real = torch.arange(num_global, device=is_global.device)[None, :] < counts[:, None]
-        return cls(is_global, positions, is_real)
+        global_rows = AttentionMask(relation=key_is_real[:, None, None, :] & is_real[:, None, :, None])
+        return cls(is_global, positions, is_real, global_rows)
 
     @property
     def count(self) -> int:

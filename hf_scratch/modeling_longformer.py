@@ -62,7 +62,6 @@ from .layers import (
     run_layers,
     split_heads,
 )
-from .masks import AttentionMask
 from .modeling_common import ScratchPreTrainedModel, normalise_inputs
 
 # ---- 1. input representation ---------------------------------------------------------------------------------
@@ -144,8 +143,7 @@ class ScratchLongformerSelfAttention(nn.Module):
         query = split_heads(self.query_global(globals_.gather(hidden_states)), self.num_heads) * self.head_dim**-0.5
         key = split_heads(self.key_global(hidden_states), self.num_heads)  # (batch, heads, n, d)
         value = split_heads(self.value_global(hidden_states), self.num_heads)
-        every_real_key = AttentionMask(relation=key_is_real[:, None, None, :] & globals_.is_real[:, None, :, None])
-        return attend(query, key, value, every_real_key, scale=1.0, queries_from_data=True, **settings)
+        return attend(query, key, value, globals_.global_rows, scale=1.0, queries_from_data=True, **settings)
 
 
 # ---- 3. the encoder ------------------------------------------------------------------------------------------
@@ -233,7 +231,7 @@ class ScratchLongformerModel(ScratchLongformerPreTrainedModel):
         is_global = check_attention_mask(global_attention_mask, batch, length, name="global_attention_mask")
         if is_global is None:
             is_global = torch.zeros(batch, length, dtype=torch.bool, device=device)
-        globals_ = GlobalTokens.from_mask(is_global & key_is_real)  # padding wins over global
+        globals_ = GlobalTokens.from_masks(key_is_real, is_global)  # padding wins over global
 
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         hidden_states, all_hidden_states, (all_attentions, all_global_attentions) = run_layers(

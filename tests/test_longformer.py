@@ -70,7 +70,7 @@ def test_parity_with_transformers(reference_name, field, extra, attn_implementat
         for layer, (a, b) in enumerate(zip(expected.attentions, actual.attentions)):
             assert a.shape == b.shape, layer
             assert (a - b).masked_fill(~real, 0).abs().max() <= 1e-5, layer
-        slot_is_real = GlobalTokens.from_mask(global_attention_mask.bool() & attention_mask.bool()).is_real
+        slot_is_real = GlobalTokens.from_masks(attention_mask.bool(), global_attention_mask.bool()).is_real
         for layer, (a, b) in enumerate(zip(expected.global_attentions, actual.global_attentions)):
             a = a[:, :, : input_ids.shape[1]]  # transformers leaves these padded to the window multiple
             keep = real & slot_is_real[:, None, None, :]  # transformers fills missing slots with a uniform row
@@ -230,7 +230,7 @@ def test_banded_kernel_equals_dense_attention(problem):
         grads = [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in attention.parameters()]
         return output.detach(), hidden.grad.clone(), grads
 
-    banded = run(lambda: attention(hidden, key_is_real, GlobalTokens.from_mask(is_global & key_is_real))[0])
+    banded = run(lambda: attention(hidden, key_is_real, GlobalTokens.from_masks(key_is_real, is_global))[0])
     dense = run(lambda: dense_longformer_attention(attention, hidden, key_is_real, is_global))
     assert torch.allclose(banded[0], dense[0], atol=1e-5), "forward"
     assert torch.allclose(banded[1], dense[1], atol=1e-5), "gradient of the input"
@@ -305,8 +305,32 @@ def test_eager_equals_sdpa_with_dilation_and_globals():
     assert torch.allclose(sums[real & ~is_global], torch.ones(1), atol=1e-5)
     assert (sums[~real] == 0).all() and (sums[is_global.expand_as(sums)] == 0).all()
     # each real global token's weights over all tokens sum to one; missing slots (rows with fewer globals) are zero
-    slot_is_real = GlobalTokens.from_mask(is_global[:, 0]).is_real[:, None, :].float()
+    slot_is_real = GlobalTokens.from_masks(attention_mask.bool(), is_global[:, 0]).is_real[:, None, :].float()
     assert torch.allclose(a.global_attentions[0].sum(2), slot_is_real.expand(-1, 4, -1), atol=1e-5)
+
+
+def test_the_global_rows_mask_is_built_once_per_forward(monkeypatch):
+    """Every layer's global rows see every real key through one mask, built with the global tokens and shared."""
+    import hf_scratch.modeling_longformer as modeling
+
+    seen = []
+
+    def recording_attend(query, key, value, mask, **settings):
+        if settings.get("queries_from_data"):  # the global rows
+            seen.append(mask)
+        return attend(query, key, value, mask, **settings)
+
+    attend = modeling.attend
+    monkeypatch.setattr(modeling, "attend", recording_attend)
+    model = ScratchLongformerForMaskedLM(tiny_config()).eval()
+    input_ids, attention_mask, global_attention_mask = padded_batch()
+    with torch.no_grad():
+        model(input_ids=input_ids, attention_mask=attention_mask, global_attention_mask=global_attention_mask)
+    assert len(seen) == model.config.num_hidden_layers > 1
+    assert all(mask is seen[0] for mask in seen)
+    relation = seen[0].relation  # (batch, 1, G, n): a real global slot sees every real key
+    slot_is_real = GlobalTokens.from_masks(attention_mask.bool(), global_attention_mask.bool()).is_real
+    assert torch.equal(relation, attention_mask.bool()[:, None, None, :] & slot_is_real[:, None, :, None])
 
 
 def test_global_attention_on_padding_is_ignored():

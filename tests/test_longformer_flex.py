@@ -70,7 +70,7 @@ def forward_and_gradients(attention, hidden, upstream, key_is_real, is_global, i
     attention.config._attn_implementation = implementation
     attention.zero_grad()
     hidden.grad = None
-    output = attention(hidden, key_is_real, GlobalTokens.from_mask(is_global & key_is_real))[0]
+    output = attention(hidden, key_is_real, GlobalTokens.from_masks(key_is_real, is_global))[0]
     (output * upstream).sum().backward()
     grads = [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in attention.parameters()]
     return output.detach(), hidden.grad.clone(), grads
