@@ -270,7 +270,8 @@ def decide(interval: Interval, threshold: float = 0.0, smallest: float | None = 
     size); *undecided* otherwise: the interval straddles the threshold."""
     if interval.low > threshold:
         return HOLDS
-    if interval.high < max(threshold, threshold if smallest is None else smallest):
+    least = threshold if smallest is None else max(threshold, smallest)
+    if interval.high < least:
         return DOES_NOT_HOLD
     return UNDECIDED
 
