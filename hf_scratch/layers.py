@@ -405,9 +405,10 @@ class EncoderEmbeddings(nn.Module):
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def default_position_ids(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor) -> torch.Tensor:
-        """(1, length): 0, 1, 2, … — the positions when the caller passes none."""
-        return torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None, :]
+    def default_position_ids(self, input_ids: torch.Tensor | None, given: torch.Tensor) -> torch.Tensor:
+        """(1, length): 0, 1, 2, … — the positions when the caller passes none (``given``: the ids or the
+        embeddings, whichever the caller passed)."""
+        return torch.arange(given.shape[1], device=given.device)[None, :]
 
     def forward(
         self,
@@ -416,17 +417,20 @@ class EncoderEmbeddings(nn.Module):
         position_ids: torch.Tensor | None,
         inputs_embeds: torch.Tensor | None,
     ) -> torch.Tensor:
+        given = input_ids if inputs_embeds is None else inputs_embeds
+        assert given is not None  # the model has checked that exactly one is given
         if inputs_embeds is None:
-            check_input_ids(input_ids, embedding_rows(self.word))  # type: ignore[arg-type]  # one is given (checked)
-            inputs_embeds = self.word(input_ids)
-        batch, length = inputs_embeds.shape[:2]
+            check_input_ids(given, embedding_rows(self.word))
         if position_ids is None:
-            position_ids = self.default_position_ids(input_ids, inputs_embeds)
+            position_ids = self.default_position_ids(input_ids, given)
         check_positions(position_ids, embedding_rows(self.position))
-        if token_type_ids is None:
-            token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
-        else:
+        if token_type_ids is not None:
             check_input_ids(token_type_ids, embedding_rows(self.token_type), name="token_type_ids")
+        # every id checked: the lookups
+        if inputs_embeds is None:
+            inputs_embeds = self.word(input_ids)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(given.shape[:2], dtype=torch.long, device=inputs_embeds.device)
         # (.to: with device_map="auto" over several devices the three tables may sit on different ones)
         device = inputs_embeds.device
         embeddings = inputs_embeds + self.token_type(token_type_ids).to(device) + self.position(position_ids).to(device)

@@ -77,12 +77,12 @@ class ScratchLongformerEmbeddings(EncoderEmbeddings):
         super().__init__(config, position_padding_idx=config.pad_token_id)
         self.padding_idx: int = config.pad_token_id
 
-    def default_position_ids(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor) -> torch.Tensor:
+    def default_position_ids(self, input_ids: torch.Tensor | None, given: torch.Tensor) -> torch.Tensor:
         if input_ids is not None:
             is_token = input_ids.ne(self.padding_idx).long()
             return torch.cumsum(is_token, dim=1) * is_token + self.padding_idx
-        length = inputs_embeds.shape[1]  # no ids: padding cannot be told apart, count every position
-        return torch.arange(self.padding_idx + 1, self.padding_idx + 1 + length, device=inputs_embeds.device)[None, :]
+        length = given.shape[1]  # no ids: padding cannot be told apart, count every position
+        return torch.arange(self.padding_idx + 1, self.padding_idx + 1 + length, device=given.device)[None, :]
 
 
 # ---- 2. the attention pattern (its banded kernel: banded_attention.py) ----------------------------------

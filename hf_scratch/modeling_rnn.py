@@ -98,13 +98,18 @@ class ScratchRNNEncoder(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.stack = ScratchRNNStack(config, config.hidden_size, config.encoder_layers, config.bidirectional_encoder)
 
-    def embed(
+    def check_tokens(
         self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, name: str = "input_ids"
     ) -> torch.Tensor:
-        check_one_input(input_ids, inputs_embeds)
+        """The one of ids / embeddings that is given (exactly one must be), its ids in the vocabulary."""
+        given = check_one_input(input_ids, inputs_embeds)
         if inputs_embeds is None:
-            assert input_ids is not None  # check_one_input: exactly one is given
-            check_input_ids(input_ids, embedding_rows(self.embed_tokens), name=name)
+            check_input_ids(given, embedding_rows(self.embed_tokens), name=name)
+        return given
+
+    def embed(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
+        """Dropout(E[x]) of ids ``check_tokens`` has checked, or of the embeddings given."""
+        if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         return self.dropout(inputs_embeds)
 
@@ -119,9 +124,10 @@ class ScratchRNNEncoder(nn.Module):
     ) -> ScratchRNNEncoderOutput:
         """``attention_mask``: the source's 0/1 mask, or the ``AttentionMask`` the model has built from it
         (``ScratchRNNModel`` checks it once for the encoder and the attention), used as it is."""
-        hidden_states = self.embed(input_ids, inputs_embeds)
+        given = self.check_tokens(input_ids, inputs_embeds)
         if not isinstance(attention_mask, AttentionMask):
-            attention_mask = source_mask(attention_mask, hidden_states.shape[:2])
+            attention_mask = source_mask(attention_mask, given.shape[:2])
+        hidden_states = self.embed(input_ids, inputs_embeds)
         outputs, finals, all_hidden = self.stack(hidden_states, attention_mask.key_padding, None, output_hidden_states)
         final_hidden, final_cell = stack_states(finals)
         return ScratchRNNEncoderOutput(
@@ -423,17 +429,12 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
 
     def decoder_start(
         self, past_key_values: ScratchRNNDecoderState | None, encoder_outputs: ScratchRNNEncoderOutput
-    ) -> tuple[list[LayerState], int]:
-        """The decoder's states and the number of target tokens already read: the cache's (a
-        ``ScratchRNNDecoderState`` a previous call returned), or s_0 from the encoder and none."""
+    ) -> list[LayerState]:
+        """The decoder's states: the cache's (a ``ScratchRNNDecoderState`` a previous call returned), or s_0 from
+        the encoder."""
         if past_key_values is None:
-            return self.initial_decoder_states(encoder_outputs), 0
-        if not isinstance(past_key_values, ScratchRNNDecoderState):
-            raise ValueError(
-                f"{CACHE_NAME} must be the ScratchRNNDecoderState a previous call returned, got "
-                f"{type(past_key_values).__name__}."
-            )
-        return past_key_values.layer_states(), past_key_values.get_seq_length()
+            return self.initial_decoder_states(encoder_outputs)
+        return past_key_values.layer_states()
 
     def encoded_source(
         self,
@@ -482,18 +483,26 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
     ) -> Seq2SeqModelOutput:
         if self.decoder is None:
             raise ValueError("This ScratchRNNModel was built with add_decoder=False: call model.encoder(...) instead.")
+        if past_key_values is not None and not isinstance(past_key_values, ScratchRNNDecoderState):
+            raise ValueError(
+                f"{CACHE_NAME} must be the ScratchRNNDecoderState a previous call returned, got "
+                f"{type(past_key_values).__name__}: the RNN's decoder state is no transformers Cache."
+            )
+        # The target is checked before the encoder runs. Right-padded targets cannot influence earlier positions of
+        # a left-to-right RNN: their mask is only checked. It covers the target tokens read so far and the new ones,
+        # as generate grows it (and the Transformer's).
+        batch, length = self.encoder.check_tokens(decoder_input_ids, decoder_inputs_embeds, "decoder_input_ids").shape[
+            :2
+        ]
+        seen = 0 if past_key_values is None else past_key_values.get_seq_length()
+        check_attention_mask(decoder_attention_mask, batch, seen + length, name="decoder_attention_mask")
         encoder_outputs, source = self.encoded_source(
             input_ids, attention_mask, inputs_embeds, encoder_outputs, output_attentions, output_hidden_states
         )
         encoder_states = encoder_outputs.last_hidden_state
 
-        target = self.encoder.embed(decoder_input_ids, decoder_inputs_embeds, name="decoder_input_ids")
-        states, seen = self.decoder_start(past_key_values, encoder_outputs)
-        # Right-padded targets cannot influence earlier positions of a left-to-right RNN: the mask is only checked.
-        # It covers the target tokens read so far and the new ones, as generate grows it (and the Transformer's).
-        check_attention_mask(
-            decoder_attention_mask, target.shape[0], seen + target.shape[1], name="decoder_attention_mask"
-        )
+        target = self.encoder.embed(decoder_input_ids, decoder_inputs_embeds)
+        states = self.decoder_start(past_key_values, encoder_outputs)
         # c of "fixed-context": the top encoder layer's final state (both directions)
         summary = final_hidden_state(encoder_outputs)[:, -1] if self.config.attention_type == "fixed-context" else None
         outputs, states, weights, all_hidden = self.decoder(

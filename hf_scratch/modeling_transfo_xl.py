@@ -410,11 +410,11 @@ class ScratchTransfoXLModel(ScratchTransfoXLPreTrainedModel):
         memory_length = 0 if mems is None else mems[0].shape[1]
         key_length = memory_length + query_length
 
-        embedded = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
-        device = embedded.device
         # The user's 0/1 mask covers the segment, optionally preceded by earlier tokens (as ``generate`` passes it);
         # causal over memory + segment; with ``same_length`` each query also sees at most ``mem_len`` keys.
         key_is_real = check_mask_of_last_tokens(attention_mask, batch, query_length)
+        embedded = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
+        device = embedded.device
         window = self.config.mem_len if self.config.same_length and key_length > self.config.mem_len else None
         mask = memory_mask(key_is_real, query_length, key_length, window, device)
         relative_positions = self.dropout(self._relative_positions(key_length, device, embedded.dtype))
@@ -485,6 +485,13 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
         under context parallelism), take their place when given. ``logits_to_keep``: log-probabilities only for the
         last n positions (0: all); ``generate`` asks for 1. The loss never needs them: with ``logits_to_keep`` set it
         scores only each target (the adaptive softmax's cheap path), the way perplexity evaluation should."""
+        given = input_ids if input_ids is not None else inputs_embeds  # (the model checks that exactly one is)
+        for name, labelled in (("labels", labels), ("shift_labels", shift_labels)):
+            if given is not None and labelled is not None and labelled.shape != given.shape[:2]:
+                raise ValueError(
+                    f"{name} must have the shape of input_ids {tuple(given.shape[:2])}, got {tuple(labelled.shape)} "
+                    "(labels are shifted inside: pass labels = input_ids, with -100 where nothing is predicted)."
+                )
         outputs = self.model(
             input_ids=input_ids,
             mems=mems,
@@ -496,13 +503,6 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
         )
         hidden_states = outputs.last_hidden_state
         logits = self.lm_head(hidden_states[:, -logits_to_keep:] if logits_to_keep else hidden_states)
-        for name, given in (("labels", labels), ("shift_labels", shift_labels)):
-            if given is not None and given.shape != hidden_states.shape[:2]:
-                raise ValueError(
-                    f"{name} must have the shape of input_ids {tuple(hidden_states.shape[:2])}, got "
-                    f"{tuple(given.shape)} (labels are shifted inside: pass labels = input_ids, with -100 where "
-                    "nothing is predicted)."
-                )
         loss = None
         if not logits_to_keep:
             loss = causal_lm_loss(logits, labels, num_items_in_batch, shift_labels)

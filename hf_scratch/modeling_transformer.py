@@ -20,6 +20,7 @@ position" of §3.1 (the decoder reads ``<s> i want a beer`` to predict ``i want 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,6 +40,7 @@ from .checks import (
     check_input_ids,
     check_one_input,
     check_padding_or_relation,
+    check_positions,
     embedding_rows,
 )
 from .configuration_transformer import ScratchTransformerConfig
@@ -90,22 +92,20 @@ class ScratchTransformerEmbeddings(nn.Module):
         )
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None,
-        inputs_embeds: torch.Tensor | None,
-        position_ids: torch.Tensor | None = None,
-        name: str = "input_ids",
-    ) -> torch.Tensor:
-        """``inputs_embeds`` are used as given (built with ``tokens``, they are scaled already); ``position_ids``
-        (1 or batch, length) default to 0 … length - 1 (the decoder passes the cache positions: they continue after
-        the cached tokens)."""
-        if inputs_embeds is None:
-            assert input_ids is not None  # the encoder and the decoder have checked that exactly one is given
+    def check(self, input_ids: torch.Tensor | None, position_ids: torch.Tensor, name: str = "input_ids") -> None:
+        """The ids (when given rather than embeddings) in the vocabulary, the positions in the table."""
+        if input_ids is not None:
             check_input_ids(input_ids, embedding_rows(self.tokens), name=name)
+        check_positions(position_ids, self.position.num_positions)
+
+    def forward(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, position_ids: torch.Tensor
+    ) -> torch.Tensor:
+        """Of inputs ``check`` has checked: ``inputs_embeds`` are used as given (built with ``tokens``, they are
+        scaled already); ``position_ids`` (1 or batch, length): 0 … length - 1 for the source, the cache positions
+        for the target (they continue after the cached tokens)."""
+        if inputs_embeds is None:
             inputs_embeds = self.tokens(input_ids)
-        if position_ids is None:
-            position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None, :]
         # (.to: the device too, for device_map="auto" over several devices)
         return self.dropout(inputs_embeds + self.position(position_ids).to(inputs_embeds.device, inputs_embeds.dtype))
 
@@ -152,13 +152,16 @@ class ScratchTransformerEncoder(nn.Module):
         output_hidden_states: bool | None = None,
     ) -> BaseModelOutput:
         """``attention_mask``: the source's 0/1 padding mask (or a 4-D relation), or the ``AttentionMask`` the model
-        has built from it (``source_for_both_sides``), used as it is."""
-        batch, length = check_one_input(input_ids, inputs_embeds).shape[:2]
+        has built from it (``source_mask``, once for the encoder and the cross-attention), used as it is."""
+        given = check_one_input(input_ids, inputs_embeds)
+        batch, length = given.shape[:2]
+        positions = torch.arange(length, device=given.device)[None, :]
+        self.embeddings.check(input_ids, positions)
         mask = attention_mask  # as the model built it
         if not isinstance(mask, AttentionMask):
             mask = padding_or_relation(check_padding_or_relation(mask, batch, length, length))
 
-        hidden_states = self.embeddings(input_ids, inputs_embeds)
+        hidden_states = self.embeddings(input_ids, inputs_embeds, positions)
         hidden_states, all_hidden_states, (all_attentions,) = run_layers(
             self.layers,
             hidden_states,
@@ -230,7 +233,7 @@ def check_decoder_inputs(
     input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, encoder_hidden_states: torch.Tensor | None
 ) -> tuple[int, int]:
     """(batch, length) of the decoder inputs; a ValueError unless exactly one of ``input_ids`` / ``inputs_embeds``
-    is given, with an encoder output of the same batch."""
+    is given, with an encoder output of the same batch (or, before the encoder runs, the source it will read)."""
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError(
             "Pass exactly one of decoder_input_ids or decoder_inputs_embeds (or labels, from which the decoder "
@@ -278,19 +281,16 @@ def source_mask(encoder_attention_mask: torch.Tensor | None, encoder_hidden_stat
     return key_padding_mask(check_attention_mask(encoder_attention_mask, batch, source_length, name))
 
 
-def source_for_both_sides(
-    attention_mask: torch.Tensor | None,
-    input_ids: torch.Tensor | None,
-    inputs_embeds: torch.Tensor | None,
-    encoder_outputs: BaseModelOutput | tuple[torch.Tensor, ...] | None,
-) -> torch.Tensor | AttentionMask | None:
-    """The source's padding, checked once for the encoder's self-attention and the decoder's cross-attention (every
-    query may attend the source's real tokens), which both take the ``AttentionMask`` as it is: built from the
-    (batch, source_length) 0/1 mask (``source_mask``), sized by the encoder's output when given, else by the source
-    the encoder reads. With neither source given, the user's mask is handed on as it is: the encoder's
-    ``check_one_input`` refuses the call first."""
-    source = given_source(input_ids, inputs_embeds, encoder_outputs)
-    return attention_mask if source is None else source_mask(attention_mask, source)
+@dataclass
+class CheckedTarget:
+    """The decoder's inputs of one call, checked, and what the masked self-attention (§3.2.3) reads: the cache this
+    step reads and extends, the positions of the new tokens (after the cached ones) and the mask built once."""
+
+    input_ids: torch.Tensor | None
+    inputs_embeds: torch.Tensor | None
+    cache: EncoderDecoderCache | None
+    positions: torch.Tensor  # (1, length)
+    self_mask: AttentionMask
 
 
 class ScratchTransformerDecoder(nn.Module):
@@ -305,6 +305,28 @@ class ScratchTransformerDecoder(nn.Module):
         self.layers = nn.ModuleList(ScratchTransformerDecoderLayer(config, i) for i in range(config.decoder_layers))
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
 
+    def check_target(
+        self,
+        input_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        past_key_values: Cache | None,
+        inputs_embeds: torch.Tensor | None,
+        use_cache: bool | None,
+        source: torch.Tensor | None,
+    ) -> CheckedTarget:
+        """Everything the decoder reads, checked before any layer runs, and its self-attention mask built:
+        ``source``, the encoder's output, or before the encoder runs the source it will read (the model checks the
+        target first, so that a bad target is refused before the encoder computes anything)."""
+        batch, length = check_decoder_inputs(input_ids, inputs_embeds, source)
+        given = input_ids if input_ids is not None else inputs_embeds
+        assert given is not None  # check_decoder_inputs: exactly one is given
+        cache = decoder_cache(past_key_values, use_cache)
+        key_length, cache_positions, static = cache_layout(cache, length, given.device)
+        positions = cache_positions[None, :]
+        self.embeddings.check(input_ids, positions, name="decoder_input_ids")
+        self_mask = target_mask(attention_mask, batch, key_length, cache_positions, static)
+        return CheckedTarget(input_ids, inputs_embeds, cache, positions, self_mask)
+
     @normalise_inputs
     def forward(
         self,
@@ -317,25 +339,30 @@ class ScratchTransformerDecoder(nn.Module):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        checked_target: CheckedTarget | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        batch, length = check_decoder_inputs(input_ids, inputs_embeds, encoder_hidden_states)
-        assert encoder_hidden_states is not None  # check_decoder_inputs raised otherwise
-        past_key_values = decoder_cache(past_key_values, use_cache)
-        key_length, cache_positions, static = cache_layout(past_key_values, length, encoder_hidden_states.device)
-        self_mask = target_mask(attention_mask, batch, key_length, cache_positions, static)
+        """``checked_target``: the target as ``check_target`` has checked it (the model passes it, and not the
+        target's inputs again)."""
+        target = checked_target
+        if target is None:
+            target = self.check_target(
+                input_ids, attention_mask, past_key_values, inputs_embeds, use_cache, encoder_hidden_states
+            )
+        if encoder_hidden_states is None:
+            raise ValueError("The decoder needs encoder_hidden_states (the encoder output) for its cross-attention.")
         cross_mask = encoder_attention_mask  # as the model built it
         if not isinstance(cross_mask, AttentionMask):
             cross_mask = source_mask(cross_mask, encoder_hidden_states)
-        hidden_states = self.embeddings(input_ids, inputs_embeds, cache_positions[None, :], name="decoder_input_ids")
+        hidden_states = self.embeddings(target.input_ids, target.inputs_embeds, target.positions)
         hidden_states, all_hidden_states, (all_self_attentions, all_cross_attentions) = run_layers(
             self.layers,
             hidden_states,
             lambda layer, x: layer(
                 x,
                 encoder_hidden_states,
-                self_mask,
+                target.self_mask,
                 cross_mask,
-                past_key_values=past_key_values,
+                past_key_values=target.cache,
                 output_attentions=output_attentions,
             ),
             output_hidden_states,
@@ -345,7 +372,7 @@ class ScratchTransformerDecoder(nn.Module):
         )
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
-            **cache_output(past_key_values),
+            **cache_output(target.cache),
             hidden_states=all_hidden_states,
             attentions=all_self_attentions,
             cross_attentions=all_cross_attentions,
@@ -439,7 +466,16 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> Seq2SeqModelOutput:
-        source = source_for_both_sides(attention_mask, input_ids, inputs_embeds, encoder_outputs)
+        # Both sides checked before any layer runs: the source's padding, built once for the encoder's
+        # self-attention and the decoder's cross-attention (sized by the encoder's output when given, else by the
+        # source the encoder reads), and the target
+        sized_by = given_source(input_ids, inputs_embeds, encoder_outputs)
+        if sized_by is None:
+            raise ValueError("Pass the source: input_ids or inputs_embeds, or encoder_outputs (the encoder's output).")
+        source = source_mask(attention_mask, sized_by)
+        target = self.decoder.check_target(
+            decoder_input_ids, decoder_attention_mask, past_key_values, decoder_inputs_embeds, use_cache, sized_by
+        )
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
@@ -452,15 +488,11 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         if not isinstance(encoder_outputs, BaseModelOutput):  # a tuple, as transformers accepts it
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         decoder_outputs = self.decoder(
-            input_ids=decoder_input_ids,
-            attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state,
             encoder_attention_mask=source,
-            past_key_values=past_key_values,
-            inputs_embeds=decoder_inputs_embeds,
-            use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            checked_target=target,
             **already_normalised(),
         )
         return Seq2SeqModelOutput(

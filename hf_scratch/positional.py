@@ -1,6 +1,6 @@
 """Position information: sinusoidal (Vaswani et al. 2017, §3.5) and the sinusoidal relative encodings of
-Transformer-XL. (Learned absolute positions, BERT's and GPT's, are a plain ``nn.Embedding`` table looked up by position,
-its ids checked by ``checks.check_positions``.)
+Transformer-XL. (Learned absolute positions, BERT's and GPT's, are a plain ``nn.Embedding`` table looked up by position.
+The position ids of either kind are checked by the model, with ``checks.check_positions``, before any lookup.)
 
 The paper's encoding, for position ``pos`` and pair index ``i`` (Vaswani et al. 2017 §3.5):
 
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-
-from .checks import check_positions
 
 SINUSOIDAL_LAYOUTS = ("interleaved", "split")
 
@@ -63,7 +61,7 @@ class SinusoidalPositionalEmbedding(nn.Module):
         self.register_buffer("table", sinusoidal_table(num_positions, dim, layout), persistent=False)
 
     def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        check_positions(position_ids, self.num_positions)
+        """PE of each position id (checked to be in the table, ``checks.check_positions``, by the caller)."""
         return self.table[position_ids]
 
 

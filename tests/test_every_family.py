@@ -15,6 +15,7 @@ import torch
 import transformers
 from batches import bert_batch, gpt_batch, longformer_batch, rnn_batch, transformer_sources
 from comparing import close_to_fp32
+from dispatch import computing, recording_ops
 from families import FAMILIES, MODEL_TEST_HEADS, NAMES
 from transformers import (
     AutoModel,
@@ -203,8 +204,10 @@ INPUT_MODELS = {"bert": "ScratchBertModel", "longformer": "ScratchLongformerMode
 @pytest.mark.parametrize("name,make_inputs,message", INPUT_CASES, ids=[f"{c[0]}-{c[2]}" for c in INPUT_CASES])
 def test_bad_inputs_raise_value_error(name, make_inputs, message):
     model = FAMILIES[name].tiny_model(INPUT_MODELS.get(name))
-    with pytest.raises(ValueError, match=message):
-        model(**make_inputs())
+    inputs = make_inputs()
+    with pytest.raises(ValueError, match=message), recording_ops() as ops:
+        model(**inputs)
+    assert not computing(ops), f"refused only after {computing(ops)} ran"
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import pytest
 import torch
 from comparing import close as _close
 from comparing import close_to_fp32
+from dispatch import computing, recording_ops
 from families import CACHED, CAUSAL, FAMILIES, NAMES, fixed_sizes, sizes
 from families import changed as _changed
 from families import logits as _logits
@@ -300,8 +301,10 @@ INPUT_CASES = [
     ids=lambda value: value if isinstance(value, str) else "",
 )
 def test_bad_inputs(case, name, make, words):
-    with pytest.raises(ValueError, match=words):
-        call(name, **make(name))
+    inputs = make(name)
+    with pytest.raises(ValueError, match=words), recording_ops() as ops:
+        call(name, **inputs)
+    assert not computing(ops), f"refused only after {computing(ops)} ran"
 
 
 @pytest.mark.parametrize(
@@ -316,8 +319,9 @@ def test_bad_inputs(case, name, make, words):
 )
 def test_mems_of_the_wrong_shape(mems):
     assert tiny("transfo_xl").config.num_hidden_layers == 1 and tiny("transfo_xl").config.hidden_size == 8
-    with pytest.raises(ValueError, match="mems"):
+    with pytest.raises(ValueError, match="mems"), recording_ops() as ops:
         call("transfo_xl", mems=mems)
+    assert not computing(ops), f"refused only after {computing(ops)} ran"
 
 
 # ---- checkpoints --------------------------------------------------------------------------------------------
