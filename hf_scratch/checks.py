@@ -10,12 +10,14 @@ once, from what these checks return (``masks.py``). Two kinds live here:
   transformers' models take it — token ids against the live embedding table, the one-of ``input_ids`` /
   ``inputs_embeds`` rule, positions (their shape, and the table they index), and the shapes of multiple-choice inputs
   (the (batch, num_choices, length) layout of Radford et al. 2018 §3.3 and Devlin et al. 2019 §4.4, each choice its
-  own sequence).
+  own sequence), and the labels a head's loss reads (class indices in range, or -100; one per example or position).
 
 Checks on shapes, dtypes and types are plain Python and raise everywhere.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -244,6 +246,70 @@ def check_positions(position_ids: torch.Tensor, num_positions: int) -> None:
         )
     if not values_pass(position_ids >= 0, "position_ids must be ≥ 0."):
         raise ValueError("position_ids must be ≥ 0.")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Labels: what a head's loss reads, checked before the model runs
+# --------------------------------------------------------------------------------------------------------------
+
+IGNORE_INDEX = -100  # transformers' label for "nothing to predict here"
+
+
+def scored_classes(layer: nn.Module) -> int | None:
+    """How many classes the live output layer scores (its ``out_features``, or the layer a peft wrapper wraps);
+    None when it does not say."""
+    while not hasattr(layer, "out_features") and hasattr(layer, "get_base_layer"):
+        base = layer.get_base_layer()  # type: ignore[operator]  # peft's method; torch types attributes Tensor | Module
+        if base is layer:
+            break
+        layer = base
+    classes = getattr(layer, "out_features", None)
+    return classes if isinstance(classes, int) else None
+
+
+def check_class_labels(
+    labels: torch.Tensor | None,
+    shape: tuple[int, ...],
+    classes: int | None,
+    name: str = "labels",
+    exact: bool = False,
+) -> None:
+    """Class indices for a cross-entropy: integers, one for each of ``shape`` (the examples or positions they label;
+    with ``exact`` in that very shape, else any layout of that many, which the loss flattens as transformers' does),
+    each in [0, ``classes``) or -100 (nothing to predict there). ``classes`` None: the range is not checked."""
+    if labels is None:
+        return
+    if not isinstance(labels, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor of shape {shape}, got {type(labels).__name__}.")
+    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer class indices, got dtype {labels.dtype}.")
+    if tuple(labels.shape) != tuple(shape) and (exact or labels.numel() != math.prod(shape)):
+        raise ValueError(
+            f"{name} has shape {tuple(labels.shape)} but the inputs call for {tuple(shape)}: one label per "
+            f"{'position' if len(shape) > 1 else 'example'}, -100 where nothing is predicted."
+        )
+    if classes is None:
+        return
+    fix = f"each must be a class index in [0, {classes}) or {IGNORE_INDEX} (ignored)"
+    valid = ((labels >= 0) & (labels < classes)) | (labels == IGNORE_INDEX)
+    if not values_pass(valid, f"{name} contains a value that is not a class index: {fix}."):
+        bad = labels[~valid][0].item()
+        raise ValueError(f"{name} contains {bad}, which is not a class index: {fix}.")
+
+
+def check_next_token_labels(
+    input_ids: torch.Tensor | None,
+    inputs_embeds: torch.Tensor | None,
+    labels: torch.Tensor | None,
+    shift_labels: torch.Tensor | None,
+    classes: int | None,
+) -> None:
+    """A language model's labels, checked before the model runs: ``labels`` (the inputs, shifted inside) or
+    ``shift_labels`` (shifted already) in the inputs' very shape, class indices below ``classes`` or -100."""
+    given = input_ids if input_ids is not None else inputs_embeds  # (the base model checks the one-of rule)
+    if given is not None:
+        for name, labelled in (("labels", labels), ("shift_labels", shift_labels)):
+            check_class_labels(labelled, tuple(given.shape[:2]), classes, name, exact=True)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -40,8 +40,15 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import ModelOutput
 
-from .checks import choice_dimensions
-from .heads import flatten_choices, label_count, sequence_classification_loss, span_loss, token_cross_entropy
+from .checks import check_class_labels, choice_dimensions, scored_classes
+from .heads import (
+    check_sequence_labels,
+    flatten_choices,
+    label_count,
+    sequence_classification_loss,
+    span_loss,
+    token_cross_entropy,
+)
 from .layers import MaskedLMHead, MaskedLMOutputEmbeddings
 from .modeling_common import already_normalised, normalise_inputs
 
@@ -98,6 +105,15 @@ class EncoderHead:
     def build_base_model(self, config: PreTrainedConfig, add_pooling_layer: bool) -> None:
         self.model = self.base_model_class(config, add_pooling_layer=add_pooling_layer)
 
+    @staticmethod
+    def input_shape(inputs: dict[str, Any]) -> tuple[int, ...]:
+        """The leading shape of the given ids or embeddings, (batch, length) — or (batch, choices, length) — what
+        the labels are checked against; () when neither is given (the base model refuses the call then)."""
+        input_ids, inputs_embeds = inputs.get("input_ids"), inputs.get("inputs_embeds")
+        if input_ids is not None:
+            return tuple(input_ids.shape)
+        return tuple(inputs_embeds.shape[:-1]) if inputs_embeds is not None else ()
+
     def encode(self, **inputs: Any) -> BaseModelOutputWithPooling:
         """The base model's output for ``inputs`` (its own parameter names, the flags as bools) that this head's
         public forward has normalised: its decorator does not normalise them again. Every base model returns a
@@ -137,6 +153,8 @@ class EncoderForMaskedLM(MaskedLMOutputEmbeddings, EncoderHead):
         num_items_in_batch: int | None = None,
         **inputs: Any,
     ) -> MaskedLMOutput:
+        if labels is not None and (shape := self.input_shape(inputs)):
+            check_class_labels(labels, shape, scored_classes(self.mlm_head.decoder))
         outputs = self.encode(output_attentions=output_attentions, output_hidden_states=output_hidden_states, **inputs)
         logits = self.mlm_head(outputs.last_hidden_state)
         loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
@@ -158,6 +176,8 @@ class EncoderForSequenceClassification(EncoderHead):
         output_hidden_states: bool | None = None,
         **inputs: Any,
     ) -> SequenceClassifierOutput | NextSentencePredictorOutput:
+        if labels is not None and (shape := self.input_shape(inputs)):
+            self.check_sequence_labels(labels, shape[0])
         outputs = self.encode(output_attentions=output_attentions, output_hidden_states=output_hidden_states, **inputs)
         logits = self.sequence_logits(outputs)
         loss = self.sequence_loss(logits, labels) if labels is not None else None
@@ -166,6 +186,9 @@ class EncoderForSequenceClassification(EncoderHead):
 
     def sequence_logits(self, outputs: BaseModelOutputWithPooling) -> torch.Tensor:
         raise NotImplementedError
+
+    def check_sequence_labels(self, labels: torch.Tensor, batch: int) -> None:
+        check_sequence_labels(labels, batch, label_count(self.config), self.config)
 
     def sequence_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return sequence_classification_loss(logits, labels, self.config)
@@ -192,6 +215,8 @@ class EncoderForTokenClassification(EncoderHead):
         num_items_in_batch: int | None = None,
         **inputs: Any,
     ) -> TokenClassifierOutput:
+        if labels is not None and (shape := self.input_shape(inputs)):
+            check_class_labels(labels, shape, self.num_labels)
         outputs = self.encode(output_attentions=output_attentions, output_hidden_states=output_hidden_states, **inputs)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = token_cross_entropy(logits, labels, num_items_in_batch) if labels is not None else None
@@ -218,6 +243,9 @@ class EncoderForQuestionAnswering(EncoderHead):
         output_hidden_states: bool | None = None,
         **inputs: Any,
     ) -> QuestionAnsweringModelOutput:
+        if shape := self.input_shape(inputs):  # positions outside the sequence are ignored (span_loss)
+            check_class_labels(start_positions, shape[:1], None, "start_positions")
+            check_class_labels(end_positions, shape[:1], None, "end_positions")
         outputs = self.encode(output_attentions=output_attentions, output_hidden_states=output_hidden_states, **inputs)
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
@@ -250,7 +278,8 @@ class EncoderForMultipleChoice(EncoderHead):
         **inputs: Any,
     ) -> MultipleChoiceModelOutput:
         """``inputs``: the tensors shaped (batch, choices, …), flattened here to (batch·choices, …)."""
-        _, num_choices, _ = choice_dimensions(inputs.get("input_ids"), inputs.get("inputs_embeds"))
+        batch, num_choices, _ = choice_dimensions(inputs.get("input_ids"), inputs.get("inputs_embeds"))
+        check_class_labels(labels, (batch,), num_choices)
         flat = {name: flatten_choices(value) if torch.is_tensor(value) else value for name, value in inputs.items()}
         outputs = self.encode(output_attentions=output_attentions, output_hidden_states=output_hidden_states, **flat)
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)

@@ -10,7 +10,7 @@ softmax's target log-probabilities. (The encoders' task heads, BERT's and Longfo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch
 from torch import nn
@@ -19,6 +19,7 @@ from transformers import PreTrainedConfig
 from transformers.modeling_outputs import Seq2SeqLMOutput
 from transformers.utils import ModelOutput
 
+from .checks import IGNORE_INDEX, check_class_labels, scored_classes
 from .modeling_common import (
     DecoderInputsFromLabelsMixin,
     ScratchGenerationMixin,
@@ -28,9 +29,6 @@ from .modeling_common import (
     normalise_inputs,
     returned_cache,
 )
-
-IGNORE_INDEX = -100  # transformers' label for "nothing to predict here"
-
 
 # --------------------------------------------------------------------------------------------------------------
 # Objectives
@@ -84,29 +82,54 @@ def causal_lm_loss(
     return token_cross_entropy(logits, targets.to(logits.device), num_items_in_batch)
 
 
+ProblemType = Literal["regression", "single_label_classification", "multi_label_classification"]
+PROBLEM_TYPES: tuple[ProblemType, ...] = get_args(ProblemType)
+
+
+def problem_type(config: PreTrainedConfig, num_labels: int, labels: torch.Tensor) -> ProblemType:
+    """``config.problem_type``, or when unset the rule transformers' heads follow: regression for one label,
+    single-label classification for integer labels, multi-label classification otherwise."""
+    if config.problem_type is not None:
+        if config.problem_type not in PROBLEM_TYPES:
+            raise ValueError(f"Unknown problem_type {config.problem_type!r}: use one of {', '.join(PROBLEM_TYPES)}.")
+        return config.problem_type
+    if num_labels == 1:
+        return "regression"
+    if labels.dtype in (torch.long, torch.int):
+        return "single_label_classification"
+    return "multi_label_classification"
+
+
+def check_sequence_labels(labels: torch.Tensor | None, batch: int, num_labels: int, config: PreTrainedConfig) -> None:
+    """A sequence classifier's labels, checked before the model runs: a class index per example for single-label
+    classification, ``num_labels`` values per example for regression and multi-label classification."""
+    if labels is None:
+        return
+    if not isinstance(labels, torch.Tensor):
+        raise ValueError(f"labels must be a torch.Tensor with one label per example, got {type(labels).__name__}.")
+    kind = problem_type(config, num_labels, labels)
+    if kind == "single_label_classification":
+        check_class_labels(labels, (batch,), num_labels)
+    elif labels.numel() != batch * num_labels:
+        raise ValueError(
+            f"labels has shape {tuple(labels.shape)} but {kind} takes {num_labels} value(s) per example: shape "
+            f"({batch}, {num_labels})."
+        )
+
+
 def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config: PreTrainedConfig) -> torch.Tensor:
     """Regression (MSE), single-label (cross-entropy) or multi-label (BCE) by ``config.problem_type``, inferred from
-    ``num_labels`` and the label dtype when unset — the rule transformers' heads follow."""
+    ``num_labels`` and the label dtype when unset (``problem_type``), and kept in the config, as transformers' heads
+    do."""
     num_labels = logits.shape[-1]
-    if config.problem_type is None:
-        if num_labels == 1:
-            config.problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            config.problem_type = "single_label_classification"
-        else:
-            config.problem_type = "multi_label_classification"
+    config.problem_type = problem_type(config, num_labels, labels)
     if config.problem_type == "regression":
         if num_labels == 1:
             return F.mse_loss(logits.squeeze(-1).float(), labels.squeeze(-1).float())
         return F.mse_loss(logits.float(), labels.float())
     if config.problem_type == "single_label_classification":
         return F.cross_entropy(logits.view(-1, num_labels).float(), labels.view(-1))
-    if config.problem_type == "multi_label_classification":
-        return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
-    raise ValueError(
-        f"Unknown problem_type {config.problem_type!r}: use 'regression', 'single_label_classification' or "
-        "'multi_label_classification'."
-    )
+    return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
 
 
 def span_loss(
@@ -191,10 +214,15 @@ class Seq2SeqLMHead(DecoderInputsFromLabelsMixin, ScratchPreTrainedModel, Scratc
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | None = None,
     ) -> Seq2SeqLMOutput:
+        decoder_input_ids = self.decoder_inputs_for(labels, decoder_input_ids, decoder_inputs_embeds)
+        if labels is not None:  # one per target position, -100 where nothing is predicted
+            target = decoder_input_ids if decoder_input_ids is not None else decoder_inputs_embeds
+            shape = tuple(labels.shape) if target is None else tuple(target.shape[:2])
+            check_class_labels(labels, shape, scored_classes(self.get_output_embeddings()))
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            decoder_input_ids=self.decoder_inputs_for(labels, decoder_input_ids, decoder_inputs_embeds),
+            decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
             past_key_values=past_key_values,

@@ -23,7 +23,7 @@ from torch import nn
 from transformers.modeling_outputs import BaseModelOutputWithPooling, NextSentencePredictorOutput
 from transformers.utils import ModelOutput
 
-from .checks import check_one_input, check_padding_or_relation
+from .checks import check_class_labels, check_one_input, check_padding_or_relation, scored_classes
 from .configuration_bert import ScratchBertConfig
 from .encoder_heads import (
     EncoderForMaskedLM,
@@ -147,6 +147,10 @@ class ScratchBertForPreTraining(MaskedLMOutputEmbeddings, EncoderHead, ScratchBe
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | None = None,
     ) -> ScratchBertForPreTrainingOutput:
+        shape = self.input_shape({"input_ids": input_ids, "inputs_embeds": inputs_embeds})
+        if shape:
+            check_class_labels(labels, shape, scored_classes(self.mlm_head.decoder))
+            check_class_labels(next_sentence_label, shape[:1], 2, "next_sentence_label")
         outputs = self.encode(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -191,6 +195,9 @@ class ScratchBertForNextSentencePrediction(EncoderForSequenceClassification, Scr
 
     def sequence_logits(self, outputs: BaseModelOutputWithPooling) -> torch.Tensor:
         return self.nsp_head(outputs.pooler_output)
+
+    def check_sequence_labels(self, labels: torch.Tensor, batch: int) -> None:
+        check_class_labels(labels, (batch,), 2)
 
     def sequence_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return token_cross_entropy(logits, labels)

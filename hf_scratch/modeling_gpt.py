@@ -36,17 +36,27 @@ from transformers.modeling_outputs import (
 from transformers.utils import ModelOutput
 
 from .checks import (
+    check_class_labels,
     check_decoder_mask,
     check_input_ids,
+    check_next_token_labels,
     check_one_input,
     check_position_ids,
     check_positions,
     choice_dimensions,
     embedding_rows,
+    scored_classes,
     values_pass,
 )
 from .configuration_gpt import ScratchGPTConfig
-from .heads import causal_lm_loss, flatten_choices, label_count, sequence_classification_loss, token_cross_entropy
+from .heads import (
+    causal_lm_loss,
+    check_sequence_labels,
+    flatten_choices,
+    label_count,
+    sequence_classification_loss,
+    token_cross_entropy,
+)
 from .layers import TransformerBlock, get_activation, run_layers
 from .masks import cache_layout, decoder_self_attention_mask
 from .modeling_common import (
@@ -291,6 +301,7 @@ class ScratchGPTLMHeadModel(ScratchGPTPreTrainedModel, ScratchGenerationMixin):
         (``loss_function`` for ``loss_type = "ForCausalLM"``, as its GPT-2 computes it): the mean negative
         log-likelihood over labels ≠ -100, or their sum over ``num_items_in_batch``. ``logits_to_keep``: logits for
         the last n positions only (0: all); ``generate`` asks for 1."""
+        check_next_token_labels(input_ids, inputs_embeds, labels, shift_labels, scored_classes(self.lm_head))
         outputs = self.model(
             input_ids=input_ids,
             past_key_values=past_key_values,
@@ -389,6 +400,17 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         self.score = nn.Linear(config.hidden_size, self.num_labels, bias=False)
         self.post_init()
 
+    def check_labels(
+        self, given: torch.Tensor | None, labels: torch.Tensor | None, lm_labels: torch.Tensor | None, embedded: bool
+    ) -> None:
+        """Before the model runs: the task's labels (one per example) and the auxiliary objective's (one per token of
+        ``given``, the ids or, ``embedded``, the embeddings)."""
+        if given is None:
+            return  # (the base model refuses the call)
+        check_sequence_labels(labels, given.shape[0], label_count(self.config), self.config)
+        tokens = tuple(given.shape[: given.dim() - embedded])
+        check_class_labels(lm_labels, tokens, scored_classes(self.lm_head), "lm_labels", exact=True)
+
     @normalise_inputs(unlisted=("lm_labels",))
     def forward(
         self,
@@ -404,6 +426,7 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
     ) -> SequenceClassifierOutputWithPast:
         given = input_ids if input_ids is not None else inputs_embeds  # the base model checks the one-of rule
         several_orderings = given is not None and given.dim() == (3 if input_ids is not None else 4)
+        self.check_labels(given, labels, lm_labels, embedded=input_ids is None)
         flat = flatten_choices if several_orderings else (lambda x: x)
         input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = (
             flat(x) for x in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
@@ -431,9 +454,7 @@ class ScratchGPTForSequenceClassification(ScratchGPTPreTrainedModel):
         logits = self.score(final_states)
 
         task_loss = sequence_classification_loss(logits, labels, self.config) if labels is not None else None
-        lm_loss = None
-        if lm_labels is not None:
-            lm_loss = causal_lm_loss(self.lm_head(hidden_states), flat(lm_labels))
+        lm_loss = causal_lm_loss(self.lm_head(hidden_states), flat(lm_labels)) if lm_labels is not None else None
         return SequenceClassifierOutputWithPast(
             loss=auxiliary_objective(task_loss, lm_loss, self.config.lm_loss_weight),
             logits=logits,
@@ -522,6 +543,8 @@ class ScratchGPTDoubleHeadsModel(ScratchGPTPreTrainedModel):
         given = input_ids if input_ids is not None else inputs_embeds
         assert given is not None  # choice_dimensions raised when neither is given
         device = given.device
+        check_class_labels(labels, (batch, num_choices, length), scored_classes(self.lm_head), exact=True)
+        check_class_labels(mc_labels, (batch,), num_choices, "mc_labels")
         mc_token_ids = extract_positions(mc_token_ids, batch, num_choices, length, device)
         outputs = self.model(
             input_ids=flatten_choices(input_ids),
@@ -590,6 +613,7 @@ class ScratchGPTForMultipleChoice(ScratchGPTPreTrainedModel):
                 f"choice of each example, shape ({batch},); for language-modelling labels of every choice use "
                 "ScratchGPTDoubleHeadsModel (labels) or its mc_labels for the choice."
             )
+        check_class_labels(labels, (batch,), num_choices)
         flat_ids, flat_mask = flatten_choices(input_ids), flatten_choices(attention_mask)
         outputs = self.model(
             input_ids=flat_ids,

@@ -42,7 +42,14 @@ from .checks import (
     values_pass,
 )
 from .configuration_rnn import ATTENDING_TYPES, BAHDANAU_DECODERS, ScratchRNNConfig
-from .heads import Seq2SeqLMHead, given_source, label_count, sequence_classification_loss, token_cross_entropy
+from .heads import (
+    Seq2SeqLMHead,
+    check_sequence_labels,
+    given_source,
+    label_count,
+    sequence_classification_loss,
+    token_cross_entropy,
+)
 from .kernels import masked_softmax
 from .layers import classifier_dropout
 from .masks import AttentionMask, key_padding_mask
@@ -427,6 +434,27 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
             hidden, cell = expand(hidden), (expand(cell) if cell is not None else None)
         return unstack_states(hidden, cell)
 
+    def check_target(
+        self,
+        decoder_input_ids: torch.Tensor | None,
+        decoder_attention_mask: torch.Tensor | None,
+        past_key_values: ScratchRNNDecoderState | None,
+        decoder_inputs_embeds: torch.Tensor | None,
+    ) -> int:
+        """The target, checked before the encoder runs: its ids, the decoder state it continues from, its mask;
+        returns the number of target tokens read before. Right-padded targets cannot influence earlier positions of a
+        left-to-right RNN: their mask is only checked. It covers the target tokens read so far and the new ones, as
+        generate grows it (and the Transformer's)."""
+        if past_key_values is not None and not isinstance(past_key_values, ScratchRNNDecoderState):
+            raise ValueError(
+                f"{CACHE_NAME} must be the ScratchRNNDecoderState a previous call returned, got "
+                f"{type(past_key_values).__name__}: the RNN's decoder state is no transformers Cache."
+            )
+        given = self.encoder.check_tokens(decoder_input_ids, decoder_inputs_embeds, "decoder_input_ids")
+        seen = 0 if past_key_values is None else past_key_values.get_seq_length()
+        check_attention_mask(decoder_attention_mask, given.shape[0], seen + given.shape[1], "decoder_attention_mask")
+        return seen
+
     def decoder_start(
         self, past_key_values: ScratchRNNDecoderState | None, encoder_outputs: ScratchRNNEncoderOutput
     ) -> list[LayerState]:
@@ -483,19 +511,7 @@ class ScratchRNNModel(ScratchRNNPreTrainedModel):
     ) -> Seq2SeqModelOutput:
         if self.decoder is None:
             raise ValueError("This ScratchRNNModel was built with add_decoder=False: call model.encoder(...) instead.")
-        if past_key_values is not None and not isinstance(past_key_values, ScratchRNNDecoderState):
-            raise ValueError(
-                f"{CACHE_NAME} must be the ScratchRNNDecoderState a previous call returned, got "
-                f"{type(past_key_values).__name__}: the RNN's decoder state is no transformers Cache."
-            )
-        # The target is checked before the encoder runs. Right-padded targets cannot influence earlier positions of
-        # a left-to-right RNN: their mask is only checked. It covers the target tokens read so far and the new ones,
-        # as generate grows it (and the Transformer's).
-        batch, length = self.encoder.check_tokens(decoder_input_ids, decoder_inputs_embeds, "decoder_input_ids").shape[
-            :2
-        ]
-        seen = 0 if past_key_values is None else past_key_values.get_seq_length()
-        check_attention_mask(decoder_attention_mask, batch, seen + length, name="decoder_attention_mask")
+        seen = self.check_target(decoder_input_ids, decoder_attention_mask, past_key_values, decoder_inputs_embeds)
         encoder_outputs, source = self.encoded_source(
             input_ids, attention_mask, inputs_embeds, encoder_outputs, output_attentions, output_hidden_states
         )
@@ -575,6 +591,9 @@ class ScratchRNNForSequenceClassification(ScratchRNNPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> SequenceClassifierOutput:
+        given = input_ids if input_ids is not None else inputs_embeds  # (the encoder checks the one-of rule)
+        if given is not None:
+            check_sequence_labels(labels, given.shape[0], self.num_labels, self.config)
         outputs = self.model.encoder(
             input_ids=input_ids,
             attention_mask=attention_mask,

@@ -36,7 +36,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 
 from .adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax, embedding_tables, init_adaptive_weights
-from .checks import check_mask_of_last_tokens, check_one_input
+from .checks import check_mask_of_last_tokens, check_next_token_labels, check_one_input
 from .configuration_transfo_xl import ScratchTransfoXLConfig
 from .heads import IGNORE_INDEX, causal_lm_loss, next_token_labels, per_item
 from .kernels import attend
@@ -485,13 +485,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
         under context parallelism), take their place when given. ``logits_to_keep``: log-probabilities only for the
         last n positions (0: all); ``generate`` asks for 1. The loss never needs them: with ``logits_to_keep`` set it
         scores only each target (the adaptive softmax's cheap path), the way perplexity evaluation should."""
-        given = input_ids if input_ids is not None else inputs_embeds  # (the model checks that exactly one is)
-        for name, labelled in (("labels", labels), ("shift_labels", shift_labels)):
-            if given is not None and labelled is not None and labelled.shape != given.shape[:2]:
-                raise ValueError(
-                    f"{name} must have the shape of input_ids {tuple(given.shape[:2])}, got {tuple(labelled.shape)} "
-                    "(labels are shifted inside: pass labels = input_ids, with -100 where nothing is predicted)."
-                )
+        check_next_token_labels(input_ids, inputs_embeds, labels, shift_labels, self.config.vocab_size)
         outputs = self.model(
             input_ids=input_ids,
             mems=mems,

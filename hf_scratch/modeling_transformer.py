@@ -152,7 +152,7 @@ class ScratchTransformerEncoder(nn.Module):
         output_hidden_states: bool | None = None,
     ) -> BaseModelOutput:
         """``attention_mask``: the source's 0/1 padding mask (or a 4-D relation), or the ``AttentionMask`` the model
-        has built from it (``source_mask``, once for the encoder and the cross-attention), used as it is."""
+        has built from it (``source_for_both_sides``), used as it is."""
         given = check_one_input(input_ids, inputs_embeds)
         batch, length = given.shape[:2]
         positions = torch.arange(length, device=given.device)[None, :]
@@ -279,6 +279,21 @@ def source_mask(encoder_attention_mask: torch.Tensor | None, encoder_hidden_stat
     batch, source_length = encoder_hidden_states.shape[:2]
     name = "attention_mask (of the source)"
     return key_padding_mask(check_attention_mask(encoder_attention_mask, batch, source_length, name))
+
+
+def source_for_both_sides(
+    attention_mask: torch.Tensor | None,
+    input_ids: torch.Tensor | None,
+    inputs_embeds: torch.Tensor | None,
+    encoder_outputs: BaseModelOutput | tuple[torch.Tensor, ...] | None,
+) -> tuple[torch.Tensor, AttentionMask]:
+    """The tensor that sizes the source — the encoder's output when given, else what the encoder reads — and the
+    source's padding, checked once and built once for the encoder's self-attention and the decoder's
+    cross-attention (every query may attend the source's real tokens)."""
+    sized_by = given_source(input_ids, inputs_embeds, encoder_outputs)
+    if sized_by is None:
+        raise ValueError("Pass the source: input_ids or inputs_embeds, or encoder_outputs (the encoder's output).")
+    return sized_by, source_mask(attention_mask, sized_by)
 
 
 @dataclass
@@ -466,13 +481,8 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> Seq2SeqModelOutput:
-        # Both sides checked before any layer runs: the source's padding, built once for the encoder's
-        # self-attention and the decoder's cross-attention (sized by the encoder's output when given, else by the
-        # source the encoder reads), and the target
-        sized_by = given_source(input_ids, inputs_embeds, encoder_outputs)
-        if sized_by is None:
-            raise ValueError("Pass the source: input_ids or inputs_embeds, or encoder_outputs (the encoder's output).")
-        source = source_mask(attention_mask, sized_by)
+        # both sides are checked before any layer runs
+        sized_by, source = source_for_both_sides(attention_mask, input_ids, inputs_embeds, encoder_outputs)
         target = self.decoder.check_target(
             decoder_input_ids, decoder_attention_mask, past_key_values, decoder_inputs_embeds, use_cache, sized_by
         )

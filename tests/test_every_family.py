@@ -17,6 +17,7 @@ from batches import bert_batch, gpt_batch, longformer_batch, rnn_batch, transfor
 from comparing import close_to_fp32
 from dispatch import computing, recording_ops
 from families import FAMILIES, MODEL_TEST_HEADS, NAMES
+from test_conformance import HEADS, build, inputs_for, labels_for
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
@@ -172,7 +173,7 @@ INPUT_CASES = [  # (family, the inputs, words the message must contain)
     (
         "transfo_xl",
         lambda: dict(input_ids=torch.randint(0, 40, (2, 5)), labels=torch.randint(0, 40, (2, 3))),
-        "labels must have the shape",
+        "labels has shape",
     ),
     ("transfo_xl", lambda: dict(), "exactly one"),
     (
@@ -207,6 +208,44 @@ def test_bad_inputs_raise_value_error(name, make_inputs, message):
     inputs = make_inputs()
     with pytest.raises(ValueError, match=message), recording_ops() as ops:
         model(**inputs)
+    assert not computing(ops), f"refused only after {computing(ops)} ran"
+
+
+# What each head's loss reads, checked like the inputs: before any kernel runs
+LABELLED_HEADS = [(name, cls, label) for name, cls in HEADS for label in labels_for(name, cls, inputs_for(name, cls))]
+SPAN_POSITIONS = ("start_positions", "end_positions")  # positions outside the sequence are ignored, as in transformers
+
+
+def labelled_call(name: str, cls, label: str, wrong: Callable[[torch.Tensor], torch.Tensor]) -> tuple:
+    """The head on its padded batch with its labels, ``label`` replaced by ``wrong(label)``."""
+    model = build(name, cls).eval()
+    kwargs = inputs_for(name, cls)
+    kwargs.update(labels_for(name, cls, kwargs))
+    kwargs[label] = wrong(kwargs[label])
+    return model, kwargs
+
+
+@pytest.mark.parametrize(
+    "mistake,wrong,message",
+    [
+        ("one too few", lambda labels: labels[..., :-1], "has shape"),
+        ("out of range", lambda labels: torch.full_like(labels, 10**6), "not a class index"),
+        ("floats", lambda labels: labels.float(), "integer class indices|value\\(s\\) per example"),
+    ],
+    ids=["one too few", "out of range", "floats"],
+)
+@pytest.mark.parametrize(
+    "name,cls,label",
+    LABELLED_HEADS,
+    ids=[f"{cls.__name__.removeprefix('Scratch')}-{label}" for _, cls, label in LABELLED_HEADS],
+)
+def test_bad_labels_are_refused_before_any_kernel_runs(name, cls, label, mistake, wrong, message):
+    model, kwargs = labelled_call(name, cls, label, wrong)
+    if label in SPAN_POSITIONS and mistake == "out of range":
+        assert model(**kwargs).loss is not None  # ignored, not refused (every position here: a NaN mean, as there)
+        return
+    with pytest.raises(ValueError, match=message), recording_ops() as ops:
+        model(**kwargs)
     assert not computing(ops), f"refused only after {computing(ops)} ran"
 
 

@@ -176,3 +176,13 @@ def test_the_modules_a_main_head_runs_are_the_documented_ones(name):
 def test_gpt_is_read_in_at_most_six_modules():
     """Issue 49's goal: nanoGPT is read in one file; GPT's LM head here crossed nine modules, now at most six."""
     assert len(documented_paths()[FAMILIES["gpt"].head]) <= 6
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_read_the_forward_page_names_the_documented_modules(name):
+    """docs/read/<family>.md opens with the modules its call crosses: the table's list, in its order."""
+    page = CONTRIBUTING.parent / "read" / f"{name.replace('_', '-')}.md"
+    opening = " ".join(page.read_text().split("\n\n", 2)[1].split())
+    crossed = re.search(r"crosses the modules (.+?) \(", opening)
+    assert crossed, f"{page.name} does not say which modules the call crosses"
+    assert re.findall(r"`(\w+)`", crossed.group(1)) == documented_paths()[FAMILIES[name].head]
