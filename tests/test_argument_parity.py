@@ -21,6 +21,7 @@ import inspect
 import pytest
 import torch
 import transformers
+from dispatch import computing, recording_ops
 from test_conformance import HEADS, build, inputs_for, run
 from transformers import DynamicCache
 from transformers.modeling_flash_attention_utils import FlashAttentionKwargs
@@ -155,8 +156,9 @@ def test_a_name_whose_meaning_is_not_implemented_is_a_value_error_when_it_asks_f
     not_taken = [argument for argument in accepted_names(cls) if argument in ASKING and argument not in own]
     for argument in not_taken:
         value = ASKING[argument](inputs["input_ids"])
-        with pytest.raises(ValueError, match=rf"does not support {argument}="):
+        with pytest.raises(ValueError, match=rf"does not support {argument}="), recording_ops() as ops:
             run(model, inputs, **{argument: value})
+        assert not computing(ops), f"{argument} refused only after {computing(ops)} ran"
 
 
 def test_use_cache_true_does_what_the_counterpart_does(tmp_path):
