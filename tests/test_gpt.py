@@ -26,6 +26,7 @@ from hf_scratch import (
     ScratchGPTModel,
 )
 from hf_scratch.convert import from_transformers, load_reference_checkpoint, to_transformers
+from hf_scratch.modeling_common import cache_argument, returned_cache
 
 GPT = FAMILIES["gpt"]
 VOCAB = GPT.tiny["vocab_size"]
@@ -461,7 +462,7 @@ def test_multiple_choice_trains_with_the_trainer_through_the_auto_class(fixtures
         encoded = tokenizer([f"{context} {choice}" for choice in choices])
         features.append({**{k: v for k, v in encoded.items()}, "label": index % 3})
     collate = DataCollatorForMultipleChoice(tokenizer)
-    batch = collate(features)
+    batch = collate([dict(feature) for feature in features])  # (transformers before 5.24 pops the labels)
     assert batch["input_ids"].dim() == 3 and batch["labels"].shape == (4,)
     with torch.no_grad():
         output = model.eval()(**batch)
@@ -566,8 +567,9 @@ def test_4d_mask_over_the_cache_equals_the_2d_mask(attn_implementation):
     for step_mask in (full_mask, expressed(full_mask, query_length=1), additive(expressed(full_mask, 1), -1e9)):
         with torch.no_grad():
             prefill = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=True)
-            step = model(input_ids=step_ids, attention_mask=step_mask, position_ids=step_positions, cache=prefill.cache)
-        assert step.cache.get_seq_length() == 6
+            cache = cache_argument(returned_cache(prefill))  # (under the installed release's name)
+            step = model(input_ids=step_ids, attention_mask=step_mask, position_ids=step_positions, **cache)
+        assert returned_cache(step).get_seq_length() == 6
         outputs.append(step.logits)
     close(outputs[1], outputs[0], atol=1e-5)
     close(outputs[2], outputs[0], atol=1e-5)
