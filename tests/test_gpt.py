@@ -462,7 +462,7 @@ def test_multiple_choice_trains_with_the_trainer_through_the_auto_class(fixtures
         encoded = tokenizer([f"{context} {choice}" for choice in choices])
         features.append({**{k: v for k, v in encoded.items()}, "label": index % 3})
     collate = DataCollatorForMultipleChoice(tokenizer)
-    batch = collate([dict(feature) for feature in features])  # (transformers before 5.24 pops the labels)
+    batch = collate([dict(feature) for feature in features])  # (5.10's collator pops the labels from them)
     assert batch["input_ids"].dim() == 3 and batch["labels"].shape == (4,)
     with torch.no_grad():
         output = model.eval()(**batch)
