@@ -547,8 +547,8 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
         everything before it, and a later ``generate`` handed the memory an earlier one returned feeds only the tokens
         after those it has read. With ``use_cache=False`` every step feeds the whole sequence, and no memory is
         carried; so too with ``mem_len=0``, which keeps no memory to carry (as in the reference). A memory given to
-        ``generate`` as ``mems`` is the context before the prompt. (``generate`` hands the
-        memory on under the cache's name, ``cache`` from transformers 5.24 on, ``past_key_values`` before.)"""
+        ``generate`` as ``mems`` is the context before the prompt. (``generate`` hands the memory on under the cache's
+        name, ``cache`` from transformers 5.24 on, ``past_key_values`` before.)"""
         carried = cache if cache is not None else past_key_values
         given = kwargs.pop("mems", None)
         use_cache = kwargs.pop("use_cache", None)
@@ -560,7 +560,7 @@ class ScratchTransfoXLLMHeadModel(ScratchTransfoXLPreTrainedModel, ScratchGenera
                 )
             kwargs.pop("next_sequence_length", None)  # (generate would feed only the newest token)
             given = given.mems if isinstance(given, ScratchTransfoXLMemory) else given
-        if use_cache and self.config.mem_len > 0 and carried is None and not isinstance(given, ScratchTransfoXLMemory):
+        elif use_cache and carried is None and not isinstance(given, ScratchTransfoXLMemory):
             given = ScratchTransfoXLMemory(given, seen_tokens=0, layer_count=self.config.num_hidden_layers)
         inputs = super().prepare_inputs_for_generation(input_ids, inputs_embeds=inputs_embeds, **kwargs)
         inputs["mems"] = carried if carried is not None else given

@@ -363,8 +363,7 @@ class ScratchTransformerDecoder(nn.Module):
             target = self.check_target(
                 input_ids, attention_mask, past_key_values, inputs_embeds, use_cache, encoder_hidden_states
             )
-        if encoder_hidden_states is None:
-            raise ValueError("The decoder needs encoder_hidden_states (the encoder output) for its cross-attention.")
+        assert encoder_hidden_states is not None  # check_target refuses a call without it; the model passes it
         cross_mask = encoder_attention_mask  # as the model built it
         if not isinstance(cross_mask, AttentionMask):
             cross_mask = source_mask(cross_mask, encoder_hidden_states)
